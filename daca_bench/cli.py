@@ -1,0 +1,89 @@
+"""`daca-bench` command line: one subcommand per module, imported only when it runs.
+
+Each module named in SUBCOMMANDS defines `configure(parser)` and `run(args) -> int`.
+Unknown options are errors that name the close matches.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import re
+import sys
+
+# name -> (module, one-line help). A module that does not exist yet says so when run.
+SUBCOMMANDS = {
+    "tasks": ("daca_bench.registry", "list the registered verifiable tasks"),
+    "verify": ("daca_bench.verify", "score completions in a JSONL file with a task's verifier"),
+    "sandbox": ("daca_bench.sandbox", "build, run and self-test the Docker code sandbox"),
+    "sample": ("daca_bench.sampler", "sample completions (with the trajectory record) from a model"),
+    "sft": ("daca_bench.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
+    "train": ("daca_bench.trainer", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
+    "ablate": ("daca_bench.ablation", "run an ablation grid"),
+    "table": ("daca_bench.results", "build the ablation table from a results folder"),
+    "plot": ("daca_bench.plots", "draw the ablation plots from a results folder"),
+    "reproduce": ("daca_bench.reproduce", "the embedded default: SFT + ablation grid + table"),
+    "likelihood-bias": ("daca_bench.bias", "measure the bias of likelihood estimators"),
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that names the close matches of an unknown option."""
+
+    def error(self, message):
+        m = re.search(r"unrecognized arguments: (.*)", message)
+        if m:
+            known = [o for a in self._actions for o in a.option_strings]
+            hints = []
+            for tok in m.group(1).split():
+                if tok.startswith("-"):
+                    close = difflib.get_close_matches(tok.split("=")[0], known, n=3, cutoff=0.5)
+                    if close:
+                        hints.append(f"{tok}: did you mean {', '.join(close)}?")
+            if hints:
+                message += "\n  " + "\n  ".join(hints)
+        super().error(message)
+
+
+def build_parser(only: str | None = None) -> Parser:
+    parser = Parser(prog="daca-bench", description="Benchmark and ablation harness for RL on diffusion LMs (DACA-GRPO).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, (modname, help_) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        if name == only:
+            module = _import(modname, name)
+            if module is not None:
+                module.configure(p)
+    return parser
+
+
+def _import(modname: str, name: str):
+    try:
+        return importlib.import_module(modname)
+    except ModuleNotFoundError as exc:
+        if exc.name == modname:
+            return None
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command is not None and command not in SUBCOMMANDS:
+        close = difflib.get_close_matches(command, list(SUBCOMMANDS), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        print(f"daca-bench: unknown command {command!r}.{hint} See 'daca-bench --help'.", file=sys.stderr)
+        return 2
+    args = build_parser(only=command).parse_args(argv)
+    if args.command is None:
+        build_parser().print_help()
+        return 0
+    module = _import(SUBCOMMANDS[args.command][0], args.command)
+    if module is None:
+        print(f"daca-bench {args.command}: not built yet in this version.", file=sys.stderr)
+        return 2
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

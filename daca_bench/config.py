@@ -1,0 +1,187 @@
+"""Configs: frozen dataclasses hold the defaults, YAML presets in configs/ and dotted CLI
+overrides (`sft.lr=1e-3 sampler.steps=16`) are checked against them: an unknown key is an
+error that names the close matches, never a silent no-op.
+
+    cfg = load_config("configs/tiny.yaml", ["sft.steps=100"], RunConfig)
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = "tiny"  # "tiny" | a local save_pretrained folder | a hub id
+    hidden_size: int = 128  # the tiny model's shape (ignored for a loaded model)
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 512
+    max_positions: int = 128
+    trust_remote_code: bool = False  # needed for LLaDA / Dream
+    dtype: str = "float32"  # float32 | bfloat16
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    gen_length: int = 8  # completion canvas length L
+    block_length: int = 8  # semi-autoregressive block b (L % b == 0)
+    steps: int = 8  # denoising steps T in total (a multiple of L / b)
+    temperature: float = 0.0  # 0 = greedy; Gumbel noise in float64 otherwise
+    remasking: str = "low_confidence"  # low_confidence | random
+    threshold: float | None = None  # confidence-threshold parallel decoding (Fast-dLLM); evaluation only
+    batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    task: str = "arithmetic"
+    n_train: int | None = None  # None = the task's default size
+    n_eval: int = 256
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 50
+    grad_clip: float = 1.0
+    eps: float = 1e-3  # t ~ U(eps, 1)
+    save_every: int = 250  # steps between checkpoints
+    eval_every: int = 0  # 0 = evaluate only at the end
+    seed: int = 0
+    threads: int = 0  # torch threads; 0 = all cores
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    output_dir: str = "runs/sft-tiny"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _known_keys(cls, prefix="") -> list[str]:
+    keys = []
+    for f in fields(cls):
+        sub = _dataclass_type(cls, f)
+        keys += _known_keys(sub, f"{prefix}{f.name}.") if sub else [prefix + f.name]
+    return keys
+
+
+def _dataclass_type(cls, f):
+    t = typing.get_type_hints(cls)[f.name]
+    return t if is_dataclass(t) else None
+
+
+def _unknown(key: str, cls) -> ConfigError:
+    known = _known_keys(cls)
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+    tail = key.split(".")[-1]
+    close += [k for k in known if k.split(".")[-1] == tail and k not in close]
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return ConfigError(f"unknown config key {key!r}{hint}")
+
+
+def _coerce(value: Any, tp, key: str):
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key}: cannot read {value!r} as {tp}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+    if tp in (int, float, str):
+        try:
+            if tp is int and not isinstance(value, int):
+                as_float = float(value)
+                if not as_float.is_integer():
+                    raise ValueError
+                return int(as_float)
+            return tp(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}") from None
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = yaml.safe_load(value)
+        return origin(value)
+    return value
+
+
+def apply(cfg, updates: dict[str, Any], root=None, prefix=""):
+    """Return a copy of `cfg` with nested `updates` applied (dicts or dotted keys)."""
+    root = root or type(cfg)
+    changes = {}
+    flat: dict[str, Any] = {}
+    for k, v in updates.items():
+        head, _, rest = k.partition(".")
+        if rest:
+            flat.setdefault(head, {})[rest] = v
+        else:
+            flat[head] = v if not isinstance(v, dict) else {**flat.get(head, {}), **v}
+    names = {f.name: f for f in fields(cfg)}
+    for k, v in flat.items():
+        if k not in names:
+            raise _unknown(prefix + k, root)
+        sub = _dataclass_type(type(cfg), names[k])
+        if sub:
+            if not isinstance(v, dict):
+                raise ConfigError(f"{prefix}{k} is a section; set {prefix}{k}.KEY=VALUE")
+            changes[k] = apply(getattr(cfg, k), v, root, f"{prefix}{k}.")
+        else:
+            changes[k] = _coerce(v, typing.get_type_hints(type(cfg))[k], prefix + k)
+    return replace(cfg, **changes)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not KEY=VALUE (e.g. sft.lr=1e-3)")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+    return out
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None, cls=RunConfig):
+    cfg = cls()
+    if path:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of config keys")
+        try:
+            cfg = apply(cfg, data)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    return apply(cfg, parse_overrides(overrides or []))
+
+
+def to_dict(cfg) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def dump(cfg, path: Path) -> None:
+    Path(path).write_text(json.dumps(to_dict(cfg), indent=2) + "\n")

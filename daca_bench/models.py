@@ -1,0 +1,153 @@
+"""Model adapter: one interface over every masked diffusion LM the harness can train.
+
+    adapter = load_model(ModelConfig(name="tiny"))      # built from a config, ~0.8M params
+    logits = adapter.logits(input_ids, attention_mask)  # (N, P+L, V)
+
+Sources: the built-in tiny model (a bidirectional BERT masked LM with a character-level
+tokenizer built offline with `tokenizers`), any folder saved with `save_pretrained`, any hub
+masked LM (`AutoModelForMaskedLM`), and LLaDA / Dream through `trust_remote_code` (mask id
+from the tokenizer or config; Dream's logits are shifted right by one position).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .config import ModelConfig
+
+MASK, PAD, EOS, UNK = "[MASK]", "[PAD]", "[EOS]", "[UNK]"
+TINY_CHARS = string.printable[:95] + "\n"  # printable ASCII (digits, letters, punctuation, space) and newline
+
+
+def build_char_tokenizer(chars: str = TINY_CHARS):
+    """A character-level fast tokenizer with single-id [PAD], [MASK], [EOS], [UNK]."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    specials = [PAD, MASK, EOS, UNK]
+    vocab = {tok: i for i, tok in enumerate(specials + list(dict.fromkeys(chars)))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))  # no merges: one id per character
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token=PAD, mask_token=MASK, eos_token=EOS,
+                                  unk_token=UNK, clean_up_tokenization_spaces=False)
+    tok.model_input_names = ["input_ids", "attention_mask"]
+    return tok
+
+
+def build_tiny_model(cfg: ModelConfig, tokenizer):
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(cfg.seed)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+                        num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size,
+                        max_position_embeddings=cfg.max_positions, pad_token_id=tokenizer.pad_token_id,
+                        type_vocab_size=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertForMaskedLM(config)
+
+
+@dataclass
+class ModelAdapter:
+    model: torch.nn.Module
+    tokenizer: object
+    mask_token_id: int
+    eos_token_id: int
+    pad_token_id: int
+    shift_logits: bool = False  # Dream predicts position i from the hidden state at i-1
+    source: str = "tiny"
+
+    def __post_init__(self):
+        params = inspect.signature(self.model.forward).parameters
+        self._takes_positions = "position_ids" in params
+        self._takes_mask = "attention_mask" in params
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, P+L) ids -> (N, P+L, V) logits. Left padding is given positions from 0 at the first real token."""
+        kw = {}
+        if attention_mask is not None and self._takes_mask:
+            kw["attention_mask"] = attention_mask
+        if attention_mask is not None and self._takes_positions:
+            kw["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, **kw)
+        logits = out.logits if hasattr(out, "logits") else out[0]
+        if self.shift_logits:
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+        return logits
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+    def decode(self, ids) -> str:
+        """Decode up to the first EOS; ids the tokenizer cannot decode (Dream) are dropped."""
+        out = []
+        vocab = len(self.tokenizer)
+        for i in (ids.tolist() if torch.is_tensor(ids) else ids):
+            if i == self.eos_token_id:
+                break
+            if 0 <= i < vocab and i not in (self.pad_token_id, self.mask_token_id):
+                out.append(i)
+        return self.tokenizer.decode(out, skip_special_tokens=False)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        (path / "daca_adapter.json").write_text(json.dumps({"shift_logits": self.shift_logits, "source": self.source}))
+
+
+def _mask_id(tokenizer, config) -> int:
+    for value in (getattr(tokenizer, "mask_token_id", None), getattr(config, "mask_token_id", None)):
+        if value is not None:
+            return int(value)
+    raise ValueError("model has no mask token: neither its tokenizer nor its config defines mask_token_id")
+
+
+def _eos_id(tokenizer, config) -> int:
+    for value in (getattr(tokenizer, "eos_token_id", None), getattr(config, "eos_token_id", None)):
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if value is not None:
+            return int(value)
+    raise ValueError("model has no EOS token in its tokenizer or config")
+
+
+def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "float32") -> ModelAdapter:
+    """A local save_pretrained folder or a hub id: masked LMs, LLaDA and Dream (remote code)."""
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+    torch_dtype = getattr(torch, dtype)
+    config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    model_type = str(getattr(config, "model_type", "")).lower()
+    is_dream = "dream" in model_type
+    extra = Path(name) / "daca_adapter.json"
+    shift = json.loads(extra.read_text()).get("shift_logits", is_dream) if extra.exists() else is_dream
+    auto_map = getattr(config, "auto_map", None) or {}
+    if auto_map and not trust_remote_code:
+        raise ValueError(f"{name} ships its own model code ({model_type}); pass model.trust_remote_code=true")
+    loader = AutoModelForMaskedLM if ("AutoModelForMaskedLM" in auto_map or not auto_map) else AutoModel
+    model = loader.from_pretrained(name, trust_remote_code=trust_remote_code, dtype=torch_dtype)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer, config)
+    return ModelAdapter(model, tokenizer, _mask_id(tokenizer, config), _eos_id(tokenizer, config), int(pad),
+                        shift_logits=shift, source=name)
+
+
+def load_model(cfg: ModelConfig) -> ModelAdapter:
+    if cfg.name == "tiny":
+        tok = build_char_tokenizer()
+        model = build_tiny_model(cfg, tok)
+        return ModelAdapter(model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny")
+    return load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,124 @@
+"""The task registry: every file in `tasks/` registers its builders with `@register_task`.
+
+    from daca_bench.registry import get_task, list_tasks
+    task = get_task("arithmetic", split="train", n=512, seed=0)
+
+Extra task folders can be added with the DACA_BENCH_TASKS environment variable
+(os.pathsep-separated). Try `daca-bench tasks`.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .types import Task
+
+TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+FAMILIES = ("math", "code", "constraint", "json")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    family: str
+    version: int
+    splits: tuple[str, ...]
+    build: Callable[..., Task]
+    tiny: bool = False  # one of the tiny synthetic families of the CPU default
+    description: str = ""
+
+
+_REGISTRY: dict[str, TaskSpec] = {}
+_loaded = False
+
+
+def register_task(name: str, *, family: str, version: int, splits=("train", "test"),
+                  tiny: bool = False, description: str = ""):
+    """Decorator: register a builder `f(split, n, seed, **kw) -> Task` under `name`."""
+    if family not in FAMILIES:
+        raise ValueError(f"task {name!r}: family {family!r} not in {FAMILIES}")
+
+    def wrap(fn):
+        if name in _REGISTRY and _REGISTRY[name].build.__module__ != fn.__module__:
+            raise ValueError(f"task {name!r} registered twice ({_REGISTRY[name].build.__module__}, {fn.__module__})")
+        _REGISTRY[name] = TaskSpec(name, family, version, tuple(splits), fn, tiny,
+                                   description or (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+
+    return wrap
+
+
+def _task_dirs() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep) if p]
+    return [TASKS_DIR, *extra]
+
+
+def load_all() -> None:
+    """Import every `*.py` in the task folders once (nothing heavy happens at import)."""
+    global _loaded
+    if _loaded:
+        return
+    for folder in _task_dirs():
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            modname = f"daca_bench_tasks.{path.stem}"
+            if modname in sys.modules:
+                continue
+            spec = importlib.util.spec_from_file_location(modname, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[modname] = module
+            spec.loader.exec_module(module)
+    _loaded = True
+
+
+def list_tasks() -> list[TaskSpec]:
+    load_all()
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def task_spec(name: str) -> TaskSpec:
+    load_all()
+    if name not in _REGISTRY:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_REGISTRY))}"
+        raise KeyError(f"unknown task {name!r}{hint}")
+    return _REGISTRY[name]
+
+
+def get_task(name: str, split: str = "test", **kw) -> Task:
+    spec = task_spec(name)
+    if split not in spec.splits:
+        raise ValueError(f"task {name!r} has no split {split!r}; splits: {', '.join(spec.splits)}")
+    return spec.build(split=split, **kw)
+
+
+# ---- CLI: `daca-bench tasks` ----------------------------------------------------------
+def configure(parser) -> None:
+    parser.add_argument("--family", choices=FAMILIES, help="only this family")
+
+
+def run(args) -> int:
+    rows = []
+    for spec in list_tasks():
+        if args.family and spec.family != args.family:
+            continue
+        sizes = []
+        for split in spec.splits:
+            try:
+                sizes.append(f"{split}={len(spec.build(split=split).samples)}")
+            except Exception as exc:  # a hub dataset that is not cached here, say
+                sizes.append(f"{split}=unavailable ({type(exc).__name__})")
+        rows.append((spec.name, spec.family, str(spec.version), " ".join(sizes), spec.description))
+    header = ("name", "family", "version", "splits (sizes)", "description")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    for r in [header, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+    return 0

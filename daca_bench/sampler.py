@@ -1,0 +1,226 @@
+"""LLaDA-style sampler that also returns the trajectory record of daca-spec.md, at no extra
+forward pass.
+
+Block semi-autoregressive decoding: the completion canvas (L masks) is split into blocks of
+b; each block gets T / (L / b) steps; at each step the model predicts every masked position
+and the sampler commits the most confident ones in the current block (`low_confidence`) or
+random ones (`random`). Temperature acts through Gumbel noise in float64. With
+`threshold` set it decodes in parallel instead (Fast-dLLM): every masked position of the
+block whose confidence exceeds the threshold is committed (at least one per step).
+
+    batch = sample(adapter, ["12+5="], SamplerConfig(gen_length=8, steps=8), seed=0)
+    batch.texts, batch.trajectory.commit_step, batch.trajectory.conf   # (N, L), (N, T, L)
+
+`commit_logp` and `conf` are read from the model's own (untempered) distribution, the
+quantity every likelihood estimator in `likelihood.py` also targets.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from .config import SamplerConfig
+from .models import ModelAdapter
+
+
+@dataclass
+class Trajectory:
+    commit_step: torch.Tensor  # (N, L) int64: tau_k in 1..T
+    commit_logp: torch.Tensor  # (N, L) float32: log p^{tau_k}_k(o_k)
+    conf: torch.Tensor  # (N, T, L) float32: max_v p^t_k(v) for k masked before step t, NaN otherwise
+
+
+@dataclass
+class RolloutBatch:
+    prompt_ids: torch.Tensor  # (N, P) left-padded
+    prompt_mask: torch.Tensor  # (N, P) 1 = real prompt token
+    completion_ids: torch.Tensor  # (N, L)
+    completion_mask: torch.Tensor  # (N, L) bool: valid tokens, up to and including the first EOS
+    texts: list[str]
+    trajectory: Trajectory | None
+    forward_passes: int
+
+    @property
+    def input_ids(self) -> torch.Tensor:  # (N, P+L)
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
+
+    @property
+    def attention_mask(self) -> torch.Tensor:  # (N, P+L)
+        return torch.cat([self.prompt_mask, torch.ones_like(self.completion_ids)], dim=1)
+
+
+def pad_prompts(adapter: ModelAdapter, prompts) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad prompts (strings or id lists) to one length: (N, P) ids and attention mask."""
+    ids = adapter.encode(prompts) if prompts and isinstance(prompts[0], str) else [list(p) for p in prompts]
+    width = max(len(p) for p in ids)
+    out = torch.full((len(ids), width), adapter.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, p in enumerate(ids):
+        if p:
+            out[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+    return out, mask
+
+
+def transfer_schedule(masked_count: torch.Tensor, steps: int) -> torch.Tensor:
+    """(N,) masked positions in a block -> (N, steps) tokens to commit at each step (LLaDA's split)."""
+    base = masked_count // steps
+    rem = masked_count % steps
+    sched = base[:, None].expand(-1, steps).clone()
+    sched += (torch.arange(steps)[None, :] < rem[:, None]).long()
+    return sched
+
+
+def valid_mask(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """(N, L) bool: positions up to and including the first EOS (all, when there is none)."""
+    is_eos = completion_ids == eos_id
+    after_first = (is_eos.long().cumsum(dim=1) - is_eos.long()) > 0
+    return ~after_first
+
+
+def _gumbel(shape, generator, device) -> torch.Tensor:
+    u = torch.rand(shape, dtype=torch.float64, generator=generator, device=device)
+    neg_log_u = (-torch.log(u.clamp_min(1e-300))).clamp_min(1e-300)
+    return -torch.log(neg_log_u)
+
+
+@torch.no_grad()
+def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerConfig, gen: torch.Generator,
+                  record: bool):
+    device = adapter.device
+    n, p = prompt_ids.shape
+    L, b = cfg.gen_length, cfg.block_length
+    mask_id = adapter.mask_token_id
+    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+    x = torch.cat([prompt_ids, torch.full((n, L), mask_id, dtype=torch.long, device=device)], dim=1)  # (N, P+L)
+    attn = torch.cat([prompt_mask, torch.ones((n, L), dtype=torch.long, device=device)], dim=1)
+    parallel = cfg.threshold is not None
+    num_blocks = L // b
+    steps_per_block = cfg.steps // num_blocks
+    max_steps = L if parallel else cfg.steps
+    commit_step = torch.zeros((n, L), dtype=torch.long, device=device)
+    commit_logp = torch.zeros((n, L), dtype=torch.float32, device=device)
+    conf_rec = torch.full((n, max_steps, L), math.nan, dtype=torch.float32, device=device) if record else None
+    banned = [i for i in {mask_id, adapter.pad_token_id} if i is not None]
+    t = 0
+    for blk in range(num_blocks):
+        lo, hi = blk * b, (blk + 1) * b  # block span inside the completion
+        sched = None if parallel else transfer_schedule((x[:, p + lo:p + hi] == mask_id).sum(1).cpu(), steps_per_block)
+        i = 0
+        while (x[:, p + lo:p + hi] == mask_id).any():
+            t += 1
+            logits = adapter.logits(x, attn)[:, p:].float()  # (N, L, V)
+            masked = x[:, p:] == mask_id  # (N, L): M_t
+            if record:  # full record: log-probs and confidences at every position
+                logp = torch.log_softmax(logits, dim=-1)  # (N, L, V)
+                conf_rec[:, t - 1] = torch.where(masked, logp.max(-1).values.exp(), torch.tensor(math.nan, device=device))
+                logp_blk = logp[:, lo:hi]
+            else:
+                logp_blk = torch.log_softmax(logits[:, lo:hi], dim=-1)  # (N, b, V)
+            choice_logits = logits[:, lo:hi].double()
+            choice_logits[..., banned] = -math.inf
+            if cfg.temperature > 0:
+                choice_logits = choice_logits / cfg.temperature + _gumbel(choice_logits.shape, gen, device)
+            x0 = choice_logits.argmax(-1)  # (N, b)
+            x0_logp = logp_blk.gather(-1, x0[..., None]).squeeze(-1)  # (N, b)
+            if cfg.remasking == "low_confidence":
+                score = x0_logp.double()
+            elif cfg.remasking == "random":
+                score = torch.rand(x0.shape, dtype=torch.float64, generator=gen, device=device)
+            else:
+                raise ValueError(f"unknown remasking {cfg.remasking!r}; use low_confidence or random")
+            blk_masked = masked[:, lo:hi]
+            score = score.masked_fill(~blk_masked, -math.inf)
+            rank = score.argsort(dim=1, descending=True).argsort(dim=1)  # (N, b): 0 = most confident
+            if parallel:
+                take = blk_masked & ((x0_logp.exp() > cfg.threshold) | (rank == 0))
+            else:
+                take = blk_masked & (rank < sched[:, i].to(device)[:, None])
+                i += 1
+            cur = x[:, p + lo:p + hi]
+            x[:, p + lo:p + hi] = torch.where(take, x0, cur)
+            commit_step[:, lo:hi] = torch.where(take, t, commit_step[:, lo:hi])
+            commit_logp[:, lo:hi] = torch.where(take, x0_logp, commit_logp[:, lo:hi])
+    conf = conf_rec[:, :t] if record else None
+    return x[:, p:], commit_step, commit_logp, conf, t
+
+
+def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int = 0, record: bool = True) -> RolloutBatch:
+    """Sample one completion per prompt (repeat prompts for a group), in chunks of cfg.batch_size."""
+    L, b = cfg.gen_length, cfg.block_length
+    if L % b:
+        raise ValueError(f"sampler.gen_length={L} must be a multiple of sampler.block_length={b}")
+    if cfg.threshold is None and cfg.steps % (L // b):
+        raise ValueError(f"sampler.steps={cfg.steps} must be a multiple of the number of blocks {L // b}")
+    prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
+    gen = torch.Generator(device=adapter.device).manual_seed(seed)
+    outs, passes = [], 0
+    for s in range(0, len(prompt_ids), cfg.batch_size):
+        out = _sample_chunk(adapter, prompt_ids[s:s + cfg.batch_size], prompt_mask[s:s + cfg.batch_size], cfg, gen, record)
+        outs.append(out)
+        passes += out[4]
+    completion = torch.cat([o[0] for o in outs]).cpu()
+    traj = None
+    if record:
+        steps = max(o[3].shape[1] for o in outs)
+        conf = torch.cat([torch.nn.functional.pad(o[3], (0, 0, 0, steps - o[3].shape[1]), value=math.nan) for o in outs])
+        traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu())
+    texts = [adapter.decode(row) for row in completion]
+    return RolloutBatch(prompt_ids, prompt_mask, completion, valid_mask(completion, adapter.eos_token_id), texts, traj, passes)
+
+
+@torch.no_grad()
+def replay_commit_logp(adapter: ModelAdapter, batch: RolloutBatch) -> torch.Tensor:
+    """Recompute log p^{tau_k}_k(o_k) by rebuilding the canvas of every step: (N, L). Costs T passes."""
+    traj = batch.trajectory
+    device = adapter.device
+    ids, attn = batch.input_ids.to(device), batch.attention_mask.to(device)
+    p = batch.prompt_ids.shape[1]
+    step, comp = traj.commit_step.to(device), batch.completion_ids.to(device)
+    out = torch.zeros(step.shape, dtype=torch.float32, device=device)
+    for t in range(1, int(step.max()) + 1):
+        canvas = ids.clone()
+        canvas[:, p:] = torch.where(step < t, comp, torch.full_like(comp, adapter.mask_token_id))
+        logp = torch.log_softmax(adapter.logits(canvas, attn)[:, p:].float(), dim=-1)
+        tok_logp = logp.gather(-1, comp[..., None]).squeeze(-1)
+        out = torch.where(step == t, tok_logp, out)
+    return out.cpu()
+
+
+# ---- CLI: `daca-bench sample` -------------------------------------------------------------
+def configure(parser) -> None:
+    parser.add_argument("--model", default="tiny", help="tiny | a save_pretrained folder | a hub id")
+    parser.add_argument("--task", required=True, help="task whose prompts to sample (see `daca-bench tasks`)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--n", type=int, default=8, help="number of prompts")
+    parser.add_argument("--output", help="JSONL file for the completions and their trajectory record")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("overrides", nargs="*", help="sampler.KEY=VALUE (e.g. sampler.temperature=0.9)")
+
+
+def run(args) -> int:
+    from .config import ModelConfig, RunConfig, load_config
+    from .models import load_model
+    from .registry import get_task
+
+    cfg = load_config(None, args.overrides, RunConfig)
+    adapter = load_model(ModelConfig(name=args.model, trust_remote_code=args.trust_remote_code))
+    task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
+    samples = list(task.samples)[: args.n]
+    batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)
+    sink = open(args.output, "w") if args.output else sys.stdout
+    for i, s in enumerate(samples):
+        r = task.verify(s, batch.texts[i])
+        row = {"id": s.id, "prompt": s.prompt, "completion": batch.texts[i], "reward": r.as_json_value(),
+               "status": r.status, "commit_step": batch.trajectory.commit_step[i].tolist(),
+               "commit_logp": [round(v, 5) for v in batch.trajectory.commit_logp[i].tolist()]}
+        sink.write(json.dumps(row) + "\n")
+    if args.output:
+        sink.close()
+        print(f"wrote {len(samples)} completions to {args.output} ({batch.forward_passes} forward passes)")
+    return 0
