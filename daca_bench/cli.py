@@ -27,22 +27,42 @@ SUBCOMMANDS = {
 }
 
 
+def _config_keys_like(name: str) -> list[str]:
+    from .config import RunConfig, _known_keys
+
+    leaf = name.replace("-", "_")
+    return [k for k in _known_keys(RunConfig) if k.split(".")[-1] == leaf]
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that names the close matches of an unknown option."""
 
     def error(self, message):
         m = re.search(r"unrecognized arguments: (.*)", message)
         if m:
-            known = [o for a in self._actions for o in a.option_strings]
+            known = self._all_options()
             hints = []
             for tok in m.group(1).split():
                 if tok.startswith("-"):
-                    close = difflib.get_close_matches(tok.split("=")[0], known, n=3, cutoff=0.5)
+                    name = tok.split("=")[0]
+                    close = difflib.get_close_matches(name, sorted(set(known) - {"-h", "--help"}), n=3, cutoff=0.6)
+                    close += [f"the override {k}=VALUE" for k in _config_keys_like(name.lstrip("-"))]
                     if close:
                         hints.append(f"{tok}: did you mean {', '.join(close)}?")
             if hints:
                 message += "\n  " + "\n  ".join(hints)
         super().error(message)
+
+
+    def _all_options(self) -> list[str]:
+        """Options of this parser and of its subcommands (argparse reports unknown ones at the top)."""
+        known = []
+        for action in self._actions:
+            known += action.option_strings
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    known += sub._all_options()
+        return known
 
 
 def build_parser(only: str | None = None) -> Parser:

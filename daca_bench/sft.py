@@ -80,6 +80,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         sched.load_state_dict(state["scheduler"])
         gen.set_state(state["generator"])
         step, order, pos = state["step"], state["order"], state["pos"]
+        truncate_metrics(out / "metrics.jsonl", step)
     else:
         dump(cfg, out / "config.json")
         (out / "metrics.jsonl").unlink(missing_ok=True)
@@ -127,6 +128,13 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
                "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else math.nan}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines past the checkpoint a run resumes from, so no step is logged twice."""
+    if path.exists():
+        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        path.write_text("".join(line + "\n" for line in keep))
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor):

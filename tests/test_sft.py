@@ -1,0 +1,41 @@
+import json
+
+import torch
+from safetensors.torch import load_file
+
+from daca_bench.config import RunConfig, apply
+from daca_bench.sft import encode_completions, train_sft
+
+import pytest
+
+
+def _cfg(**sft):
+    return apply(RunConfig(), {"sft": {"n_train": 256, "n_eval": 16, "batch_size": 16, "save_every": 5, **sft}})
+
+
+def test_sft_learns(tmp_path):
+    summary = train_sft(_cfg(steps=120, lr=2e-3), tmp_path, progress=False)
+    losses = [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(losses) == 120
+    assert sum(losses[-20:]) / 20 < 0.7 * sum(losses[:20]) / 20
+    assert (tmp_path / "final" / "model.safetensors").exists() and (tmp_path / "summary.json").exists()
+    assert 0.0 <= summary["accuracy"] <= 1.0
+
+
+def test_resumed_sft_equals_uninterrupted(tmp_path):
+    train_sft(_cfg(steps=12), tmp_path / "straight", progress=False)
+    train_sft(_cfg(steps=7), tmp_path / "resumed", progress=False)  # checkpoint at step 5, "crash" after 7
+    (tmp_path / "resumed" / "checkpoint").rename(tmp_path / "resumed" / "checkpoint.old")  # an interrupted swap
+    train_sft(_cfg(steps=12), tmp_path / "resumed", progress=False)
+    a = load_file(tmp_path / "straight" / "final" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "final" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 13))
+
+
+def test_completion_too_long_for_canvas_is_a_clear_error(tiny):
+    with pytest.raises(ValueError, match="raise sampler.gen_length"):
+        encode_completions(tiny, ["12345678"], 8)
+    ids = encode_completions(tiny, ["42"], 5)
+    assert ids[0, 2:].tolist() == [tiny.eos_token_id] * 3
