@@ -97,6 +97,9 @@ class ModelAdapter:
         return self.tokenizer.decode(out, skip_special_tokens=False)
 
     def save(self, path: str | Path) -> None:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one bar per checkpoint would drown the training bar
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(path)
@@ -124,6 +127,9 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
     """A local save_pretrained folder or a hub id: masked LMs, LLaDA and Dream (remote code)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     torch_dtype = getattr(torch, dtype)
     config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
     tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)

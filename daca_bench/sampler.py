@@ -115,10 +115,11 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
             t += 1
             logits = adapter.logits(x, attn)[:, p:].float()  # (N, L, V)
             masked = x[:, p:] == mask_id  # (N, L): M_t
-            if record:  # full record: log-probs and confidences at every position
-                logp = torch.log_softmax(logits, dim=-1)  # (N, L, V)
-                conf_rec[:, t - 1] = torch.where(masked, logp.max(-1).values.exp(), torch.tensor(math.nan, device=device))
-                logp_blk = logp[:, lo:hi]
+            if record:  # confidences at every masked position: max_v p = exp(max logit - logsumexp)
+                lse = torch.logsumexp(logits, dim=-1)  # (N, L)
+                conf_t = (logits.max(-1).values - lse).exp()
+                conf_rec[:, t - 1] = torch.where(masked, conf_t, torch.tensor(math.nan, device=device))
+                logp_blk = logits[:, lo:hi] - lse[:, lo:hi, None]  # (N, b, V)
             else:
                 logp_blk = torch.log_softmax(logits[:, lo:hi], dim=-1)  # (N, b, V)
             choice_logits = logits[:, lo:hi].double()

@@ -1,0 +1,220 @@
+"""Answer extraction: find the answer inside a model completion, one rule per family.
+
+The rules (documented in tasks/README.md) are shared by every task so that one reading of a
+completion holds across the benchmark:
+  1. the answer is the content of the LAST `<answer>...</answer>` (multi-line allowed);
+  2. otherwise, per family: math -> last `\\boxed{}` (balanced braces), then `#### x`, then the
+     last number; sudoku -> last run of N*N digits (separators ignored); json -> last fenced
+     ```json block, else the first balanced JSON value; code -> last fenced python block, else
+     the completion itself (a continuation of the prompt).
+Every function returns None when it finds nothing: the task then says `no_answer`.
+    >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and \\boxed{3}")
+    '3'
+"""
+from __future__ import annotations
+
+import json
+import re
+
+# DOTALL: the answer may span lines; non-greedy inside, the last match wins.
+_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_HASH = re.compile(r"####\s*([^\n]*)")
+# A number: optional sign not glued to a word or a digit before it, thousands groups or plain
+# digits, optional decimals; or a leading-dot decimal. A slash joins a fraction a/b.
+_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
+_NUMBER = re.compile(rf"(?<![\w.])(?:[-\u2212](?=[\d.]))?(?:{_NUM})(?:\s*/\s*(?:{_NUM}))?")
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_SUDOKU_SEPARATORS = set(" \t\r\n,;|_-+[]()")
+
+
+def tagged(text: str) -> str | None:
+    """Content of the last `<answer>...</answer>`, stripped; None when there is no such pair."""
+    found = _TAG.findall(text)
+    return found[-1].strip() if found else None
+
+
+def balanced(text: str, start: int, open_: str = "{", close: str = "}") -> int | None:
+    """Index just past the bracket that closes the one at `start`, or None if it never closes.
+    Escaped brackets (`\\{`, `\\}` in LaTeX) do not count."""
+    depth, i = 0, start
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == open_:
+            depth += 1
+        elif ch == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    r"""Content of the last `\boxed{...}` (or `\fbox{...}`) with balanced braces."""
+    best = None
+    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        end = balanced(text, m.end() - 1)
+        if end is not None:
+            best = text[m.end():end - 1].strip()
+    return best
+
+
+def hash_answer(text: str) -> str | None:
+    """What follows the last `#### ` marker (GSM8K's convention), or None."""
+    found = [s.strip() for s in _HASH.findall(text)]
+    found = [s for s in found if s]
+    return found[-1] if found else None
+
+
+def numbers(text: str) -> list[str]:
+    """Every number in the text, in order (thousands commas kept; a/b fractions whole)."""
+    return [m.group(0).replace("\u2212", "-") for m in _NUMBER.finditer(text)]
+
+
+def last_number(text: str) -> str | None:
+    found = numbers(text)
+    return found[-1] if found else None
+
+
+def math_answer(completion: str) -> tuple[str | None, str]:
+    """(answer string, how it was found). Inside tags a `\\boxed{}` still wins over the rest."""
+    inner = tagged(completion)
+    if inner is not None:
+        boxed = last_boxed(inner)
+        if boxed is not None:
+            return boxed, "tag+boxed"
+        return (inner, "tag") if inner else (None, "empty_tag")
+    for rule, fn in (("boxed", last_boxed), ("hash", hash_answer), ("last_number", last_number)):
+        found = fn(completion)
+        if found:
+            return found, rule
+    return None, "none"
+
+
+def gold_math_answer(answer: str) -> str:
+    """A dataset's gold field: GSM8K `... #### 72` -> `72`, `\\boxed{x}` -> `x`, else as given."""
+    text = str(answer)
+    for fn in (hash_answer, last_boxed):
+        found = fn(text)
+        if found:
+            return found
+    return text.strip()
+
+
+def digit_run(text: str, count: int) -> str | None:
+    """The last run of at least `count` digits, separators ignored; its last `count` digits.
+
+    Separators are whitespace and , ; | _ - + [ ] ( ); any other character ends a run.
+    """
+    best, run = None, []
+    for ch in text + "\x00":
+        if ch.isdigit() and ch.isascii():
+            run.append(ch)
+        elif ch in _SUDOKU_SEPARATORS:
+            continue
+        else:
+            if len(run) >= count:
+                best = "".join(run[-count:])
+            run = []
+    return best
+
+
+def fenced_blocks(text: str, languages: tuple[str, ...] | None = None) -> list[str]:
+    """Bodies of the complete ``` fenced blocks, in order, optionally only these languages
+    (an untagged fence counts as any language)."""
+    out = []
+    for m in _FENCE.finditer(text):
+        lang = m.group(1).lower()
+        if languages is None or lang in languages or lang == "":
+            out.append(m.group(2))
+    return out
+
+
+def first_json_value(text: str) -> tuple[str | None, bool]:
+    """(candidate text, found): the first balanced {...} or [...] (string-aware), else the whole
+    stripped text if it is a JSON scalar. found=False means nothing JSON-like was there."""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    for start in sorted(starts):
+        end = _json_end(text, start)
+        if end is not None:
+            return text[start:end], True
+    if starts:  # an opening bracket that never closes: an answer, but not valid JSON
+        return text[min(starts):].strip(), True
+    stripped = text.strip()
+    if stripped:
+        try:
+            loads_strict(stripped)
+            return stripped, True
+        except ValueError:
+            pass
+    return None, False
+
+
+def _json_end(text: str, start: int) -> int | None:
+    depth, in_str, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def json_answer(completion: str) -> tuple[str | None, str]:
+    """(JSON text, how it was found) under rule 1 then the json rule."""
+    inner = tagged(completion)
+    text = completion if inner is None else inner
+    how = "" if inner is None else "tag+"
+    blocks = fenced_blocks(text, ("json", "json5", "jsonc"))
+    if blocks:
+        return blocks[-1].strip(), how + "fence"
+    candidate, found = first_json_value(text)
+    return (candidate, how + "value") if found else (None, "none")
+
+
+def loads_strict(text: str):
+    """json.loads that refuses NaN/Infinity (not JSON) and duplicate keys (ambiguous)."""
+    def no_constants(name):
+        raise ValueError(f"{name} is not valid JSON")
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        if len(keys) != len(set(keys)):
+            raise ValueError(f"duplicate key in object: {sorted({k for k in keys if keys.count(k) > 1})}")
+        return dict(pairs)
+
+    return json.loads(text, parse_constant=no_constants, object_pairs_hook=no_duplicates)
+
+
+def code_answer(completion: str) -> tuple[str, str]:
+    """(code, how): the last fenced python (or untagged) block; else the tail after an unclosed
+    opening fence; else the completion itself up to a dangling closing fence (a continuation of
+    the prompt)."""
+    inner = tagged(completion)
+    text = completion if inner is None else inner
+    how = "" if inner is None else "tag+"
+    blocks = list(_FENCE.finditer(text))
+    python = [m.group(2) for m in blocks if m.group(1).lower() in ("python", "py", "python3", "")]
+    if python:
+        return python[-1], how + "fence"
+    tail_start = blocks[-1].end() if blocks else 0
+    m = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n").search(text, tail_start)
+    if m:
+        return text[m.end():], how + "open_fence"
+    cut = text.find("```", tail_start)
+    return (text[:cut] if cut >= 0 else text), how + "continuation"
