@@ -178,13 +178,17 @@ def _json_end(text: str, start: int) -> int | None:
 def json_answer(completion: str) -> tuple[str | None, str]:
     """(JSON text, how it was found) under rule 1 then the json rule."""
     inner = tagged(completion)
+    if inner == "":
+        return None, "empty_tag"
     text = completion if inner is None else inner
     how = "" if inner is None else "tag+"
     blocks = fenced_blocks(text, ("json", "json5", "jsonc"))
     if blocks:
         return blocks[-1].strip(), how + "fence"
     candidate, found = first_json_value(text)
-    return (candidate, how + "value") if found else (None, "none")
+    if found:
+        return candidate, how + "value"
+    return (inner, "tag") if inner else (None, "none")  # tagged non-JSON: an answer, invalid
 
 
 def loads_strict(text: str):

@@ -16,6 +16,9 @@ from typing import Any
 
 import yaml
 
+from .credit import DPSConfig
+from .losses import LossConfig
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -65,6 +68,51 @@ class RunConfig:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     output_dir: str = "runs/sft-tiny"
+
+
+@dataclass(frozen=True)
+class SMLConfig:
+    k: int = 1  # strata; 1 = d1's mean-field estimator (the baseline)
+    partition: str = "random"  # random | strided | commit_order
+    p_mask_prompt: float = 0.0  # d1 used 0.15
+    chunk: int = 0  # rows per forward pass of the K*N canvases; 0 = all at once
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    task: str = "arithmetic"
+    init: str = ""  # a save_pretrained folder (e.g. an SFT run's final/); "" = model.name
+    steps: int = 100
+    prompts_per_step: int = 8  # B prompts, each sampled num_generations times
+    num_generations: int = 8  # G
+    mu: int = 1  # inner updates per rollout batch
+    lr: float = 5e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+    grad_accum: int = 1  # micro-batches per update
+    n_train: int | None = None
+    n_eval: int = 256
+    eval_every: int = 0  # 0 = only at the end
+    save_every: int = 25
+    seed: int = 0
+    threads: int = 0
+    lora: bool = False
+    lora_r: int = 128
+    lora_alpha: int = 64
+    report_to: str = "none"  # none | tensorboard
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: SamplerConfig = field(default_factory=lambda: SamplerConfig(temperature=0.9))
+    eval: SamplerConfig = field(default_factory=SamplerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sml: SMLConfig = field(default_factory=SMLConfig)
+    dps: DPSConfig = field(default_factory=DPSConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    output_dir: str = "runs/train-tiny"
 
 
 class ConfigError(ValueError):
@@ -185,3 +233,12 @@ def to_dict(cfg) -> dict:
 
 def dump(cfg, path: Path) -> None:
     Path(path).write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+
+
+def pick(table: dict, name: str, key: str):
+    """table[name], or a ConfigError naming `key` and the close matches."""
+    if name not in table:
+        close = difflib.get_close_matches(name, list(table), n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise ConfigError(f"{key}={name!r} is not known; {hint}choose from {', '.join(table)}")
+    return table[name]

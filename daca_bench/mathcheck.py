@@ -7,16 +7,18 @@ through math-verify (LaTeX and expressions, via sympy), then a normalised-string
 
 math-verify's own timeouts use signal.alarm, which raises outside the main thread, so they are
 switched off here and this module enforces its own: in the main thread with an interval timer,
-elsewhere by running the check in a one-process helper pool. A check past its time raises
+elsewhere by sending the check to a helper child process. A check past its time raises
 MathTimeout (the task scores it 0 with status `timeout`).
 """
 from __future__ import annotations
 
+import json
 import re
+import select
 import signal
+import subprocess
+import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from fractions import Fraction
 
 MAX_CHARS = 2000  # longer answers are cut before sympy sees them (bounded work)
@@ -64,18 +66,31 @@ def normalize(text: str) -> str:
     return s
 
 
+_PROSE = re.compile(r"[A-Za-z]{3,}")
+
+
+def _parse(text: str):
+    from math_verify import parse  # heavy import (sympy), only when needed
+    from math_verify import grader, parser
+    grader.TIMEOUT_WARNING_SHOWN = parser.TIMEOUT_WARNING_SHOWN = True  # our own timer runs
+    return parse(text, parsing_timeout=None)
+
+
 def _check(gold: str, answer: str) -> bool:
     gold, answer = str(gold)[:MAX_CHARS], str(answer)[:MAX_CHARS]
     g, a = as_number(gold), as_number(answer)
     if g is not None and a is not None:
         return g == a
-    from math_verify import parse, verify  # heavy import (sympy), only when needed
+    from math_verify import verify
 
-    gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=None) or parse(gold, parsing_timeout=None)
-    answer_parsed = (parse(answer, parsing_timeout=None) or parse("$" + answer + "$", parsing_timeout=None)
-                     or parse("\\boxed{" + answer + "}", parsing_timeout=None))
-    if gold_parsed and answer_parsed and verify(gold_parsed, answer_parsed, timeout_seconds=None):
-        return True
+    gold_parsed = _parse("$" + gold + "$") or _parse("\\boxed{" + gold + "}")
+    # Read the answer as math first; prose ("72 dollars") also by math-verify's extraction.
+    readings = [_parse("$" + answer + "$")]
+    if _PROSE.search(re.sub(r"\\[A-Za-z]+", " ", answer)):
+        readings.append(_parse(answer))
+    for parsed in readings:
+        if gold_parsed and parsed and verify(gold_parsed, parsed, timeout_seconds=None):
+            return True
     return normalize(gold) == normalize(answer) != ""
 
 
@@ -90,32 +105,46 @@ def _check_with_alarm(gold: str, answer: str, timeout: float) -> bool | None:
         return _check(gold, answer)
     except _Alarm:
         return None
+    except Exception:  # a sympy failure on odd input: not shown equivalent (as math-verify does)
+        return False
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
 
 
-_pool: ProcessPoolExecutor | None = None
-_pool_lock = threading.Lock()
+class _Helper:
+    """A child `python -m daca_bench.mathcheck` answering one JSON line per check. Used off the
+    main thread, where no alarm can be set; the child runs every check in its main thread."""
+
+    def __init__(self):
+        self.proc = None
+        self.lock = threading.Lock()
+
+    def ask(self, gold: str, answer: str, timeout: float) -> bool | None:
+        with self.lock:
+            for attempt in (0, 1):
+                ready = True
+                if self.proc is None or self.proc.poll() is not None:
+                    self.proc = subprocess.Popen([sys.executable, "-m", "daca_bench.mathcheck"],
+                                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                try:
+                    self.proc.stdin.write(json.dumps([gold, answer, timeout]) + "\n")
+                    self.proc.stdin.flush()
+                    ready, _, _ = select.select([self.proc.stdout], [], [], timeout + 60)
+                    line = self.proc.stdout.readline() if ready else ""
+                except (BrokenPipeError, OSError):
+                    line = ""
+                if line:
+                    return json.loads(line)
+                self.proc.kill()  # hung or died: start afresh (and retry once if it died)
+                self.proc.wait()
+                self.proc = None
+                if not ready:
+                    return None
+            raise RuntimeError("math check helper process keeps dying")
 
 
-def _helper() -> ProcessPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            import multiprocessing
-            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        return _pool
-
-
-def _reset_helper() -> None:
-    global _pool
-    with _pool_lock:
-        if _pool is not None:
-            for proc in list(getattr(_pool, "_processes", {}).values()):
-                proc.kill()
-            _pool.shutdown(wait=False, cancel_futures=True)
-            _pool = None
+_helper = _Helper()
 
 
 def equivalent(gold: str, answer: str, timeout: float = 5.0) -> bool:
@@ -123,11 +152,35 @@ def equivalent(gold: str, answer: str, timeout: float = 5.0) -> bool:
     if threading.current_thread() is threading.main_thread():
         result = _check_with_alarm(gold, answer, timeout)
     else:
-        try:
-            result = _helper().submit(_check_with_alarm, gold, answer, timeout).result(timeout + 30)
-        except FutureTimeout:
-            _reset_helper()
-            result = None
+        result = _helper.ask(gold, answer, timeout)
     if result is None:
         raise MathTimeout(f"equivalence check over {timeout:g}s")
     return result
+
+
+def score_math(gold: str, completion: str, timeout: float = 5.0):
+    """The math reward: 1 iff the completion's answer (answers.math_answer) equals `gold`."""
+    from .answers import math_answer
+    from .scoring import correct_if, no_answer
+    from .scoring import timeout as timed_out
+
+    answer, rule = math_answer(completion)
+    if answer is None:
+        return no_answer(rule=rule)
+    try:
+        ok = equivalent(gold, answer, timeout)
+    except MathTimeout:
+        return timed_out(answer=answer[:200], rule=rule)
+    return correct_if(ok, answer=answer[:200], gold=gold, rule=rule)
+
+
+def _serve() -> None:
+    for line in sys.stdin:
+        gold, answer, timeout = json.loads(line)
+        result = _check_with_alarm(gold, answer, timeout)
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve()

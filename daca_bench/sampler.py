@@ -82,8 +82,15 @@ def valid_mask(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
     return ~after_first
 
 
+def _uniform(shape, gen, device) -> torch.Tensor:
+    """float64 uniforms from one generator, or row by row from one generator per row."""
+    if isinstance(gen, list):
+        return torch.stack([torch.rand(shape[1:], dtype=torch.float64, generator=g, device=device) for g in gen])
+    return torch.rand(shape, dtype=torch.float64, generator=gen, device=device)
+
+
 def _gumbel(shape, generator, device) -> torch.Tensor:
-    u = torch.rand(shape, dtype=torch.float64, generator=generator, device=device)
+    u = _uniform(shape, generator, device)
     neg_log_u = (-torch.log(u.clamp_min(1e-300))).clamp_min(1e-300)
     return -torch.log(neg_log_u)
 
@@ -131,7 +138,7 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
             if cfg.remasking == "low_confidence":
                 score = x0_logp.double()
             elif cfg.remasking == "random":
-                score = torch.rand(x0.shape, dtype=torch.float64, generator=gen, device=device)
+                score = _uniform(x0.shape, gen, device)
             else:
                 raise ValueError(f"unknown remasking {cfg.remasking!r}; use low_confidence or random")
             blk_masked = masked[:, lo:hi]
@@ -150,18 +157,29 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     return x[:, p:], commit_step, commit_logp, conf, t
 
 
-def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int = 0, record: bool = True) -> RolloutBatch:
-    """Sample one completion per prompt (repeat prompts for a group), in chunks of cfg.batch_size."""
+def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[int] = 0,
+           record: bool = True) -> RolloutBatch:
+    """Sample one completion per prompt (repeat prompts for a group), in chunks of cfg.batch_size.
+
+    `seed` is one seed for the whole call, or one per row: then each row's draws do not
+    depend on the rest of the batch (what data-parallel training needs)."""
     L, b = cfg.gen_length, cfg.block_length
     if L % b:
         raise ValueError(f"sampler.gen_length={L} must be a multiple of sampler.block_length={b}")
     if cfg.threshold is None and cfg.steps % (L // b):
         raise ValueError(f"sampler.steps={cfg.steps} must be a multiple of the number of blocks {L // b}")
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
-    gen = torch.Generator(device=adapter.device).manual_seed(seed)
+    if isinstance(seed, int):
+        gen = torch.Generator(device=adapter.device).manual_seed(seed)
+    else:
+        if len(seed) != len(prompt_ids):
+            raise ValueError(f"{len(seed)} seeds for {len(prompt_ids)} prompts")
+        gen = [torch.Generator(device=adapter.device).manual_seed(int(s)) for s in seed]
     outs, passes = [], 0
     for s in range(0, len(prompt_ids), cfg.batch_size):
-        out = _sample_chunk(adapter, prompt_ids[s:s + cfg.batch_size], prompt_mask[s:s + cfg.batch_size], cfg, gen, record)
+        chunk_gen = gen[s:s + cfg.batch_size] if isinstance(gen, list) else gen
+        out = _sample_chunk(adapter, prompt_ids[s:s + cfg.batch_size], prompt_mask[s:s + cfg.batch_size], cfg,
+                            chunk_gen, record)
         outs.append(out)
         passes += out[4]
     completion = torch.cat([o[0] for o in outs]).cpu()

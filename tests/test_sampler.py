@@ -101,3 +101,11 @@ def test_decode_stops_at_eos_and_drops_undecodable_ids(tiny):
     ids = tiny.encode(["42"])[0] + [tiny.eos_token_id] + tiny.encode(["x"])[0]
     assert tiny.decode(ids) == "42"
     assert tiny.decode(tiny.encode(["4"])[0] + [10**6]) == "4"
+
+
+def test_per_row_seeds_make_rows_independent_of_the_batch(tiny):
+    cfg = SamplerConfig(gen_length=8, block_length=4, steps=8, temperature=1.0, remasking="random")
+    both = sample(tiny, PROMPTS, cfg, seed=[10, 11, 12, 13])
+    half = sample(tiny, PROMPTS[2:], cfg, seed=[12, 13])
+    assert both.texts[2:] == half.texts
+    assert torch.equal(both.trajectory.commit_step[2:], half.trajectory.commit_step)

@@ -1,0 +1,140 @@
+"""Per-token log-likelihood estimators for masked diffusion LMs, behind one interface.
+
+    logp = sml_logprobs(adapter, batch_ids, attn, prompt_len, k=4, seq_ids=ids, inner=0)  # (N, L)
+
+Stratified Masking Likelihood (daca-spec.md): the L completion positions are split into K
+balanced strata; for stratum j one forward pass sees the completion with S_j masked, and
+log p(o_k | x^(j)) is read for k in S_j. K = 1 is d1's one-pass mean-field estimator
+(completion fully masked), K = 2 with `random` strata is DiffuCoder's coupled pair, K = L
+is the pseudo-likelihood. Masks come from generators keyed by (seed, sequence id, inner
+iteration) so the current, old and reference policies see the same masks.
+`elbo_logprobs` is LLaDA's Monte Carlo ELBO (l ~ U{1..L} masked tokens, weight L/l).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from .models import ModelAdapter
+
+STRATA = {}
+
+
+def keyed_generator(*key) -> torch.Generator:
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+
+
+def _strata(fn):
+    STRATA[fn.__name__.removeprefix("strata_")] = fn
+    return fn
+
+
+@_strata
+def strata_random(L: int, K: int, gen: torch.Generator, commit_step=None) -> torch.Tensor:
+    perm = torch.randperm(L, generator=gen)
+    out = torch.empty(L, dtype=torch.long)
+    out[perm] = torch.arange(L) % K
+    return out
+
+
+@_strata
+def strata_strided(L: int, K: int, gen=None, commit_step=None) -> torch.Tensor:
+    return torch.arange(L) % K
+
+
+@_strata
+def strata_commit_order(L: int, K: int, gen=None, commit_step=None) -> torch.Tensor:
+    """Contiguous runs of the decoding order: the first-committed L/K tokens form stratum 0, and so on."""
+    if commit_step is None:
+        raise ValueError("sml.partition=commit_order needs the rollouts' trajectory record")
+    rank = torch.empty(L, dtype=torch.long)
+    rank[torch.argsort(commit_step, stable=True)] = torch.arange(L)
+    return rank * K // L
+
+
+def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int = 0,
+                  commit_step: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, L) stratum index in [0, K) per completion position; balanced within each sequence."""
+    if not 1 <= K <= L:
+        raise ValueError(f"sml.k={K} must be between 1 and the completion length {L}")
+    if partition not in STRATA:
+        raise ValueError(f"unknown sml.partition {partition!r}; choose from {', '.join(STRATA)}")
+    rows = [STRATA[partition](L, K, keyed_generator(seed, "strata", sid, inner),
+                              None if commit_step is None else commit_step[i]) for i, sid in enumerate(seq_ids)]
+    return torch.stack(rows)
+
+
+def mask_prompts(prompt_ids, prompt_mask, p: float, mask_id: int, seq_ids, inner: int, seed: int = 0):
+    """d1's random prompt masking (p_mask_prompt), keyed like the strata; padding is never masked."""
+    if p <= 0:
+        return prompt_ids
+    draws = torch.stack([torch.rand(prompt_ids.shape[1], generator=keyed_generator(seed, "prompt", sid, inner))
+                         for sid in seq_ids])
+    hide = (draws < p) & prompt_mask.bool().cpu()
+    return torch.where(hide.to(prompt_ids.device), torch.full_like(prompt_ids, mask_id), prompt_ids)
+
+
+def token_logprobs(adapter: ModelAdapter, ids, attn, completion, prompt_len: int, chunk: int | None = None):
+    """(M, P+L) canvases -> (M, L) log p(completion_k | canvas), in chunks of `chunk` rows."""
+    out = []
+    chunk = chunk or ids.shape[0]
+    for s in range(0, ids.shape[0], chunk):
+        logits = adapter.logits(ids[s:s + chunk], attn[s:s + chunk])[:, prompt_len:].float()  # (m, L, V)
+        logp = torch.log_softmax(logits, dim=-1)
+        out.append(logp.gather(-1, completion[s:s + chunk, :, None]).squeeze(-1))
+    return torch.cat(out)
+
+
+def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, k: int = 4,
+                 partition: str = "random", seq_ids=None, inner: int = 0, seed: int = 0,
+                 p_mask_prompt: float = 0.0, commit_step=None, chunk: int | None = None) -> torch.Tensor:
+    """SML per-token log-probs (N, L); differentiable. The K passes run as one (K*N, P+L) batch or in chunks."""
+    n, L = completion.shape
+    device = adapter.device
+    seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
+    strata = assign_strata(n, L, k, partition, seq_ids, inner, seed, commit_step).to(device)  # (N, L)
+    prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed)
+    completion = completion.to(device)
+    attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)
+    canvases = []
+    for j in range(k):
+        noisy = torch.where(strata == j, torch.full_like(completion, adapter.mask_token_id), completion)
+        canvases.append(torch.cat([prompt, noisy], dim=1))
+    ids = torch.cat(canvases)  # (K*N, P+L), stratum-major
+    logp = token_logprobs(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk)
+    logp = logp.view(k, n, L)
+    return logp.gather(0, strata[None]).squeeze(0)  # each token from the pass that masked it
+
+
+def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, draws: int = 32,
+                  seq_ids=None, seed: int = 0, chunk: int | None = None) -> torch.Tensor:
+    """LLaDA's Monte Carlo ELBO, per token (N, L): mean over draws of (L / l) 1[k masked] log p(o_k | x_l)."""
+    n, L = completion.shape
+    device = adapter.device
+    seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
+    masks, weights = [], []
+    for d in range(draws):
+        rows, w = [], []
+        for sid in seq_ids:
+            gen = keyed_generator(seed, "elbo", sid, d)
+            l = int(torch.randint(1, L + 1, (1,), generator=gen))
+            row = torch.zeros(L, dtype=torch.bool)
+            row[torch.randperm(L, generator=gen)[:l]] = True
+            rows.append(row)
+            w.append(L / l)
+        masks.append(torch.stack(rows))
+        weights.append(torch.tensor(w))
+    masks = torch.stack(masks).to(device)  # (D, N, L)
+    weights = torch.stack(weights).to(device)  # (D, N)
+    completion = completion.to(device)
+    prompt = prompt_ids.to(device)
+    noisy = torch.where(masks, torch.full_like(masks, adapter.mask_token_id, dtype=torch.long), completion[None])
+    ids = torch.cat([prompt[None].expand(draws, -1, -1), noisy], dim=2).reshape(draws * n, -1)
+    attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1).repeat(draws, 1)
+    logp = token_logprobs(adapter, ids, attn, completion.repeat(draws, 1), prompt.shape[1], chunk).view(draws, n, L)
+    return (logp * masks * weights[..., None]).mean(0)
+
+
+ESTIMATORS = {"sml": sml_logprobs, "elbo": elbo_logprobs}

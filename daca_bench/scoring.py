@@ -1,0 +1,153 @@
+"""Scoring helpers shared by the task files: reward constructors, leak-free splits, lazy
+generated sample lists, and the d1-compatible reward shaping (an explicit option, off by
+default; see tasks/README.md).
+
+    from daca_bench.scoring import hash_split, correct_if, no_answer
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Any, Callable, Sequence
+
+from .answers import tagged
+from .types import BAD_INPUT, CORRECT, INFRA_ERROR, NO_ANSWER, TIMEOUT, WRONG, Reward, Sample
+
+SHAPINGS = (None, "d1")
+
+
+def check_shaping(shaping: str | None) -> str | None:
+    if shaping not in SHAPINGS:
+        raise ValueError(f"unknown shaping {shaping!r}; choose one of {SHAPINGS}")
+    return shaping
+
+
+def correct_if(ok: bool, **details: Any) -> Reward:
+    return Reward(1.0 if ok else 0.0, CORRECT if ok else WRONG, details)
+
+
+def wrong(reason: str, **details: Any) -> Reward:
+    return Reward(0.0, WRONG, {"reason": reason, **details})
+
+
+def no_answer(**details: Any) -> Reward:
+    return Reward(0.0, NO_ANSWER, details)
+
+
+def timeout(**details: Any) -> Reward:
+    return Reward(0.0, TIMEOUT, details)
+
+
+def bad_input(error: str, **details: Any) -> Reward:
+    """The sample itself cannot be scored (a malformed record): not the completion's fault."""
+    return Reward(0.0, BAD_INPUT, {"error": error, **details})
+
+
+def infra_error(error: str, **details: Any) -> Reward:
+    """The scoring machinery failed: NaN, left out of every mean and group baseline."""
+    return Reward(math.nan, INFRA_ERROR, {"error": error, **details})
+
+
+def hash_split(key: str, test_share: int = 64) -> str:
+    """'test' for about test_share/256 of all keys (25 % by default), else 'train'. The key is
+    what must not leak across splits (a solution grid, an instance, an expression)."""
+    return "test" if hashlib.sha256(key.encode()).digest()[0] < test_share else "train"
+
+
+def stable_seed(*parts: Any) -> int:
+    """A seed derived from names and numbers, identical on every machine and Python run."""
+    return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+class LazySamples(Sequence):
+    """A sample list whose length is known at once and whose items are generated on first use
+    (so `daca-bench tasks` can list sizes of generated tasks without generating them)."""
+
+    def __init__(self, n: int, generate: Callable[[], list[Sample]]):
+        self._n, self._generate, self._items = n, generate, None
+
+    def _all(self) -> list[Sample]:
+        if self._items is None:
+            self._items = self._generate()
+            if len(self._items) != self._n:
+                raise RuntimeError(f"generator made {len(self._items)} samples, expected {self._n}")
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __iter__(self):
+        return iter(self._all())
+
+
+def field(row: dict, *names: str, required: bool = True, default: Any = None) -> Any:
+    """The first of `names` present in the record; KeyError naming them all when required."""
+    for name in names:
+        if name in row and row[name] is not None:
+            return row[name]
+    if required:
+        raise KeyError(f"record lacks field {' or '.join(repr(n) for n in names)}")
+    return default
+
+
+# ---- d1-compatible shaping (diffu-GRPO's reward terms, re-derived from their description) ----
+def d1_format_terms(completion: str) -> dict[str, float]:
+    """The format bonuses of d1's math rewards, with DOTALL so that multi-line answers count:
+    strict (<reasoning>..</reasoning>\\n<answer>..</answer>, 0.5), soft (both tag pairs in
+    order, 0.5), integer answer (0.5) and tag counting (0.125 per tag seen once, minus a
+    penalty for text after </answer>)."""
+    strict = re.fullmatch(r"\s*<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\s*",
+                          completion, re.DOTALL) is not None
+    soft = re.search(r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", completion, re.DOTALL) is not None
+    answer = tagged(completion)
+    integer = answer is not None and re.fullmatch(r"-?\d+", answer) is not None
+    count = 0.0
+    for tag in ("<reasoning>\n", "\n</reasoning>\n", "\n<answer>\n", "\n</answer>"):
+        if completion.count(tag) == 1:
+            count += 0.125
+    tail = completion.split("\n</answer>")[-1] if "\n</answer>" in completion else ""
+    count -= 0.001 * len(tail.strip())
+    return {"strict_format": 0.5 * strict, "soft_format": 0.5 * soft,
+            "int_answer": 0.5 * integer, "xml_count": count}
+
+
+def d1_math(reward: Reward, completion: str) -> Reward:
+    """d1's GSM8K/MATH reward: 2.0 x correctness + the format terms (max 4.0)."""
+    if not reward.scored:
+        return reward
+    terms = d1_format_terms(completion)
+    value = 2.0 * (reward.status == CORRECT) + sum(terms.values())
+    return Reward(value, reward.status, {**reward.details, **terms, "shaping": "d1"})
+
+
+def d1_countdown(reward: Reward, completion: str) -> Reward:
+    """d1's countdown reward: 1.0 correct, 0.1 for any tagged answer, else 0."""
+    if not reward.scored:
+        return reward
+    value = 1.0 if reward.status == CORRECT else (0.1 if tagged(completion) is not None else 0.0)
+    return Reward(value, reward.status, {**reward.details, "shaping": "d1"})
+
+
+def d1_sudoku(reward: Reward, completion: str) -> Reward:
+    """d1's sudoku reward: the fraction of blank cells filled correctly."""
+    if not reward.scored:
+        return reward
+    value = 1.0 if reward.status == CORRECT else float(reward.details.get("blank_fraction_correct", 0.0))
+    return Reward(value, reward.status, {**reward.details, "shaping": "d1"})
+
+
+def shaped(verify: Callable[[Sample, str], Reward], shape: Callable[[Reward, str], Reward] | None):
+    """Wrap a verifier with a shaping function (or return it unchanged for shape=None)."""
+    if shape is None:
+        return verify
+
+    def shaped_verify(sample: Sample, completion: str) -> Reward:
+        return shape(verify(sample, completion), completion)
+
+    shaped_verify.__name__ = f"{getattr(verify, '__name__', 'verify')}_shaped"
+    return shaped_verify
+

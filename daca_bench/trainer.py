@@ -1,0 +1,328 @@
+"""The DACA-GRPO trainer: one loop for GRPO, GSPO and REINFORCE++, each with DPS and SML.
+
+    daca-bench train --config configs/tiny.yaml train.init=runs/sft-tiny/final dps.enabled=true sml.k=4
+
+Each step reads top to bottom: sample G completions per prompt with the trajectory record ->
+verify -> advantages -> DPS weights -> log-probs under the old policy (and the reference when
+beta > 0) -> mu inner updates -> log -> periodic greedy evaluation -> checkpoint.
+Under `torchrun --nproc_per_node N` every process takes B/N of the prompts and gradients are
+averaged across processes (gloo on CPU, nccl on GPU).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from . import __version__
+from .checkpoint import find_checkpoint, load_state, save_checkpoint
+from .config import RLConfig, dump, load_config, pick, to_dict
+from .credit import dps_weights, weight_stats
+from .evaluate import evaluate, score
+from .likelihood import STRATA, keyed_generator, sml_logprobs
+from .losses import ADVANTAGES, LOSSES
+from .models import load_model, load_pretrained
+from .sampler import sample
+from .sft import truncate_metrics
+
+
+class PassCounter:
+    """Counts forward passes of a model (a forward pre-hook) per phase."""
+
+    def __init__(self, model):
+        self.counts = Counter()
+        self.phase = "other"
+        model.register_forward_pre_hook(lambda *_: self.counts.update([self.phase]))
+
+    @contextmanager
+    def __call__(self, phase):
+        prev, self.phase = self.phase, phase
+        yield
+        self.phase = prev
+
+
+def _world():
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+
+
+def _init_distributed():
+    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+
+def _allreduce_grads(model):
+    rank, world = _world()
+    if world == 1:
+        return
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad /= world
+
+
+def _gather_rewards(r: torch.Tensor) -> torch.Tensor:
+    rank, world = _world()
+    if world == 1:
+        return r
+    parts = [torch.empty_like(r) for _ in range(world)]
+    dist.all_gather(parts, r)
+    return torch.cat(parts)
+
+
+def _seed(*key) -> int:
+    return int(keyed_generator(*key).initial_seed() % (2**62))
+
+
+def _git_hash() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _versions() -> dict:
+    import transformers
+
+    return {"daca_bench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": sys.version.split()[0]}
+
+
+def validate(cfg: RLConfig) -> None:
+    pick(LOSSES, cfg.loss.base, "loss.base")
+    pick(STRATA, cfg.sml.partition, "sml.partition")
+    from .credit import SCORES
+
+    pick(SCORES, cfg.dps.score, "dps.score")
+    if cfg.loss.beta > 0 and cfg.train.lora:
+        pass  # the reference is the adapter-disabled base model
+    _, world = _world()
+    if cfg.train.prompts_per_step % world:
+        raise ValueError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
+
+
+def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
+    from .registry import get_task
+
+    _init_distributed()
+    validate(cfg)
+    rank, world = _world()
+    t = cfg.train
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    ckpt = find_checkpoint(out / "checkpoint") if resume else None
+    init = str(ckpt) if ckpt else (t.init or cfg.model.name)
+    adapter = load_pretrained(init) if init != "tiny" else load_model(cfg.model)
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    adapter.model.to(device)
+    reference = None
+    if cfg.loss.beta > 0:
+        reference = copy.deepcopy(adapter) if not ckpt else load_pretrained(t.init or cfg.model.name)
+        reference.model.to(device).eval().requires_grad_(False)
+    counter = PassCounter(adapter.model)
+    train_task = get_task(t.task, split="train", n=t.n_train, seed=t.seed)
+    test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.seed)
+    samples = list(train_task.samples)
+    opt = torch.optim.AdamW(adapter.model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, t.warmup_steps)))
+    data_gen = torch.Generator().manual_seed(t.seed)
+    step, order, pos = 0, torch.randperm(len(samples), generator=data_gen), 0
+    if ckpt:
+        state = load_state(ckpt)
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        data_gen.set_state(state["generator"])
+        step, order, pos = state["step"], state["order"], state["pos"]
+        if rank == 0:
+            truncate_metrics(out / "metrics.jsonl", step)
+    elif rank == 0:
+        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": _git_hash(), "versions": _versions(),
+                                                     "world_size": world}, indent=2) + "\n")
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+        (out / "summary.json").unlink(missing_ok=True)
+    stop = {"signal": None}
+    old_handlers = {s: signal.signal(s, lambda num, _: stop.update(signal=num)) for s in (signal.SIGTERM, signal.SIGINT)} \
+        if rank == 0 and _is_main_thread() else {}
+
+    def checkpoint():
+        if rank == 0:
+            save_checkpoint(out / "checkpoint", adapter, {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                                          "generator": data_gen.get_state(), "step": step,
+                                                          "order": order, "pos": pos})
+
+    bar = tqdm(total=t.steps, initial=step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
+    log = open(out / "metrics.jsonl", "a") if rank == 0 else None
+    last_eval = None
+    try:
+        while step < t.steps and stop["signal"] is None:
+            if pos + t.prompts_per_step > len(order):
+                order, pos = torch.randperm(len(samples), generator=data_gen), 0
+            idx = order[pos: pos + t.prompts_per_step].tolist()
+            pos += t.prompts_per_step
+            per_rank = t.prompts_per_step // world
+            my = idx[rank * per_rank:(rank + 1) * per_rank]
+            metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, step, opt, counter,
+                                 first_prompt=rank * per_rank)
+            sched.step()
+            step += 1
+            metrics.update(step=step, lr=sched.get_last_lr()[0])
+            if t.eval_every and step % t.eval_every == 0 and step < t.steps:
+                last_eval = _evaluate(adapter, test_task, cfg, t)
+                metrics["test_accuracy"] = last_eval["accuracy"]
+            if log:
+                log.write(json.dumps(metrics) + "\n")
+                log.flush()
+            bar.update(1)
+            bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
+            if step % t.save_every == 0 or stop["signal"] is not None:
+                checkpoint()
+        if stop["signal"] is not None:
+            checkpoint()
+            print(f"stopped by signal {stop['signal']} at step {step}; checkpoint saved, rerun to resume",
+                  file=sys.stderr)
+            return {"stopped": True, "step": step}
+        checkpoint()
+        result = _evaluate(adapter, test_task, cfg, t)
+        summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
+                   "steps": step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
+                   "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
+        if rank == 0:
+            adapter.save(out / "final")
+            tmp = out / "summary.json.tmp"
+            tmp.write_text(json.dumps(summary, indent=2) + "\n")
+            os.replace(tmp, out / "summary.json")
+        return summary
+    finally:
+        bar.close()
+        if log:
+            log.close()
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+
+
+def _is_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _evaluate(adapter, task, cfg: RLConfig, t) -> dict:
+    return evaluate(adapter, task, cfg.eval, n=t.n_eval)
+
+
+def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter, first_prompt: int = 0) -> dict:
+    """One rollout batch and its mu inner updates; returns the step's metrics."""
+    t, G = cfg.train, cfg.train.num_generations
+    timer, passes_before = {}, Counter(counter.counts)
+    tick = time.perf_counter()
+    # 1. rollouts with the trajectory record; one seed per sequence, so batches split across processes agree
+    rows = [s for s in prompts for _ in range(G)]
+    seq_ids = [(step, first_prompt + i // G, i % G) for i in range(len(rows))]
+    adapter.model.eval()
+    with counter("rollout"):
+        batch = sample(adapter, [s.prompt for s in rows], cfg.rollout, seed=[_seed(t.seed, "rollout", *k) for k in seq_ids])
+    timer["rollout"] = time.perf_counter() - tick
+    # 2. verify (an infrastructure failure is NaN and stays out of the group statistics)
+    tick = time.perf_counter()
+    scored = score(task, rows, batch.texts)
+    rewards = torch.tensor([r.value for r in scored["rewards"]], dtype=torch.float32)  # (B*G,)
+    timer["verify"] = time.perf_counter() - tick
+    # 3. advantages over groups (all processes' rewards when the method normalises over the batch)
+    all_r = _gather_rewards(rewards).view(-1, G)
+    adv_all = ADVANTAGES[cfg.loss.base](all_r, cfg.loss)
+    rank, world = _world()
+    adv = adv_all.view(world, -1)[rank] if world > 1 else adv_all
+    # 4. DPS weights from the record: constants, no forward pass
+    valid = batch.completion_mask
+    weights = dps_weights(batch.trajectory, valid, cfg.dps)
+    # 5. old and reference log-probs, one mask draw per inner iteration
+    tick = time.perf_counter()
+    est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
+               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=cfg.sml.chunk or None)
+    args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
+    with torch.no_grad(), counter("likelihood_old"):
+        old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
+        ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
+    timer["likelihood_old"] = time.perf_counter() - tick
+    # 6. mu inner updates
+    adapter.model.train()
+    tick = time.perf_counter()
+    device = adapter.device
+    adv, weights, valid = adv.to(device), weights.to(device), valid.to(device)
+    loss_fn = LOSSES[cfg.loss.base]
+    micro = _split(len(rows), t.grad_accum)
+    stats, losses, gnorm = Counter(), [], 0.0
+    for i in range(t.mu):
+        opt.zero_grad(set_to_none=True)
+        for sl in micro:
+            sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
+            with counter("likelihood"):
+                logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
+            old_i = old[i][sl].to(device) if old else logp.detach()  # on-policy: ratio exactly 1
+            ref_i = ref[i][sl].to(device) if ref else None
+            loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
+                                         "checkpoint is overwritten. Lower train.lr or check the rewards.")
+            (loss * (sl.stop - sl.start) / len(rows)).backward()
+            losses.append(loss.item())
+            stats.update(st)
+        _allreduce_grads(adapter.model)
+        gnorm = float(torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.grad_clip))
+        if not math.isfinite(gnorm):
+            raise FloatingPointError(f"gradient norm is {gnorm} at step {step}; stopping with the last checkpoint intact")
+        opt.step()
+    timer["update"] = time.perf_counter() - tick
+    finite = rewards[torch.isfinite(rewards)]
+    groups = rewards.view(-1, G)
+    zero_std = sum(1 for g in groups if torch.isfinite(g).sum() > 1 and g[torch.isfinite(g)].std() == 0) / len(groups)
+    tokens = int(valid.sum())
+    n_parts = max(1, len(micro) * t.mu)
+    return {"reward_mean": finite.mean().item() if finite.numel() else math.nan,
+            "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
+            "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
+            "loss": sum(losses) / len(losses), "kl": stats["kl"] / n_parts, "clip_frac": stats["clip_frac"] / n_parts,
+            "grad_norm": gnorm, **weight_stats(weights, valid),
+            "completion_length": valid.float().sum(1).mean().item(),
+            **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
+            "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
+            **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
+
+
+def _split(n: int, parts: int) -> list[slice]:
+    parts = max(1, min(parts, n))
+    edges = [round(i * n / parts) for i in range(parts + 1)]
+    return [slice(a, b) for a, b in zip(edges, edges[1:])]
+
+
+# ---- CLI: `daca-bench train` --------------------------------------------------------------
+def configure(parser) -> None:
+    parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny.yaml)")
+    parser.add_argument("--output-dir", default=None)
+    parser.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint (the default when one exists)")
+    parser.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE, e.g. loss.base=gspo dps.enabled=true sml.k=4")
+
+
+def run(args) -> int:
+    cfg = load_config(args.config, args.overrides, RLConfig)
+    summary = train(cfg, args.output_dir or cfg.output_dir, resume=not args.fresh, progress=not args.no_progress)
+    if "test_accuracy" in summary and _world()[0] == 0:
+        print(f"{summary['task']} {summary['base']} dps={summary['dps']} sml.k={summary['sml_k']}: "
+              f"greedy test accuracy {summary['test_accuracy']:.3f} after {summary['steps']} steps")
+    return 0
