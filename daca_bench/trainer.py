@@ -287,8 +287,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             raise FloatingPointError(f"gradient norm is {gnorm} at step {step}; stopping with the last checkpoint intact")
         opt.step()
     timer["update"] = time.perf_counter() - tick
+    rewards = all_r.flatten()  # every process's rewards: the logged statistics are global
     finite = rewards[torch.isfinite(rewards)]
-    groups = rewards.view(-1, G)
+    groups = all_r
     zero_std = sum(1 for g in groups if torch.isfinite(g).sum() > 1 and g[torch.isfinite(g)].std() == 0) / len(groups)
     tokens = int(valid.sum())
     n_parts = max(1, len(micro) * t.mu)

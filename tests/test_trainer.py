@@ -1,0 +1,127 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from daca_bench.config import RLConfig, apply
+from daca_bench.credit import DPSConfig
+from daca_bench.trainer import PassCounter, train, train_step
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cfg(**over):
+    base = {"train": {"task": "even_length", "steps": 3, "prompts_per_step": 4, "num_generations": 4, "n_eval": 8,
+                      "lr": 1e-3, "save_every": 1, "threads": 1},
+            "rollout": {"gen_length": 8, "block_length": 4, "steps": 4, "temperature": 1.0},
+            "eval": {"gen_length": 8, "block_length": 4, "steps": 4}}
+    cfg = apply(RLConfig(), base)
+    return apply(cfg, over)
+
+
+def _weights(path):
+    return load_file(Path(path) / "final" / "model.safetensors")
+
+
+def _setup(tiny_cfg, mu=1, dps=False, k=1):
+    from daca_bench.models import load_model
+    from daca_bench.registry import get_task
+
+    cfg = apply(tiny_cfg, {"train.mu": mu, "dps.enabled": dps, "sml.k": k})
+    adapter = load_model(cfg.model)
+    task = get_task("even_length", split="train", n=4)
+    opt = torch.optim.AdamW(adapter.model.parameters(), lr=cfg.train.lr)
+    return cfg, adapter, task, opt
+
+
+def test_first_inner_step_is_on_policy_with_ratio_exactly_one(monkeypatch):
+    cfg, adapter, task, opt = _setup(_cfg(), mu=2, k=2)
+    ratios = []
+    import daca_bench.trainer as tr
+
+    real = tr.LOSSES[cfg.loss.base]
+
+    def spy(logp, old, ref, adv, valid, w, lc):
+        ratios.append((logp - old).exp().detach())
+        return real(logp, old, ref, adv, valid, w, lc)
+
+    monkeypatch.setitem(tr.LOSSES, cfg.loss.base, spy)
+    train_step(adapter, None, cfg, list(task.samples), task, 0, opt, PassCounter(adapter.model))
+    assert torch.equal(ratios[0], torch.ones_like(ratios[0]))  # inner 0: same weights, same masks
+    assert not torch.equal(ratios[1], torch.ones_like(ratios[1]))  # inner 1: after one update
+
+
+def test_dps_adds_zero_forward_passes_and_sml_costs_k():
+    counts = {}
+    for name, dps, k in (("base", False, 1), ("dps", True, 1), ("sml4", False, 4)):
+        cfg, adapter, task, opt = _setup(_cfg(), dps=dps, k=k)
+        counter = PassCounter(adapter.model)
+        train_step(adapter, None, cfg, list(task.samples), task, 0, opt, counter)
+        counts[name] = dict(counter.counts)
+    assert counts["dps"] == counts["base"]
+    assert counts["base"]["rollout"] == 4 and counts["base"]["likelihood"] == 1
+    assert counts["sml4"]["likelihood"] == 1 and counts["sml4"]["rollout"] == 4  # the K passes run as one batch
+
+
+def test_a_step_changes_the_parameters():
+    cfg, adapter, task, opt = _setup(_cfg())
+    before = {k: v.clone() for k, v in adapter.model.state_dict().items()}
+    m = train_step(adapter, None, cfg, list(task.samples), task, 0, opt, PassCounter(adapter.model))
+    assert m["zero_std_groups"] < 1 and m["grad_norm"] > 0
+    assert any(not torch.equal(before[k], v) for k, v in adapter.model.state_dict().items())
+
+
+@pytest.mark.parametrize("base", ["grpo", "gspo", "reinforce_pp"])
+def test_every_base_trains_with_daca_and_logs(tmp_path, base):
+    cfg = _cfg(**{"loss.base": base, "dps.enabled": True, "sml.k": 2, "loss.beta": 0.04, "train.mu": 2,
+                  "train.steps": 2})
+    summary = train(cfg, tmp_path, progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("reward_mean", "zero_std_groups", "infra_failures", "loss", "kl", "clip_frac", "grad_norm",
+                "dps_w_mean", "completion_length", "seconds_rollout", "tokens_per_s", "passes_rollout"):
+        assert key in rows[0]
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["loss"]["base"] == base and "versions" in config
+    assert 0 <= summary["test_accuracy"] <= 1 and (tmp_path / "summary.json").exists()
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    train(_cfg(**{"train.steps": 4, "dps.enabled": True, "sml.k": 2}), tmp_path / "a", progress=False)
+    train(_cfg(**{"train.steps": 2, "dps.enabled": True, "sml.k": 2}), tmp_path / "b", progress=False)
+    train(_cfg(**{"train.steps": 4, "dps.enabled": True, "sml.k": 2}), tmp_path / "b", progress=False)
+    a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    ra = [json.loads(x)["reward_mean"] for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    rb = [json.loads(x)["reward_mean"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert ra == rb and len(ra) == 4
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_equal_one(tmp_path):
+    args = ["train", "--no-progress", "train.task=even_length", "train.steps=2", "train.prompts_per_step=4",
+            "train.num_generations=4", "train.n_eval=8", "train.lr=1e-3", "train.threads=1", "sml.k=2",
+            "dps.enabled=true", "rollout.gen_length=8", "rollout.block_length=4", "rollout.steps=4",
+            "rollout.temperature=1.0", "eval.block_length=4", "eval.steps=4"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    one = subprocess.run([sys.executable, "-m", "daca_bench", *args, "--output-dir", str(tmp_path / "one")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                          "29517", "-m", "daca_bench", *args, "--output-dir", str(tmp_path / "two")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-2000:]
+    a, b = _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    # Adam turns float-rounding differences of near-zero gradients into differences of up to ~lr * 1e-2
+    assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+    ma = [json.loads(x) for x in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    mb = [json.loads(x) for x in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["grad_norm"] for m in ma] == pytest.approx([m["grad_norm"] for m in mb], rel=1e-4)
+    assert [m["reward_mean"] for m in ma] == [m["reward_mean"] for m in mb]
+    assert json.loads((tmp_path / "one" / "summary.json").read_text())["test_accuracy"] == \
+        json.loads((tmp_path / "two" / "summary.json").read_text())["test_accuracy"]
