@@ -2,7 +2,7 @@
 overrides (`sft.lr=1e-3 sampler.steps=16`) are checked against them: an unknown key is an
 error that names the close matches, never a silent no-op.
 
-    cfg = load_config("configs/tiny.yaml", ["sft.steps=100"], RunConfig)
+    cfg = load_config("configs/tiny_sft.yaml", ["sft.steps=100"], RunConfig)
 """
 from __future__ import annotations
 
@@ -101,6 +101,7 @@ class TrainConfig:
     lora_r: int = 128
     lora_alpha: int = 64
     report_to: str = "none"  # none | tensorboard
+    require_gpu: bool = False  # paper-scale presets: stop at once on a machine without CUDA
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ class ModelAdapter:
     source: str = "tiny"
 
     def __post_init__(self):
-        params = inspect.signature(self.model.forward).parameters
+        core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # peft
+        params = inspect.signature(core.forward).parameters
         self._takes_positions = "position_ids" in params
         self._takes_mask = "attention_mask" in params
 
@@ -145,6 +146,23 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer, config)
     return ModelAdapter(model, tokenizer, _mask_id(tokenizer, config), _eos_id(tokenizer, config), int(pad),
                         shift_logits=shift, source=name)
+
+
+def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
+    """Fail fast, before any work, when a preset needs a GPU or weights this machine lacks."""
+    import torch as _torch
+
+    if need_gpu and not _torch.cuda.is_available():
+        raise RuntimeError(f"this preset needs a CUDA GPU ({cfg.name}); none is visible here. "
+                           "Run it on a GPU machine, or use configs/tiny.yaml on a CPU.")
+    if cfg.name == "tiny" or Path(cfg.name).is_dir():
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(cfg.name, "config.json"), str):
+        raise RuntimeError(f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
+                           f"Download them where the hub is reachable (`huggingface-cli download {cfg.name}`) "
+                           "or set model.name to a local save_pretrained folder.")
 
 
 def load_model(cfg: ModelConfig) -> ModelAdapter:

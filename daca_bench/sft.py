@@ -5,7 +5,7 @@ with probability t, and the cross-entropy at masked positions is weighted by 1/t
 ELBO's weighting), normalised by the completion length. The completion is the gold answer,
 then EOS, then EOS to the canvas length L (as LLaDA pads its answers).
 
-    daca-bench sft --config configs/tiny.yaml sft.steps=500
+    daca-bench sft --config configs/tiny_sft.yaml sft.steps=500
 Checkpoints (save_pretrained + optimizer/RNG/step) go to OUTPUT/checkpoint every
 `sft.save_every` steps; running the same command again resumes from there.
 """
@@ -146,7 +146,7 @@ def _trim_left(ids: torch.Tensor, mask: torch.Tensor):
 
 # ---- CLI: `daca-bench sft` ----------------------------------------------------------------
 def configure(parser) -> None:
-    parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny.yaml)")
+    parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny_sft.yaml)")
     parser.add_argument("--output-dir", default=None, help="run folder (default: output_dir of the config)")
     parser.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint and start over")
     parser.add_argument("--no-progress", action="store_true")

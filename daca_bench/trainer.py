@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -33,7 +34,7 @@ from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, LOSSES
-from .models import load_model, load_pretrained
+from .models import load_model, load_pretrained, require_available
 from .sampler import sample
 from .sft import truncate_metrics
 
@@ -106,8 +107,6 @@ def validate(cfg: RLConfig) -> None:
     from .credit import SCORES
 
     pick(SCORES, cfg.dps.score, "dps.score")
-    if cfg.loss.beta > 0 and cfg.train.lora:
-        pass  # the reference is the adapter-disabled base model
     _, world = _world()
     if cfg.train.prompts_per_step % world:
         raise ValueError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
@@ -124,20 +123,22 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     out.mkdir(parents=True, exist_ok=True)
     if t.threads:
         torch.set_num_threads(t.threads)
+    require_available(cfg.model if not t.init else replace(cfg.model, name=t.init), t.require_gpu)
     ckpt = find_checkpoint(out / "checkpoint") if resume else None
-    init = str(ckpt) if ckpt else (t.init or cfg.model.name)
-    adapter = load_pretrained(init) if init != "tiny" else load_model(cfg.model)
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    adapter = load_policy(cfg, ckpt)
     adapter.model.to(device)
     reference = None
-    if cfg.loss.beta > 0:
-        reference = copy.deepcopy(adapter) if not ckpt else load_pretrained(t.init or cfg.model.name)
-        reference.model.to(device).eval().requires_grad_(False)
+    if cfg.loss.beta > 0:  # with LoRA the reference is the adapter-disabled base model
+        reference = adapter if t.lora else load_initial(cfg)
+        if reference is not adapter:
+            reference.model.to(device).eval().requires_grad_(False)
     counter = PassCounter(adapter.model)
     train_task = get_task(t.task, split="train", n=t.n_train, seed=t.seed)
     test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.seed)
     samples = list(train_task.samples)
-    opt = torch.optim.AdamW(adapter.model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    trainable = [p for p in adapter.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, t.warmup_steps)))
     data_gen = torch.Generator().manual_seed(t.seed)
     step, order, pos = 0, torch.randperm(len(samples), generator=data_gen), 0
@@ -201,7 +202,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                    "steps": step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
         if rank == 0:
-            adapter.save(out / "final")
+            final = replace(adapter, model=copy.deepcopy(adapter.model).merge_and_unload()) if t.lora else adapter
+            final.save(out / "final")
             tmp = out / "summary.json.tmp"
             tmp.write_text(json.dumps(summary, indent=2) + "\n")
             os.replace(tmp, out / "summary.json")
@@ -212,6 +214,28 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             log.close()
         for s, h in old_handlers.items():
             signal.signal(s, h)
+
+
+def load_initial(cfg: RLConfig):
+    """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed)."""
+    name = cfg.train.init or cfg.model.name
+    return load_model(replace(cfg.model, name=name))
+
+
+def load_policy(cfg: RLConfig, ckpt):
+    """The policy to train: from the checkpoint when resuming; wrapped with LoRA (peft) when train.lora."""
+    t = cfg.train
+    if not t.lora:
+        return load_pretrained(str(ckpt)) if ckpt else load_initial(cfg)
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    base = load_initial(cfg)
+    if ckpt:
+        model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
+    else:
+        model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=0.0,
+                                                      target_modules="all-linear"))
+    return replace(base, model=model)
 
 
 def _is_main_thread() -> bool:
@@ -247,8 +271,10 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     rank, world = _world()
     adv = adv_all.view(world, -1)[rank] if world > 1 else adv_all
     # 4. DPS weights from the record: constants, no forward pass
+    tick = time.perf_counter()
     valid = batch.completion_mask
     weights = dps_weights(batch.trajectory, valid, cfg.dps)
+    timer["credit"] = time.perf_counter() - tick
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
@@ -256,7 +282,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     with torch.no_grad(), counter("likelihood_old"):
         old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
-        ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
+        with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
+            ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
     # 6. mu inner updates
     adapter.model.train()
@@ -270,7 +297,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
         opt.zero_grad(set_to_none=True)
         for sl in micro:
             sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
-            with counter("likelihood"):
+            with counter("likelihood"), _autocast(device):
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
             old_i = old[i][sl].to(device) if old else logp.detach()  # on-policy: ratio exactly 1
             ref_i = ref[i][sl].to(device) if ref else None
@@ -302,6 +329,11 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
             "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
             **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
+
+
+def _autocast(device):
+    """bf16 autocast on GPU; a no-op on CPU."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
 
 
 def _split(n: int, parts: int) -> list[slice]:

@@ -34,5 +34,5 @@ def test_yaml_preset_with_unknown_key_names_the_file(tmp_path):
 
 
 def test_shipped_tiny_preset_loads():
-    cfg = load_config("configs/tiny.yaml")
+    cfg = load_config("configs/tiny_sft.yaml")
     assert cfg.model.name == "tiny" and cfg.sft.task == "arithmetic"

@@ -125,3 +125,62 @@ def test_two_gloo_processes_equal_one(tmp_path):
     assert [m["reward_mean"] for m in ma] == [m["reward_mean"] for m in mb]
     assert json.loads((tmp_path / "one" / "summary.json").read_text())["test_accuracy"] == \
         json.loads((tmp_path / "two" / "summary.json").read_text())["test_accuracy"]
+
+
+def test_lora_trains_with_the_adapter_disabled_base_as_reference(tmp_path):
+    cfg = _cfg(**{"train.lora": True, "train.lora_r": 4, "train.lora_alpha": 8, "loss.beta": 0.04, "train.mu": 2,
+                  "train.steps": 2})
+    train(cfg, tmp_path / "a", progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["kl"] > 0  # the policy has moved away from the base model
+    assert (tmp_path / "a" / "checkpoint" / "adapter_model.safetensors").exists()
+    merged = _weights(tmp_path / "a")  # final/ holds the merged model, loadable without peft
+    assert not any("lora" in k for k in merged)
+    train(apply(cfg, {"train.steps": 3}), tmp_path / "a", progress=False)  # resumes the adapter
+    assert len((tmp_path / "a" / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_paper_preset_fails_fast_without_gpu(tmp_path):
+    from daca_bench.config import load_config
+
+    cfg = load_config(ROOT / "configs/paper/llada_gsm8k.yaml", [], RLConfig)
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        train(cfg, tmp_path, progress=False)
+    with pytest.raises(RuntimeError, match="neither a local folder nor in the Hugging Face cache"):
+        train(apply(cfg, {"train.require_gpu": False}), tmp_path, progress=False)
+    assert not (tmp_path / "config.json").exists()  # nothing was started
+
+
+def test_shipped_rl_presets_load_and_unknown_choices_are_named():
+    from daca_bench.config import ConfigError, load_config
+    from daca_bench.trainer import validate
+
+    for path in [ROOT / "configs/tiny.yaml", *sorted((ROOT / "configs/paper").glob("*.yaml"))]:
+        validate(load_config(path, [], RLConfig))
+    with pytest.raises(ConfigError, match="did you mean gspo"):
+        validate(_cfg(**{"loss.base": "gpso"}))
+
+
+@pytest.mark.slow
+def test_sigterm_checkpoints_and_the_rerun_resumes(tmp_path):
+    import signal
+    import time
+
+    args = [sys.executable, "-m", "daca_bench", "train", "--no-progress", "--output-dir", str(tmp_path),
+            "train.task=even_length", "train.steps=400", "train.save_every=1000", "train.threads=1", "train.n_eval=4",
+            "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "checkpoint saved" in err
+    done = len(metrics.read_text().splitlines())
+    assert (tmp_path / "checkpoint" / "trainer_state.pt").exists() and not (tmp_path / "summary.json").exists()
+    state = torch.load(tmp_path / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == done
