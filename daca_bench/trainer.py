@@ -107,6 +107,7 @@ def validate(cfg: RLConfig) -> None:
     from .credit import SCORES
 
     pick(SCORES, cfg.dps.score, "dps.score")
+    pick({"none": 0, "tensorboard": 1}, cfg.train.report_to, "train.report_to")
     _, world = _world()
     if cfg.train.prompts_per_step % world:
         raise ValueError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
@@ -167,6 +168,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
 
     bar = tqdm(total=t.steps, initial=step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
+    board = _tensorboard(t.report_to, out) if rank == 0 else None
     last_eval = None
     try:
         while step < t.steps and stop["signal"] is None:
@@ -186,6 +188,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                 metrics["test_accuracy"] = last_eval["accuracy"]
             if log:
                 log.write(json.dumps(metrics) + "\n")
+                if board:
+                    for k, v in metrics.items():
+                        if isinstance(v, (int, float)) and k != "step":
+                            board.add_scalar(k, v, step)
                 log.flush()
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
@@ -212,8 +218,23 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         bar.close()
         if log:
             log.close()
+        if board:
+            board.close()
         for s, h in old_handlers.items():
             signal.signal(s, h)
+
+
+def _tensorboard(report_to: str, out: Path):
+    """A TensorBoard writer for train.report_to=tensorboard (offline, files under OUTPUT/tensorboard)."""
+    if report_to == "none":
+        return None
+    if report_to != "tensorboard":
+        raise ValueError(f"train.report_to={report_to!r} is not supported; use none or tensorboard")
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        raise RuntimeError("train.report_to=tensorboard needs the tensorboard package: pip install tensorboard") from exc
+    return SummaryWriter(str(out / "tensorboard"))
 
 
 def load_initial(cfg: RLConfig):
