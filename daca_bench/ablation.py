@@ -1,0 +1,155 @@
+"""Ablation grids: a base config plus axes, expanded into cells that are normal training runs.
+
+    daca-bench ablate grids/tiny.yaml --workers 2
+
+A grid file:
+    base: configs/tiny.yaml          # an RL preset
+    overrides: {train.steps: 60}     # applied to every cell
+    axes:                            # the Cartesian product of these
+      variant: [baseline, +DPS, +SML, +DACA]
+      train.task: [arithmetic]
+      train.seed: [0, 1]
+`variant` names a bundle of keys (VARIANTS); any other axis is a dotted config key. Each cell
+runs in OUT/<axis values>/; a cell with summary.json is skipped, an unfinished one resumes
+from its checkpoint, a failed one is retried once and then reported, and one failure never
+loses the others. A lock file per cell keeps two runners on one grid from colliding.
+"""
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import os
+import re
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import yaml
+
+from .config import ConfigError, RLConfig, apply, load_config
+
+VARIANTS = {
+    "baseline": {"dps.enabled": False, "sml.k": 1},
+    "+DPS": {"dps.enabled": True, "sml.k": 1},
+    "+SML": {"dps.enabled": False, "sml.k": 4},
+    "+DACA": {"dps.enabled": True, "sml.k": 4},
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    axes: dict
+    config: RLConfig
+
+
+def _slug(key: str, value) -> str:
+    text = f"{key.split('.')[-1]}={value}"
+    return re.sub(r"[^A-Za-z0-9=.+_-]", "_", text)
+
+
+def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
+    """Grid mapping -> cells (the Cartesian product of the axes), each with its resolved config."""
+    unknown = set(grid) - {"base", "overrides", "axes"}
+    if unknown:
+        raise ConfigError(f"unknown grid keys {sorted(unknown)}; a grid has base, overrides and axes")
+    base = load_config(root / grid["base"] if grid.get("base") else None, [], RLConfig)
+    base = apply(base, grid.get("overrides") or {})
+    axes = grid.get("axes") or {}
+    for name in axes.get("variant", []):
+        if name not in VARIANTS:
+            raise ConfigError(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+    cells = []
+    for values in itertools.product(*axes.values()):
+        point = dict(zip(axes, values))
+        cfg = base
+        for key, value in point.items():
+            cfg = apply(cfg, VARIANTS[value] if key == "variant" else {key: value})
+        cells.append(Cell("_".join(_slug(k, v) for k, v in point.items()) or "cell", point, cfg))
+    names = [c.name for c in cells]
+    if len(set(names)) != len(names):
+        raise ConfigError("two cells share a folder name; make the axis values distinct")
+    return cells
+
+
+def load_grid(path: str | Path) -> dict:
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a grid is a mapping with base, overrides and axes")
+    return data
+
+
+def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
+    """Run one cell in this process (resuming when possible); never raises."""
+    import torch
+
+    from .trainer import train
+
+    torch.set_num_threads(max(1, threads))
+    folder = Path(out) / cell.name
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return {"cell": cell.name, "status": "locked"}
+        if (folder / "summary.json").exists():
+            return {"cell": cell.name, "status": "skipped"}
+        (folder / "axes.json").write_text(json.dumps(cell.axes) + "\n")
+        error = ""
+        for attempt in range(retries + 1):
+            try:
+                train(cell.config, folder, resume=True, progress=False)
+                (folder / "error.txt").unlink(missing_ok=True)
+                return {"cell": cell.name, "status": "done", "attempts": attempt + 1}
+            except Exception:  # noqa: BLE001 - one failing cell must not stop the grid
+                error = traceback.format_exc()
+        (folder / "error.txt").write_text(error)
+        return {"cell": cell.name, "status": "failed", "error": error.strip().splitlines()[-1]}
+
+
+def run_local(cells: list[Cell], out: str | Path, workers: int = 0, retries: int = 1, progress: bool = True) -> list[dict]:
+    """Cells in `workers` processes with cores/workers threads each (not oversubscribed)."""
+    from tqdm.auto import tqdm
+
+    cores = os.cpu_count() or 1
+    workers = workers or min(len(cells), cores) or 1
+    threads = max(1, cores // workers)
+    results = []
+    bar = tqdm(total=len(cells), desc="cells", disable=not progress, unit="cell")
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_run_cell, c, str(out), threads, retries) for c in cells]
+        for fut in as_completed(futures):
+            results.append(fut.result())
+            bar.update(1)
+            bar.set_postfix(last=results[-1]["status"], elapsed=f"{time.perf_counter() - t0:.0f}s")
+    bar.close()
+    return sorted(results, key=lambda r: r["cell"])
+
+
+# ---- CLI: `daca-bench ablate` -------------------------------------------------------------
+def configure(parser) -> None:
+    parser.add_argument("grid", help="grid YAML (base, overrides, axes)")
+    parser.add_argument("--output-dir", default="results/grid", help="one folder per cell goes here")
+    parser.add_argument("--workers", type=int, default=0, help="parallel cells (default: one per core)")
+    parser.add_argument("--retries", type=int, default=1)
+    parser.add_argument("--dry-run", action="store_true", help="list the cells and stop")
+
+
+def run(args) -> int:
+    cells = expand(load_grid(args.grid))
+    if args.dry_run:
+        for c in cells:
+            print(c.name)
+        return 0
+    results = run_local(cells, args.output_dir, args.workers, args.retries)
+    failed = [r for r in results if r["status"] == "failed"]
+    for r in failed:
+        print(f"FAILED {r['cell']}: {r['error']} (see {args.output_dir}/{r['cell']}/error.txt)")
+    print(f"{len(results) - len(failed)}/{len(results)} cells finished in {args.output_dir}")
+    return 1 if failed else 0

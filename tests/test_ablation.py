@@ -1,0 +1,85 @@
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from daca_bench.ablation import VARIANTS, _run_cell, expand, run_local
+from daca_bench.config import ConfigError
+from daca_bench.results import build_table, interval, load_results, to_markdown, write_tables
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
+         "train.n_eval": 4, "train.init": "", "train.threads": 1, "rollout.block_length": 4, "rollout.steps": 4,
+         "eval.block_length": 4, "eval.steps": 4}
+
+
+def test_grid_expands_to_the_cartesian_product_with_named_folders():
+    grid = {"base": "configs/tiny.yaml", "overrides": {"train.steps": 7},
+            "axes": {"variant": list(VARIANTS), "train.seed": [0, 1], "loss.base": ["grpo", "gspo"]}}
+    cells = expand(grid, ROOT)
+    assert len(cells) == 16 and len({c.name for c in cells}) == 16
+    daca = next(c for c in cells if c.axes == {"variant": "+DACA", "train.seed": 1, "loss.base": "gspo"})
+    assert daca.name == "variant=+DACA_seed=1_base=gspo"
+    assert daca.config.dps.enabled and daca.config.sml.k == 4 and daca.config.train.steps == 7
+    assert daca.config.loss.base == "gspo" and daca.config.train.seed == 1
+
+
+def test_grid_errors_name_the_problem():
+    with pytest.raises(ConfigError, match="unknown variant"):
+        expand({"axes": {"variant": ["+DSP"]}})
+    with pytest.raises(ConfigError, match="train.steps"):
+        expand({"axes": {"train.stepz": [1]}})
+    with pytest.raises(ConfigError, match="a grid has base"):
+        expand({"axis": {}})
+
+
+def test_cells_skip_when_finished_resume_when_not_and_failures_are_reported(tmp_path):
+    cells = expand({"overrides": QUICK, "axes": {"variant": ["baseline", "+DACA"]}})
+    bad = expand({"overrides": {**QUICK, "train.task": "no_such_task"}, "axes": {"variant": ["+DPS"]}})[0]
+    results = run_local([*cells, bad], tmp_path, workers=2, retries=1, progress=False)
+    status = {r["cell"]: r["status"] for r in results}
+    assert status == {"variant=baseline": "done", "variant=+DACA": "done", "variant=+DPS": "failed"}
+    assert "unknown task" in (tmp_path / "variant=+DPS" / "error.txt").read_text()
+    assert _run_cell(cells[0], str(tmp_path), 1, 0)["status"] == "skipped"
+    # an unfinished cell (summary removed, checkpoint kept) resumes and does not redo its steps
+    (tmp_path / "variant=baseline" / "summary.json").unlink()
+    assert _run_cell(cells[0], str(tmp_path), 1, 0)["status"] == "done"
+    assert len((tmp_path / "variant=baseline" / "metrics.jsonl").read_text().splitlines()) == 2
+    df = load_results(tmp_path)
+    assert sorted(df["variant"]) == ["+DACA", "baseline"]
+
+
+def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo"):
+    cell = folder / f"{base}_{task}_{variant}_{seed}"
+    cell.mkdir(parents=True)
+    dps, k = {"baseline": (False, 1), "+DPS": (True, 1), "+SML": (False, 4), "+DACA": (True, 4)}[variant]
+    (cell / "config.json").write_text(json.dumps({"train": {"task": task, "seed": seed}, "loss": {"base": base},
+                                                  "dps": {"enabled": dps}, "sml": {"k": k}}))
+    (cell / "axes.json").write_text(json.dumps({"variant": variant}))
+    (cell / "summary.json").write_text(json.dumps({"test_accuracy": acc}))
+
+
+def test_interval_matches_a_hand_computed_t_interval():
+    m, h, n = interval([0.1, 0.2, 0.3])
+    assert (m, n) == (pytest.approx(0.2), 3)
+    assert h == pytest.approx(4.303 * 0.1 / math.sqrt(3))
+    assert math.isnan(interval([0.5])[1])
+
+
+def test_table_on_a_fixture_with_known_values(tmp_path):
+    base = {0: 0.10, 1: 0.20, 2: 0.30}
+    dps = {0: 0.12, 1: 0.23, 2: 0.31}  # paired differences 2, 3, 1 pp
+    for seed in base:
+        _fake_cell(tmp_path, "arithmetic", "baseline", seed, base[seed])
+        _fake_cell(tmp_path, "arithmetic", "+DPS", seed, dps[seed])
+    table, paths = write_tables(tmp_path)
+    row = table.iloc[0]
+    assert row["family"] == "math" and row["paper_gain_pp"] == 5.6
+    assert row["baseline acc"] == pytest.approx(20.0)
+    assert row["baseline acc ci"] == pytest.approx(4.303 * 10 / math.sqrt(3))
+    assert row["+DPS dpp"] == pytest.approx(2.0)
+    assert row["+DPS dpp ci"] == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    md = paths[0].read_text()
+    assert "+2.0 ± 2.5" in md and "20.0 ± 24.8" in md and "+5.6" in md
+    assert all(p.exists() for p in paths)
