@@ -208,6 +208,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                    "steps": step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
         if rank == 0:
+            write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
             final = replace(adapter, model=copy.deepcopy(adapter.model).merge_and_unload()) if t.lora else adapter
             final.save(out / "final")
             tmp = out / "summary.json.tmp"
@@ -222,6 +223,25 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             board.close()
         for s, h in old_handlers.items():
             signal.signal(s, h)
+
+
+def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> None:
+    """A few real completions with their tokens and DPS weights (for the DPS picture), even
+    when this run trained without DPS: the weights are what DPS would have given them."""
+    from .credit import DPSConfig
+
+    adapter.model.eval()
+    batch = sample(adapter, [s.prompt for s in prompts], cfg.rollout, seed=_seed(cfg.train.seed, "examples"))
+    dps = cfg.dps if cfg.dps.enabled else DPSConfig(enabled=True, score=cfg.dps.score)
+    w = dps_weights(batch.trajectory, batch.completion_mask, dps)
+    rows = []
+    for i, s in enumerate(prompts):
+        n = int(batch.completion_mask[i].sum())
+        ids = batch.completion_ids[i, :n].tolist()
+        rows.append({"prompt": s.prompt, "completion": batch.texts[i], "reward": task.verify(s, batch.texts[i]).as_json_value(),
+                     "tokens": [adapter.tokenizer.decode([t]) for t in ids], "weights": w[i, :n].tolist(),
+                     "commit_step": batch.trajectory.commit_step[i, :n].tolist(), "score": dps.score})
+    path.write_text(json.dumps(rows, indent=2) + "\n")
 
 
 def _tensorboard(report_to: str, out: Path):

@@ -48,6 +48,31 @@ def test_cells_skip_when_finished_resume_when_not_and_failures_are_reported(tmp_
     assert len((tmp_path / "variant=baseline" / "metrics.jsonl").read_text().splitlines()) == 2
     df = load_results(tmp_path)
     assert sorted(df["variant"]) == ["+DACA", "baseline"]
+    # the plots and the notebook read these real results
+    from daca_bench.plots import plot_all
+
+    names = {p.name for p in plot_all(tmp_path)}
+    assert {"gains.png", "gains.pdf", "curves.png", "dps.png"} <= names
+    examples = json.loads((tmp_path / "variant=+DACA" / "dps_examples.json").read_text())
+    assert len(examples[0]["tokens"]) == len(examples[0]["weights"]) > 0
+    _execute_notebook(tmp_path)
+
+
+def _execute_notebook(results):
+    import os
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "notebooks" / "ablations.ipynb", as_version=4)
+    os.environ["DACA_RESULTS"] = str(results)
+    try:
+        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    finally:
+        os.environ.pop("DACA_RESULTS")
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)
 
 
 def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo"):

@@ -1,0 +1,141 @@
+"""Ablation plots (matplotlib, PNG and PDF), read through `results.py`:
+
+    daca-bench plot results/grid      # gains.png/pdf, curves.png/pdf, dps.png/pdf beside the cells
+
+- gains: pp change against the baseline per family and variant, with paired 95 % intervals,
+  and the paper's headline gain marked;
+- curves: training reward and test accuracy per step, one line per variant (mean over seeds);
+- dps: the DPS weights over the tokens of a few real completions.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .results import PAPER_GAIN_PP, VARIANT_ORDER, build_table, load_results
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, folder: Path, stem: str) -> list[Path]:
+    paths = [folder / f"{stem}.png", folder / f"{stem}.pdf"]
+    for p in paths:
+        fig.savefig(p, dpi=130, bbox_inches="tight")
+    _plt().close(fig)
+    return paths
+
+
+def plot_gains(table: pd.DataFrame, folder: Path) -> list[Path]:
+    plt = _plt()
+    bases = sorted(table["base"].unique())
+    fig, axes = plt.subplots(1, len(bases), figsize=(6 * len(bases), 4), squeeze=False)
+    variants = [v for v in VARIANT_ORDER[1:] if f"{v} dpp" in table.columns]
+    for ax, base in zip(axes[0], bases):
+        t = table[table["base"] == base].sort_values(["family", "task"])
+        labels = [f"{r.family}\n{r.task}" for r in t.itertuples()]
+        width = 0.8 / max(1, len(variants))
+        for j, v in enumerate(variants):
+            ys = t[f"{v} dpp"].tolist()
+            errs = [0 if math.isnan(e) else e for e in t[f"{v} dpp ci"].tolist()]
+            xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(t))]
+            ax.bar(xs, ys, width, yerr=errs, capsize=3, label=v)
+        for i, fam in enumerate(t["family"]):
+            if fam in PAPER_GAIN_PP:
+                ax.plot([i - 0.4, i + 0.4], [PAPER_GAIN_PP[fam]] * 2, "k--", lw=1,
+                        label="paper, up to (LLaDA-8B)" if i == 0 else None)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_xticks(range(len(t)), labels)
+        ax.set_ylabel("test accuracy change vs baseline (pp)")
+        ax.set_title(f"base method: {base}")
+        ax.legend(fontsize=8)
+    return _save(fig, folder, "gains")
+
+
+def load_curves(folder: str | Path) -> pd.DataFrame:
+    rows = []
+    for metrics in sorted(Path(folder).glob("*/metrics.jsonl")):
+        axes_file = metrics.parent / "axes.json"
+        axes = json.loads(axes_file.read_text()) if axes_file.exists() else {}
+        cfg = json.loads((metrics.parent / "config.json").read_text())
+        for line in metrics.read_text().splitlines():
+            m = json.loads(line)
+            rows.append({"cell": metrics.parent.name, "task": cfg["train"]["task"], "base": cfg["loss"]["base"],
+                         "variant": axes.get("variant", "run"), "seed": cfg["train"]["seed"], "step": m["step"],
+                         "reward_mean": m["reward_mean"], "test_accuracy": m.get("test_accuracy", math.nan)})
+    return pd.DataFrame(rows)
+
+
+def plot_curves(curves: pd.DataFrame, folder: Path) -> list[Path]:
+    plt = _plt()
+    tasks = sorted(curves["task"].unique())
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.5 * len(tasks), 6), squeeze=False)
+    for j, task in enumerate(tasks):
+        c = curves[curves["task"] == task]
+        for (base, variant), g in c.groupby(["base", "variant"]):
+            mean = g.groupby("step")[["reward_mean", "test_accuracy"]].mean()
+            smooth = mean["reward_mean"].rolling(5, min_periods=1).mean()
+            axes[0][j].plot(mean.index, smooth, label=f"{base} {variant}")
+            acc = mean["test_accuracy"].dropna()
+            if len(acc):
+                axes[1][j].plot(acc.index, acc, marker="o", label=f"{base} {variant}")
+        axes[0][j].set_title(task)
+        axes[0][j].set_ylabel("train reward (5-step mean)")
+        axes[1][j].set_ylabel("test accuracy")
+        axes[1][j].set_xlabel("step")
+        axes[0][j].legend(fontsize=7)
+    return _save(fig, folder, "curves")
+
+
+def plot_dps(folder: Path, max_examples: int = 4) -> list[Path]:
+    files = sorted(Path(folder).glob("*/dps_examples.json")) or sorted(Path(folder).glob("dps_examples.json"))
+    if not files:
+        return []
+    examples = json.loads(files[0].read_text())[:max_examples]
+    plt = _plt()
+    fig, axes = plt.subplots(len(examples), 1, figsize=(8, 1.2 * len(examples) + 0.6), squeeze=False)
+    for ax, ex in zip(axes[:, 0], examples):
+        w = ex["weights"]
+        ax.bar(range(len(w)), w, color=["tab:orange" if x > 1 else "tab:blue" for x in w])
+        ax.set_xticks(range(len(w)), [t if t.strip() else repr(t) for t in ex["tokens"]], fontsize=8)
+        ax.axhline(1, color="gray", lw=0.6)
+        ax.set_ylabel("w")
+        ax.set_title(f"{ex['prompt']!r} -> {ex['completion']!r} (reward {ex['reward']})", fontsize=8)
+    fig.suptitle(f"DPS weights ({examples[0]['score']}) over the tokens of real completions; "
+                 f"from {files[0].parent.name}", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, folder, "dps")
+
+
+def plot_all(folder: str | Path) -> list[Path]:
+    folder = Path(folder)
+    df = load_results(folder)
+    paths = []
+    if not df.empty:
+        paths += plot_gains(build_table(df), folder)
+    curves = load_curves(folder)
+    if not curves.empty:
+        paths += plot_curves(curves, folder)
+    paths += plot_dps(folder)
+    if not paths:
+        raise FileNotFoundError(f"nothing to plot under {folder}: no finished cells or metrics")
+    return paths
+
+
+# ---- CLI: `daca-bench plot` ---------------------------------------------------------------
+def configure(parser) -> None:
+    parser.add_argument("results", help="a grid's output folder")
+
+
+def run(args) -> int:
+    print("wrote " + ", ".join(map(str, plot_all(args.results))))
+    return 0
