@@ -1,6 +1,7 @@
 """Ablation grids: a base config plus axes, expanded into cells that are normal training runs.
 
     daca-bench ablate grids/tiny.yaml --workers 2
+    daca-bench ablate grids/tiny.yaml --executor ray --address HOST:6379 --gpus-per-cell 1
 
 A grid file:
     base: configs/tiny.yaml          # an RL preset
@@ -132,6 +133,38 @@ def run_local(cells: list[Cell], out: str | Path, workers: int = 0, retries: int
     return sorted(results, key=lambda r: r["cell"])
 
 
+def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus_per_cell: int = 1,
+            gpus_per_cell: float = 0, retries: int = 1, progress: bool = True) -> list[dict]:
+    """One Ray task per cell with the CPUs/GPUs it asks for; `address` joins a cluster (None = local)."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise RuntimeError("--executor ray needs Ray: pip install 'daca-bench[ray]'") from exc
+    from tqdm.auto import tqdm
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("DACA_", "HF_"))}})
+    remote = ray.remote(num_cpus=cpus_per_cell, num_gpus=gpus_per_cell, max_retries=0)(_run_cell)
+    pending = {remote.remote(c, str(Path(out).resolve()), cpus_per_cell, retries): c for c in cells}
+    results = []
+    bar = tqdm(total=len(cells), desc="cells (ray)", disable=not progress, unit="cell")
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            cell = pending.pop(ref)
+            try:
+                results.append(ray.get(ref))
+            except Exception as exc:  # noqa: BLE001 - a lost worker is a failed cell, not a lost grid
+                results.append({"cell": cell.name, "status": "failed", "error": f"ray: {exc}"})
+            bar.update(1)
+    bar.close()
+    if started:
+        ray.shutdown()
+    return sorted(results, key=lambda r: r["cell"])
+
+
 # ---- CLI: `daca-bench ablate` -------------------------------------------------------------
 def configure(parser) -> None:
     parser.add_argument("grid", help="grid YAML (base, overrides, axes)")
@@ -139,6 +172,10 @@ def configure(parser) -> None:
     parser.add_argument("--workers", type=int, default=0, help="parallel cells (default: one per core)")
     parser.add_argument("--retries", type=int, default=1)
     parser.add_argument("--dry-run", action="store_true", help="list the cells and stop")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local")
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    parser.add_argument("--cpus-per-cell", type=int, default=1)
+    parser.add_argument("--gpus-per-cell", type=float, default=0)
 
 
 def run(args) -> int:
@@ -147,7 +184,10 @@ def run(args) -> int:
         for c in cells:
             print(c.name)
         return 0
-    results = run_local(cells, args.output_dir, args.workers, args.retries)
+    if args.executor == "ray":
+        results = run_ray(cells, args.output_dir, args.address, args.cpus_per_cell, args.gpus_per_cell, args.retries)
+    else:
+        results = run_local(cells, args.output_dir, args.workers, args.retries)
     failed = [r for r in results if r["status"] == "failed"]
     for r in failed:
         print(f"FAILED {r['cell']}: {r['error']} (see {args.output_dir}/{r['cell']}/error.txt)")

@@ -108,3 +108,21 @@ def test_table_on_a_fixture_with_known_values(tmp_path):
     md = paths[0].read_text()
     assert "+2.0 ± 2.5" in md and "20.0 ± 24.8" in md and "+5.6" in md
     assert all(p.exists() for p in paths)
+
+
+@pytest.mark.slow
+def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
+    import ray
+
+    from daca_bench.ablation import run_ray
+
+    cells = expand({"overrides": QUICK, "axes": {"variant": ["baseline", "+DPS"]}})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"DACA_BENCH_TASKS": str(ROOT / "tests" / "task_doubles"),
+                                       "PYTHONPATH": str(ROOT)}})
+    try:
+        results = run_ray(cells, tmp_path, progress=False)
+    finally:
+        ray.shutdown()
+    assert [r["status"] for r in results] == ["done", "done"]
+    assert len(load_results(tmp_path)) == 2
