@@ -54,3 +54,32 @@ def load_state(path: Path) -> dict:
     state = torch.load(Path(path) / "trainer_state.pt", weights_only=False)
     set_rng_state(state.pop("rng"))
     return state
+
+
+class RunState:
+    """What a resumable loop carries besides the model: optimizer, scheduler, the data
+    generator, the step and the position in the shuffled data (reshuffled every epoch)."""
+
+    def __init__(self, optimizer, scheduler, n_items: int, seed: int):
+        self.optimizer, self.scheduler, self.n_items = optimizer, scheduler, n_items
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step, self.order, self.pos = 0, torch.randperm(n_items, generator=self.generator), 0
+
+    def next_batch(self, size: int) -> list[int]:
+        if self.pos + size > len(self.order):
+            self.order, self.pos = torch.randperm(self.n_items, generator=self.generator), 0
+        idx = self.order[self.pos: self.pos + size].tolist()
+        self.pos += size
+        return idx
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "generator": self.generator.get_state(), "step": self.step, "order": self.order, "pos": self.pos}
+
+    def restore(self, ckpt: Path) -> None:
+        """Load the checkpoint's state (and every RNG) into this run."""
+        state = load_state(ckpt)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.generator.set_state(state["generator"])
+        self.step, self.order, self.pos = state["step"], state["order"], state["pos"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .checkpoint import find_checkpoint, load_state, save_checkpoint
+from .checkpoint import RunState, find_checkpoint, save_checkpoint
 from .config import RunConfig, SFTConfig, dump, load_config
 from .evaluate import evaluate
 from .models import ModelAdapter, load_model, load_pretrained
@@ -72,58 +72,46 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     completions = encode_completions(adapter, [x.target for x in train], cfg.sampler.gen_length)
     opt = torch.optim.AdamW(adapter.model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     sched = _schedule(opt, s)
-    gen = torch.Generator().manual_seed(s.seed)
-    step, order, pos = 0, torch.randperm(len(train), generator=gen), 0
+    run = RunState(opt, sched, len(train), s.seed)
+    gen = run.generator  # also draws the masks, so a resumed run draws what an uninterrupted one would
     if ckpt:
-        state = load_state(ckpt)
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        gen.set_state(state["generator"])
-        step, order, pos = state["step"], state["order"], state["pos"]
-        truncate_metrics(out / "metrics.jsonl", step)
+        run.restore(ckpt)
+        truncate_metrics(out / "metrics.jsonl", run.step)
     else:
         dump(cfg, out / "config.json")
         (out / "metrics.jsonl").unlink(missing_ok=True)
 
-    def checkpoint():
-        save_checkpoint(out / "checkpoint", adapter, {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                                                      "generator": gen.get_state(), "step": step, "order": order,
-                                                      "pos": pos})
-
     adapter.model.train()
-    bar = tqdm(total=s.steps, initial=step, desc=f"sft {s.task}", disable=not progress, unit="step")
+    bar = tqdm(total=s.steps, initial=run.step, desc=f"sft {s.task}", disable=not progress, unit="step")
     tokens, t0 = 0, time.perf_counter()
     with open(out / "metrics.jsonl", "a") as log:
-        while step < s.steps:
-            if pos + s.batch_size > len(order):
-                order, pos = torch.randperm(len(train), generator=gen), 0
-            idx = order[pos: pos + s.batch_size]
-            pos += s.batch_size
+        while run.step < s.steps:
+            idx = run.next_batch(s.batch_size)
             p_ids, p_mask = _trim_left(prompts[idx], prompt_mask[idx])
             loss, n_tok = sft_loss(adapter, p_ids, p_mask, completions[idx], gen, s.eps)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"SFT loss is {loss.item()} at step {step}; lower sft.lr (now {s.lr}). "
+                raise FloatingPointError(f"SFT loss is {loss.item()} at step {run.step}; lower sft.lr (now {s.lr}). "
                                          "The last checkpoint is left untouched.")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), s.grad_clip)
             opt.step()
             sched.step()
-            step += 1
+            run.step += 1
             tokens += n_tok
-            log.write(json.dumps({"step": step, "loss": loss.item(), "grad_norm": float(gnorm),
+            log.write(json.dumps({"step": run.step, "loss": loss.item(), "grad_norm": float(gnorm),
                                   "lr": sched.get_last_lr()[0]}) + "\n")
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}")
-            if step % s.save_every == 0 or step == s.steps:
+            if run.step % s.save_every == 0 or run.step == s.steps:
                 log.flush()
-                checkpoint()
+                save_checkpoint(out / "checkpoint", adapter, run.state_dict())
     bar.close()
     seconds = time.perf_counter() - t0
     test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed)
     result = evaluate(adapter, test, cfg.sampler, n=s.n_eval)
     adapter.save(out / "final")
-    summary = {"task": s.task, "steps": step, "accuracy": result["accuracy"], "n_eval": result["n"],
+    summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
                "statuses": result["statuses"], "train_seconds": round(seconds, 2),
                "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else math.nan}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

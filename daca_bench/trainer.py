@@ -28,7 +28,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from . import __version__
-from .checkpoint import find_checkpoint, load_state, save_checkpoint
+from .checkpoint import RunState, find_checkpoint, save_checkpoint
 from .config import RLConfig, dump, load_config, pick, to_dict
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score
@@ -141,16 +141,11 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, t.warmup_steps)))
-    data_gen = torch.Generator().manual_seed(t.seed)
-    step, order, pos = 0, torch.randperm(len(samples), generator=data_gen), 0
+    run = RunState(opt, sched, len(samples), t.seed)
     if ckpt:
-        state = load_state(ckpt)
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        data_gen.set_state(state["generator"])
-        step, order, pos = state["step"], state["order"], state["pos"]
+        run.restore(ckpt)
         if rank == 0:
-            truncate_metrics(out / "metrics.jsonl", step)
+            truncate_metrics(out / "metrics.jsonl", run.step)
     elif rank == 0:
         (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": _git_hash(), "versions": _versions(),
                                                      "world_size": world}, indent=2) + "\n")
@@ -162,26 +157,22 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
 
     def checkpoint():
         if rank == 0:
-            save_checkpoint(out / "checkpoint", adapter, {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                                                          "generator": data_gen.get_state(), "step": step,
-                                                          "order": order, "pos": pos})
+            save_checkpoint(out / "checkpoint", adapter, run.state_dict())
 
-    bar = tqdm(total=t.steps, initial=step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
+    bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
     board = _tensorboard(t.report_to, out) if rank == 0 else None
     last_eval = None
     try:
-        while step < t.steps and stop["signal"] is None:
-            if pos + t.prompts_per_step > len(order):
-                order, pos = torch.randperm(len(samples), generator=data_gen), 0
-            idx = order[pos: pos + t.prompts_per_step].tolist()
-            pos += t.prompts_per_step
+        while run.step < t.steps and stop["signal"] is None:
+            idx = run.next_batch(t.prompts_per_step)
             per_rank = t.prompts_per_step // world
             my = idx[rank * per_rank:(rank + 1) * per_rank]
-            metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, step, opt, counter,
+            metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, opt, counter,
                                  first_prompt=rank * per_rank)
             sched.step()
-            step += 1
+            run.step += 1
+            step = run.step
             metrics.update(step=step, lr=sched.get_last_lr()[0])
             if t.eval_every and step % t.eval_every == 0 and step < t.steps:
                 last_eval = _evaluate(adapter, test_task, cfg, t)
@@ -199,13 +190,13 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                 checkpoint()
         if stop["signal"] is not None:
             checkpoint()
-            print(f"stopped by signal {stop['signal']} at step {step}; checkpoint saved, rerun to resume",
+            print(f"stopped by signal {stop['signal']} at step {run.step}; checkpoint saved, rerun to resume",
                   file=sys.stderr)
-            return {"stopped": True, "step": step}
+            return {"stopped": True, "step": run.step}
         checkpoint()
         result = _evaluate(adapter, test_task, cfg, t)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
-                   "steps": step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
+                   "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
         if rank == 0:
             write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
