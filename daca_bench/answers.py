@@ -2,11 +2,13 @@
 
 The rules (documented in tasks/README.md) are shared by every task so that one reading of a
 completion holds across the benchmark:
-  1. the answer is the content of the LAST `<answer>...</answer>` (multi-line allowed);
+  1. the answer is the content of the LAST `<answer>...</answer>` (multi-line allowed); an
+     empty pair is no answer, non-empty content is the answer even if it is unusable (wrong);
   2. otherwise, per family: math -> last `\\boxed{}` (balanced braces), then `#### x`, then the
      last number; sudoku -> last run of N*N digits (separators ignored); json -> last fenced
      ```json block, else the first balanced JSON value; code -> last fenced python block, else
-     the completion itself (a continuation of the prompt).
+     the completion itself (a continuation of the prompt). Countdown's expression finder lives
+     in tasks/countdown.py.
 Every function returns None when it finds nothing: the task then says `no_answer`.
     >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and \\boxed{3}")
     '3'
@@ -207,8 +209,8 @@ def loads_strict(text: str):
 
 def code_answer(completion: str) -> tuple[str, str]:
     """(code, how): the last fenced python (or untagged) block; else the tail after an unclosed
-    opening fence; else the completion itself up to a dangling closing fence (a continuation of
-    the prompt)."""
+    ```python fence; else the completion itself up to a dangling bare ``` (a continuation of
+    the prompt, closing the block the prompt may have opened)."""
     inner = tagged(completion)
     text = completion if inner is None else inner
     how = "" if inner is None else "tag+"
@@ -217,7 +219,7 @@ def code_answer(completion: str) -> tuple[str, str]:
     if python:
         return python[-1], how + "fence"
     tail_start = blocks[-1].end() if blocks else 0
-    m = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n").search(text, tail_start)
+    m = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n").search(text, tail_start)  # a bare ``` closes
     if m:
         return text[m.end():], how + "open_fence"
     cut = text.find("```", tail_start)

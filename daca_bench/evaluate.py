@@ -13,8 +13,11 @@ from .sampler import sample
 from .types import Task
 
 
-def score(task: Task, samples, completions: list[str]) -> dict:
-    rewards = [task.verify(s, c) for s, c in zip(samples, completions)]
+def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict:
+    """Rewards for completions (code tasks: one parallel sandbox batch); unscorable ones stay out of the mean."""
+    from .verify import verify_many
+
+    rewards = verify_many(task.verify, list(samples), list(completions), workers=workers)
     scored = [r.value for r in rewards if r.scored]
     return {
         "accuracy": sum(scored) / len(scored) if scored else math.nan,

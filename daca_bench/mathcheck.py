@@ -1,9 +1,9 @@
 """Math answer equivalence: exact rationals for plain numbers, `math-verify` for the rest.
 
 `equivalent(gold, answer, timeout=5.0)` is True iff the two answers are the same value. Plain
-numbers (`72`, `1,000`, `-3.50`, `3/4`, `$72.`) compare as exact fractions; anything else goes
-through math-verify (LaTeX and expressions, via sympy), then a normalised-string comparison
-(for answers such as `\\text{(C)}` that sympy cannot read).
+numbers (`72`, `1,000`, `-3.50`, `3/4`, `$72.`) compare as exact fractions; spellings equal
+once formatting is stripped (`\\text{(C)}` and `C`) are equal; anything else goes through
+math-verify (LaTeX and expressions, via sympy).
 
 math-verify's own timeouts use signal.alarm, which raises outside the main thread, so they are
 switched off here and this module enforces its own: in the main thread with an interval timer,
@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+from functools import lru_cache
 from fractions import Fraction
 
 MAX_CHARS = 2000  # longer answers are cut before sympy sees them (bounded work)
@@ -69,18 +70,39 @@ def normalize(text: str) -> str:
 _PROSE = re.compile(r"[A-Za-z]{3,}")
 
 
-def _parse(text: str):
-    from math_verify import parse  # heavy import (sympy), only when needed
+def _load_math_verify():
+    """Import math-verify (and sympy) OUTSIDE any timer: an alarm inside an import would leave
+    half-initialised modules behind."""
+    import math_verify
     from math_verify import grader, parser
+
     grader.TIMEOUT_WARNING_SHOWN = parser.TIMEOUT_WARNING_SHOWN = True  # our own timer runs
-    return parse(text, parsing_timeout=None)
+    return math_verify
+
+
+@lru_cache(maxsize=8192)
+def _parse(text: str):
+    """math-verify's reading of a string, cached: a group's G completions share one gold."""
+    from math_verify import parse
+
+    return tuple(parse(text, parsing_timeout=None))
+
+
+# a number followed by plain unit words: `18 km/h`, `5 apples`, `$3.50 each` (no further digits)
+_NUMBER_THEN_UNITS = re.compile(r"\s*([-+$\\\d.,/]*\d[\d.,/]*)\s*%?\s+[A-Za-z][A-Za-z/.^ ]*")
 
 
 def _check(gold: str, answer: str) -> bool:
     gold, answer = str(gold)[:MAX_CHARS], str(answer)[:MAX_CHARS]
+    answer = answer.replace("**", "").replace("__", "").replace("`", "").strip()  # markdown emphasis
     g, a = as_number(gold), as_number(answer)
+    if g is not None and a is None:
+        m = _NUMBER_THEN_UNITS.fullmatch(answer)
+        a = as_number(m.group(1)) if m else None
     if g is not None and a is not None:
         return g == a
+    if normalize(gold) == normalize(answer) != "":
+        return True  # the same spelling up to formatting: no need for sympy
     from math_verify import verify
 
     gold_parsed = _parse("$" + gold + "$") or _parse("\\boxed{" + gold + "}")
@@ -89,9 +111,9 @@ def _check(gold: str, answer: str) -> bool:
     if _PROSE.search(re.sub(r"\\[A-Za-z]+", " ", answer)):
         readings.append(_parse(answer))
     for parsed in readings:
-        if gold_parsed and parsed and verify(gold_parsed, parsed, timeout_seconds=None):
+        if gold_parsed and parsed and verify(list(gold_parsed), list(parsed), timeout_seconds=None):
             return True
-    return normalize(gold) == normalize(answer) != ""
+    return False
 
 
 def _check_with_alarm(gold: str, answer: str, timeout: float) -> bool | None:
@@ -99,6 +121,8 @@ def _check_with_alarm(gold: str, answer: str, timeout: float) -> bool | None:
     def on_alarm(signum, frame):
         raise _Alarm()
 
+    if as_number(gold) is None or as_number(answer) is None:
+        _load_math_verify()
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:

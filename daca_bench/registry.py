@@ -103,22 +103,28 @@ def get_task(name: str, split: str = "test", **kw) -> Task:
 # ---- CLI: `daca-bench tasks` ----------------------------------------------------------
 def configure(parser) -> None:
     parser.add_argument("--family", choices=FAMILIES, help="only this family")
+    parser.add_argument("--tiny", action="store_true", help="only the tiny families of the CPU default")
 
 
 def run(args) -> int:
-    rows = []
+    rows, missing = [], False
     for spec in list_tasks():
-        if args.family and spec.family != args.family:
+        if args.family and spec.family != args.family or getattr(args, "tiny", False) and not spec.tiny:
             continue
         sizes = []
         for split in spec.splits:
             try:
                 sizes.append(f"{split}={len(spec.build(split=split).samples)}")
-            except Exception as exc:  # a hub dataset that is not cached here, say
-                sizes.append(f"{split}=unavailable ({type(exc).__name__})")
-        rows.append((spec.name, spec.family, str(spec.version), " ".join(sizes), spec.description))
-    header = ("name", "family", "version", "splits (sizes)", "description")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+            except Exception:  # a hub dataset that is neither reachable nor cached here, say
+                sizes.append(f"{split}=?")
+                missing = True
+        rows.append((spec.name, spec.family, str(spec.version), "yes" if spec.tiny else "",
+                     " ".join(sizes), spec.description))
+    header = ("name", "family", "version", "tiny", "splits (sizes)", "description")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
     for r in [header, *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        print("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5])
+    if missing:
+        print("\n?: data not available here (hub dataset not reachable or cached); load a local copy "
+              "with get_task(name, path=FILE) -- see tasks/README.md")
     return 0

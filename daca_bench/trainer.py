@@ -295,7 +295,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # 2. verify (an infrastructure failure is NaN and stays out of the group statistics)
     tick = time.perf_counter()
     scored = score(task, rows, batch.texts)
-    rewards = torch.tensor([r.value for r in scored["rewards"]], dtype=torch.float32)  # (B*G,)
+    rewards = torch.tensor([r.value if r.scored else math.nan for r in scored["rewards"]], dtype=torch.float32)
     timer["verify"] = time.perf_counter() - tick
     # 3. advantages over groups (all processes' rewards when the method normalises over the batch)
     all_r = _gather_rewards(rewards).view(-1, G)

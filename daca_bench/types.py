@@ -42,7 +42,9 @@ class Reward:
 
     @property
     def scored(self) -> bool:
-        return self.status != INFRA_ERROR
+        """False when the reward could not be judged (infrastructure failure, malformed sample):
+        such rewards stay out of accuracies and group statistics."""
+        return self.status not in (INFRA_ERROR, BAD_INPUT)
 
     def as_json_value(self) -> float | None:
         return None if math.isnan(self.value) else float(self.value)

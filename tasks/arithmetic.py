@@ -1,23 +1,27 @@
 """Tiny synthetic math family: short integer expressions such as `17+5-9=`, answered with the number.
 
 Train and test are disjoint by expression (a hash of the expression picks the split).
+Scoring follows the shared math rule (daca_bench.answers.math_answer: tag, boxed, ####, last
+number) with exact number comparison. Field for held-out rows: `expression` (or `prompt`,
+e.g. `17+5-9=`), optional `answer`.
     daca-bench tasks --family math
 """
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 
+from daca_bench.mathcheck import score_math
 from daca_bench.registry import register_task
-from daca_bench.types import CORRECT, NO_ANSWER, WRONG, Reward, Sample, Task
+from daca_bench.scoring import field, hash_split
+from daca_bench.types import Reward, Sample, Task
 
-VERSION = 1
+VERSION = 2  # 2: shared answer extraction (a minus glued to a digit is an operator, not a sign)
 MAX_OPERAND = 30
 
 
 def _split_of(expr: str) -> str:
-    return "test" if hashlib.sha256(expr.encode()).digest()[0] < 64 else "train"  # ~25% test
+    return hash_split(expr)  # ~25% test (sha256 of the expression, first byte < 64)
 
 
 def _expression(rng: random.Random) -> str:
@@ -40,17 +44,29 @@ def _value(expr: str) -> int:
 
 
 def verify(sample: Sample, completion: str) -> Reward:
-    numbers = re.findall(r"-?\d+", completion)
-    if not numbers:
-        return Reward(0.0, NO_ANSWER, {})
-    got = int(numbers[-1])
-    ok = got == int(sample.metadata["answer"])
-    return Reward(float(ok), CORRECT if ok else WRONG, {"parsed": got})
+    return score_math(str(sample.metadata["answer"]), completion)
+
+
+def _sample(expr: str, answer: int) -> Sample:
+    return Sample(id=f"arithmetic/{expr}", prompt=f"{expr}=", target=str(answer),
+                  metadata={"expression": expr, "answer": answer})
+
+
+def from_record(row: dict) -> Sample:
+    expr = str(field(row, "expression", "prompt")).strip().rstrip("=").replace(" ", "")
+    if not re.fullmatch(r"\d+(?:[+-]\d+)*", expr):
+        raise ValueError(f"not a +/- integer expression: {expr!r}")
+    answer = _value(expr)
+    if row.get("answer") is not None and int(row["answer"]) != answer:
+        raise ValueError(f"answer {row['answer']!r} does not match {expr} = {answer}")
+    return _sample(expr, answer)
 
 
 @register_task("arithmetic", family="math", version=VERSION, tiny=True,
                description="tiny integer expressions (2-3 operands up to 30), answer is the number")
-def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, **_) -> Task:
+def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, *, records=None) -> Task:
+    if records is not None:
+        return Task("arithmetic", "math", VERSION, [from_record(r) for r in records], verify, split)
     n = n or (256 if split == "test" else 4096)
     rng = random.Random(f"arithmetic-{seed}")
     seen: dict[str, Sample] = {}
@@ -60,7 +76,5 @@ def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, **_) ->
         expr = _expression(rng)
         if expr in seen or _split_of(expr) != split:
             continue
-        answer = _value(expr)
-        seen[expr] = Sample(id=f"arithmetic/{expr}", prompt=f"{expr}=", target=str(answer),
-                            metadata={"expression": expr, "answer": answer})
+        seen[expr] = _sample(expr, _value(expr))
     return Task("arithmetic", "math", VERSION, list(seen.values()), verify, split)

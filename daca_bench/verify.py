@@ -1,0 +1,236 @@
+"""Score completions with a task's verifier: the `daca-bench verify` command and a TRL-style
+reward function for other GRPO trainers.
+
+    daca-bench verify gsm8k --input completions.jsonl --output scored.jsonl --workers 2
+Each input line holds the task's fields plus `completion`; each output line is the input plus
+`reward` (a number, or null when it could not be scored) and `status`. A malformed line is
+reported as FILE:LINE, written with status bad_input, and the exit code is then 2.
+
+    from daca_bench.verify import reward_function
+    trainer = GRPOTrainer(..., reward_funcs=[reward_function("gsm8k")])  # f(prompts, completions, **columns)
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import multiprocessing
+import sys
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from .registry import task_spec
+from .scoring import bad_input, infra_error
+from .types import BAD_INPUT, INFRA_ERROR, STATUSES, Reward, Sample
+
+BUILD_ERRORS = (KeyError, ValueError, TypeError, IndexError, AttributeError, json.JSONDecodeError)
+
+
+def completion_text(value: Any) -> str:
+    """A completion as text: a string, or chat messages (the assistant contents joined)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    if isinstance(value, (list, tuple)) and all(isinstance(m, dict) for m in value):
+        parts = [m.get("content") for m in value if m.get("role", "assistant") == "assistant"]
+        if all(isinstance(p, str) for p in parts) and parts:
+            return "".join(parts)
+    raise TypeError(f"completion must be a string or chat messages, not {type(value).__name__}")
+
+
+def json_value(reward: Reward) -> float | None:
+    """The reward as written out: null for what could not be scored (infra failure, bad input)."""
+    if reward.status in (INFRA_ERROR, BAD_INPUT) or math.isnan(reward.value):
+        return None
+    return float(reward.value)
+
+
+def _build_kwargs(name: str, task_kw: dict) -> dict:
+    spec = task_spec(name)
+    params = inspect.signature(spec.build).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unknown = [k for k in task_kw if k not in params and not takes_any]
+    if unknown:
+        raise TypeError(f"task {name!r} takes no option {', '.join(unknown)}")
+    if "records" not in params and not takes_any:
+        raise TypeError(f"task {name!r} cannot build samples from records (its builder has no `records=`)")
+    return task_kw
+
+
+def build_samples(name: str, rows: Sequence[dict], **task_kw):
+    """(verify, [Sample or Reward(bad_input)]) with one sample per record, built one by one so
+    that a bad record only spoils itself."""
+    spec = task_spec(name)
+    kw = _build_kwargs(name, task_kw)
+    split = "test" if "test" in spec.splits else spec.splits[0]
+    verify, out = None, []
+    for row in rows:
+        if not isinstance(row, dict):
+            out.append(bad_input(f"record must be a JSON object, not {type(row).__name__}"))
+            continue
+        try:
+            task = spec.build(split=split, records=[row], **kw)
+            if len(task.samples) != 1:
+                raise TypeError(f"task {name!r} ignored its records (built {len(task.samples)} samples)")
+            out.append(task.samples[0])
+            verify = verify or task.verify
+        except BUILD_ERRORS as exc:
+            out.append(bad_input(f"{type(exc).__name__}: {str(exc).strip(chr(39))[:300]}"))
+    if verify is None:  # no good record: any build gives the verifier
+        verify = spec.build(split=split, records=[], **kw).verify
+    return verify, out
+
+
+_pool_verify: Callable | None = None  # set before a fork pool starts; read in its children
+
+
+def _verify_chunk(pairs):
+    return [_safe_verify(_pool_verify, s, c) for s, c in pairs]
+
+
+def _safe_verify(verify, sample: Sample, completion: str) -> Reward:
+    try:
+        return verify(sample, completion)
+    except Exception as exc:  # a verifier bug must not pass for a wrong answer
+        return infra_error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}")
+
+
+def verify_many(verify, samples: Sequence[Sample], completions: Sequence[str], workers: int = 1) -> list[Reward]:
+    """Rewards in order. Uses verify.batch (code: one parallel sandbox run) when there is one,
+    else `workers` forked processes (math-verify's timers need each check in a main thread)."""
+    global _pool_verify
+    if hasattr(verify, "batch"):
+        try:
+            return verify.batch(samples, completions, workers=workers)
+        except Exception as exc:
+            return [infra_error(f"batch verifier raised {type(exc).__name__}: {exc}")] * len(samples)
+    pairs = list(zip(samples, completions))
+    if workers <= 1 or len(pairs) < 2 * workers or "fork" not in multiprocessing.get_all_start_methods():
+        return [_safe_verify(verify, s, c) for s, c in pairs]
+    _pool_verify = verify
+    size = max(1, len(pairs) // (workers * 4))
+    chunks = [pairs[i:i + size] for i in range(0, len(pairs), size)]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return [r for chunk in pool.map(_verify_chunk, chunks) for r in chunk]
+
+
+def score_records(name: str, rows: Sequence[dict], completions: Sequence[Any], workers: int = 1,
+                  **task_kw) -> list[Reward]:
+    """One Reward per (record, completion): bad records and bad completions are bad_input."""
+    verify, built = build_samples(name, rows, **task_kw)
+    rewards: list[Reward | None] = [None] * len(built)
+    todo, texts = [], []
+    for i, (item, completion) in enumerate(zip(built, completions)):
+        if isinstance(item, Reward):
+            rewards[i] = item
+            continue
+        try:
+            texts.append(completion_text(completion))
+            todo.append(i)
+        except TypeError as exc:
+            rewards[i] = bad_input(str(exc))
+    for i, reward in zip(todo, verify_many(verify, [built[i] for i in todo], texts, workers)):
+        rewards[i] = reward
+    return rewards
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, (list, tuple)) and prompt and isinstance(prompt[-1], dict):
+        users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
+        return str(users[-1] if users else prompt[-1].get("content", ""))
+    return str(prompt)
+
+
+def reward_function(name: str, *, workers: int = 1, **task_kw) -> Callable[..., list[float | None]]:
+    """A TRL-style reward function `f(prompts, completions, **columns) -> list[float | None]`:
+    each row's dataset columns (the task's fields) rebuild its sample; None = not scorable."""
+    _build_kwargs(name, task_kw)  # unknown task or option: fail now, not mid-training
+
+    def reward(prompts=None, completions=None, **columns) -> list[float | None]:
+        if completions is None:
+            raise TypeError("reward function needs completions")
+        n = len(completions)
+        rows = []
+        for i in range(n):
+            row = {k: v[i] for k, v in columns.items() if isinstance(v, (list, tuple)) and len(v) == n}
+            if prompts is not None and "prompt" not in row:
+                row["prompt"] = _prompt_text(prompts[i])
+            rows.append(row)
+        return [json_value(r) for r in score_records(name, rows, completions, workers, **task_kw)]
+
+    reward.__name__ = f"{name}_reward"
+    reward.__qualname__ = reward.__name__
+    return reward
+
+
+# ---- CLI: `daca-bench verify` ----------------------------------------------------------------
+def configure(parser) -> None:
+    parser.add_argument("task", help="registered task name (see `daca-bench tasks`)")
+    parser.add_argument("--input", required=True, help="JSONL: the task's fields plus `completion`")
+    parser.add_argument("--output", required=True, help="JSONL: each input line plus `reward` and `status`")
+    parser.add_argument("--workers", type=int, default=1, help="parallel verifier processes / sandbox workers")
+    parser.add_argument("--shaping", choices=["d1"], default=None, help="d1-compatible reward shaping (off by default)")
+    parser.add_argument("--timeout", type=float, default=None, help="per-answer time limit in seconds (task default)")
+    parser.add_argument("--details", action="store_true", help="also write each reward's details")
+
+
+def _read(path: str) -> list[tuple[int, Any, str | None]]:
+    """(line number, record or raw text, error) for every non-blank line."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                out.append((number, line.rstrip("\n"), f"not JSON: {exc}"))
+                continue
+            if not isinstance(record, dict):
+                out.append((number, record, "line must be a JSON object"))
+            elif "completion" not in record:
+                out.append((number, record, "line has no `completion` field"))
+            else:
+                out.append((number, record, None))
+    return out
+
+
+def run(args) -> int:
+    kw = {k: v for k, v in (("shaping", args.shaping), ("timeout", args.timeout)) if v is not None}
+    try:
+        _build_kwargs(args.task, kw)
+    except (KeyError, TypeError) as exc:
+        print(f"daca-bench verify: {str(exc).strip(chr(39))}", file=sys.stderr)
+        return 2
+    lines = _read(args.input)
+    good = [(i, rec) for i, (_, rec, err) in enumerate(lines) if err is None]
+    rows = [{k: v for k, v in rec.items() if k != "completion"} for _, rec in good]
+    rewards = score_records(args.task, rows, [rec["completion"] for _, rec in good], args.workers, **kw)
+    by_line: dict[int, Reward] = {i: r for (i, _), r in zip(good, rewards)}
+    statuses, values, bad = Counter(), [], 0
+    with open(args.output, "w", encoding="utf-8") as out:
+        for i, (number, record, error) in enumerate(lines):
+            reward = by_line.get(i) or bad_input(error)
+            if reward.status == BAD_INPUT:
+                bad += 1
+                print(f"{args.input}:{number}: bad_input: {reward.details.get('error', '')}", file=sys.stderr)
+            record = dict(record) if isinstance(record, dict) else {"line": number, "raw": record}
+            record["reward"], record["status"] = json_value(reward), reward.status
+            if reward.status == BAD_INPUT:
+                record["error"] = reward.details.get("error", "")
+            if args.details:
+                record["details"] = dict(reward.details)
+            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            statuses[reward.status] += 1
+            if record["reward"] is not None:
+                values.append(record["reward"])
+    mean = sum(values) / len(values) if values else float("nan")
+    shown = ", ".join(f"{s}={statuses[s]}" for s in STATUSES if statuses[s])
+    print(f"{args.task}: {len(lines)} lines, mean reward {mean:.4f} over {len(values)} scored; {shown}")
+    if statuses[INFRA_ERROR]:
+        print(f"warning: {statuses[INFRA_ERROR]} lines could not be scored (infrastructure failure, "
+              "reward null); see their details with --details", file=sys.stderr)
+    return 2 if bad else 0

@@ -1,0 +1,240 @@
+"""Sudoku (constraint family): `sudoku` (4x4 and 9x9) and `sudoku_tiny` (4x4, CPU default).
+
+Puzzles are generated from seeds, each with a unique solution. Train and test are disjoint
+BY SOLUTION GRID: a hash of the solved grid picks its split, so no test grid is ever seen in
+training (d1's 4x4 test set shared grids with its training set). Field `puzzle`: row-major
+digits as a string (`0` or `.` blank; `_ * ?` too; whitespace, commas, bars ignored) or a list (flat or nested).
+Scoring: 1 iff the answer is a complete valid grid that keeps every given; the fraction of
+blank cells filled correctly is in details (and is the reward under shaping="d1").
+    daca-bench tasks --family constraint
+"""
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+from daca_bench.answers import digit_run, tagged
+from daca_bench.registry import register_task
+from daca_bench.scoring import (LazySamples, bad_input, check_shaping, correct_if, d1_sudoku, field,
+                                hash_split, no_answer, shaped, stable_seed, wrong)
+from daca_bench.types import Reward, Sample, Task
+
+VERSION = 1
+BOX = {4: 2, 9: 3}
+BLANKS = "0._*?"  # accepted blank marks in a puzzle (0 and . are the usual ones)
+PROMPT = ("Solve this {n}x{n} Sudoku. Replace every 0 with a digit 1-{n} so that each row, column "
+          "and {b}x{b} box holds each digit once. Give the {n} solved rows inside <answer></answer>."
+          "\n\n{rows}\n")
+TINY_PROMPT = "sudoku {rows}\n"
+
+
+# ---- grids -------------------------------------------------------------------------------
+def parse_puzzle(puzzle) -> tuple[int, list[int]]:
+    """(N, N*N cells with 0 for blank) from a string or a (nested) list; ValueError otherwise."""
+    if isinstance(puzzle, str):
+        cells = [0 if ch in BLANKS else int(ch) for ch in puzzle if ch.isdigit() or ch in BLANKS]
+    elif isinstance(puzzle, (list, tuple)):
+        flat = [c for row in puzzle for c in row] if puzzle and isinstance(puzzle[0], (list, tuple)) else list(puzzle)
+        cells = [0 if c in (None, 0, "", *BLANKS) else int(c) for c in flat]
+    else:
+        raise ValueError(f"puzzle must be a string or a list, not {type(puzzle).__name__}")
+    n = {16: 4, 81: 9}.get(len(cells))
+    if n is None:
+        raise ValueError(f"puzzle has {len(cells)} cells; expected 16 (4x4) or 81 (9x9)")
+    if any(not 0 <= c <= n for c in cells):
+        raise ValueError(f"puzzle digits must be 0-{n}")
+    return n, cells
+
+
+def _units(n: int) -> list[list[int]]:
+    b = BOX[n]
+    rows = [[r * n + c for c in range(n)] for r in range(n)]
+    cols = [[r * n + c for r in range(n)] for c in range(n)]
+    boxes = [[(br + r) * n + bc + c for r in range(b) for c in range(b)]
+             for br in range(0, n, b) for bc in range(0, n, b)]
+    return rows + cols + boxes
+
+
+@lru_cache(maxsize=None)
+def _peers(n: int) -> tuple[tuple[int, ...], ...]:
+    units = _units(n)
+    return tuple(tuple(sorted({p for u in units if i in u for p in u} - {i})) for i in range(n * n))
+
+
+def is_valid_solution(n: int, cells: list[int]) -> bool:
+    full = set(range(1, n + 1))
+    return all({cells[i] for i in unit} == full for unit in _units(n))
+
+
+def solve(n: int, cells: list[int], limit: int = 2, rng: random.Random | None = None) -> list[list[int]]:
+    """Up to `limit` solutions (bitmask backtracking, fewest-candidates cell first)."""
+    peers, full = _peers(n), (1 << (n + 1)) - 2
+    grid = list(cells)
+    for i, v in enumerate(grid):  # the givens must not already clash
+        if v and any(grid[p] == v for p in peers[i]):
+            return []
+    out: list[list[int]] = []
+
+    def search():
+        best, best_opts = -1, None
+        for i, v in enumerate(grid):
+            if v == 0:
+                used = 0
+                for p in peers[i]:
+                    used |= 1 << grid[p]
+                opts = full & ~used
+                if best_opts is None or bin(opts).count("1") < bin(best_opts).count("1"):
+                    best, best_opts = i, opts
+                    if opts == 0:
+                        return
+        if best < 0:
+            out.append(list(grid))
+            return
+        digits = [d for d in range(1, n + 1) if best_opts >> d & 1]
+        if rng is not None:
+            rng.shuffle(digits)
+        for d in digits:
+            grid[best] = d
+            search()
+            if len(out) >= limit:
+                break
+        grid[best] = 0
+
+    search()
+    return out
+
+
+@lru_cache(maxsize=None)
+def _all_4x4() -> tuple[str, ...]:
+    return tuple("".join(map(str, g)) for g in solve(4, [0] * 16, limit=10_000))
+
+
+def split_of_grid(solution: str) -> str:
+    return hash_split(f"sudoku-grid/{solution}")
+
+
+def _random_grid(n: int, split: str, rng: random.Random) -> str:
+    if n == 4:
+        return rng.choice([g for g in _all_4x4() if split_of_grid(g) == split])
+    while True:
+        grid = "".join(map(str, solve(9, [0] * 81, limit=1, rng=rng)[0]))
+        if split_of_grid(grid) == split:
+            return grid
+
+
+def make_puzzle(solution: str, blanks: int, rng: random.Random) -> str:
+    """Blank cells in random order while the solution stays unique (may stop short of `blanks`)."""
+    n = int(len(solution) ** 0.5)
+    cells = [int(c) for c in solution]
+    removed = 0
+    for i in rng.sample(range(n * n), n * n):
+        if removed >= blanks:
+            break
+        keep, cells[i] = cells[i], 0
+        if len(solve(n, cells, limit=2)) == 1:
+            removed += 1
+        else:
+            cells[i] = keep
+    return "".join(map(str, cells))
+
+
+# ---- scoring ------------------------------------------------------------------------------
+def verify(sample: Sample, completion: str) -> Reward:
+    n, givens = sample.metadata["size"], [int(c) for c in sample.metadata["puzzle"]]
+    inner = tagged(completion)
+    if inner == "":
+        return no_answer(rule="empty_tag")
+    grid = digit_run(completion if inner is None else inner, n * n)
+    if grid is None:
+        return wrong("no_grid") if inner else no_answer(rule="none")
+    cells = [int(c) for c in grid]
+    changed = sum(1 for g, c in zip(givens, cells) if g and g != c)
+    valid = is_valid_solution(n, cells)
+    blanks = [i for i, g in enumerate(givens) if g == 0]
+    if changed == 0 and valid:
+        return correct_if(True, givens_changed=0, valid=True, blank_fraction_correct=1.0, answer=grid)
+    solution = sample.metadata.get("solution") or _reference(n, givens)
+    if solution is None:
+        return bad_input("puzzle has no solution")
+    right = sum(1 for i in blanks if cells[i] == int(solution[i]))
+    return correct_if(False, givens_changed=changed, valid=valid, answer=grid,
+                      blank_fraction_correct=right / len(blanks) if blanks else 1.0)
+
+
+def _reference(n: int, givens: list[int]) -> str | None:
+    found = solve(n, givens, limit=1)
+    return "".join(map(str, found[0])) if found else None
+
+
+def _rows(cells: str, n: int, sep: str) -> str:
+    return sep.join(cells[r * n:(r + 1) * n] for r in range(n))
+
+
+def _sample(name: str, ident: str, n: int, puzzle: str, solution: str | None, tiny: bool) -> Sample:
+    if tiny:
+        prompt, target = TINY_PROMPT.format(rows=_rows(puzzle, n, " ")), solution or ""
+    else:
+        prompt = PROMPT.format(n=n, b=BOX[n], rows=_rows(puzzle, n, "\n"))
+        target = f"<answer>\n{_rows(solution, n, chr(10))}\n</answer>" if solution else ""
+    return Sample(id=ident, prompt=prompt, target=target,
+                  metadata={"size": n, "puzzle": puzzle, "solution": solution})
+
+
+def from_record(name: str, row: dict, index: int, tiny: bool) -> Sample:
+    n, cells = parse_puzzle(field(row, "puzzle", "quizzes", "question"))
+    puzzle = "".join(map(str, cells))
+    solution = row.get("solution")
+    if solution is not None:
+        sn, scells = parse_puzzle(solution)
+        if sn != n or 0 in scells or not is_valid_solution(n, scells):
+            raise ValueError("solution is not a complete valid grid of the puzzle's size")
+        solution = "".join(map(str, scells))
+        if any(p and p != s for p, s in zip(cells, scells)):
+            raise ValueError("solution does not keep the puzzle's givens")
+    elif not solve(n, cells, limit=1):
+        raise ValueError("puzzle has no solution")
+    return _sample(name, f"{name}/{row.get('id', index)}", n, puzzle, solution, tiny)
+
+
+def _generate(name: str, split: str, n_samples: int, seed: int, sizes: tuple[int, ...],
+              blanks: dict[int, tuple[int, int]], tiny: bool) -> list[Sample]:
+    rng = random.Random(stable_seed(name, split, seed))
+    samples, seen = [], set()
+    while len(samples) < n_samples:
+        n = sizes[len(samples) % len(sizes)]
+        solution = _random_grid(n, split, rng)
+        puzzle = make_puzzle(solution, rng.randint(*blanks[n]), rng)
+        if puzzle in seen:
+            continue
+        seen.add(puzzle)
+        samples.append(_sample(name, f"{name}/{puzzle}", n, puzzle, solution, tiny))
+    return samples
+
+
+def _build(name, split, n, seed, records, sizes, blanks, shaping, tiny, default_n) -> Task:
+    check_shaping(shaping)
+    if records is not None:
+        samples = [from_record(name, row, i, tiny) for i, row in enumerate(records)]
+    else:
+        count = n if n is not None else default_n[split]
+        samples = LazySamples(count, lambda: _generate(name, split, count, seed, sizes, blanks, tiny))
+    return Task(name, "constraint", VERSION, samples, shaped(verify, d1_sudoku if shaping == "d1" else None), split)
+
+
+@register_task("sudoku", family="constraint", version=VERSION,
+               description="4x4 and 9x9 Sudoku with unique solutions; splits disjoint by solution grid")
+def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
+           sizes: tuple[int, ...] = (4, 9), shaping: str | None = None) -> Task:
+    sizes = tuple(sizes)
+    if not sizes or any(s not in BOX for s in sizes):
+        raise ValueError(f"sizes must be drawn from {tuple(BOX)}")
+    return _build("sudoku", split, n, seed, records, sizes, {4: (6, 10), 9: (40, 50)}, shaping,
+                  False, {"train": 2048, "test": 256})
+
+
+@register_task("sudoku_tiny", family="constraint", version=VERSION, tiny=True,
+               description="tiny 4x4 Sudoku: prompt `sudoku 1030 ...`, answer the 16 digits")
+def sudoku_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
+                shaping: str | None = None) -> Task:
+    return _build("sudoku_tiny", split, n, seed, records, (4,), {4: (4, 10)}, shaping,
+                  True, {"train": 4096, "test": 256})
