@@ -1,5 +1,5 @@
 """Verifier throughput per task family (answers scored per second), on gold and near-miss
-completions, in one process; writes BENCHMARKS.md.
+completions, in one process; writes benchmarks/verify_results.md (its table goes into BENCHMARKS.md).
 
     .venv/bin/python benchmarks/bench_verify.py [--n 400] [--no-docker]
 Code tasks run in the Docker sandbox (skipped with a note when it is unavailable).
