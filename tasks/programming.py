@@ -9,6 +9,7 @@ every test passes; a timeout is 0 with status `timeout`; a sandbox failure is `i
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import re
 
@@ -18,19 +19,33 @@ from daca_bench.registry import register_task
 from daca_bench.scoring import field
 from daca_bench.types import Sample, Task
 
-VERSION = 1
+VERSION = 2
 MBPP_PROMPT = ("{text}\nYour code should pass these tests:\n{tests}\n"
                "Write the Python code inside a ```python code block.\n")
+
+
+def prompt_helpers(prompt: str, entry: str) -> str:
+    """The prompt's imports and helper functions (all but the entry point), as source. They go
+    into the test too, so a completion that redefines a helper the test calls (HumanEval/32's
+    `poly`, /38's `encode_cyclic`, /50's `encode_shift`) cannot change what the test checks."""
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    keep = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+            or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != entry)]
+    return "\n\n".join(ast.get_source_segment(prompt, node) or "" for node in keep)
 
 
 def humaneval_sample(row: dict, index: int = 0) -> Sample:
     prompt, test, entry = str(field(row, "prompt")), str(field(row, "test")), str(field(row, "entry_point"))
     if not entry.isidentifier():
         raise ValueError(f"entry_point {entry!r} is not a Python name")
+    helpers = prompt_helpers(prompt, entry)
     return Sample(id=f"humaneval/{row.get('task_id', index)}", prompt=prompt,
                   target=str(row.get("canonical_solution") or ""),
                   metadata={"prefix": prompt, "preamble": prompt, "entry_point": entry,
-                            "test": f"{test}\n\ncheck({entry})\n"})
+                            "test": (helpers + "\n\n\n" if helpers else "") + f"{test}\n\ncheck({entry})\n"})
 
 
 def _as_list(value) -> list[str]:

@@ -171,3 +171,17 @@ def test_tiny_python_and_exit_tricks_in_docker():
     if rewards[0].status == "infra_error":
         pytest.skip("Docker sandbox unavailable")
     assert [r.status for r in rewards] == ["correct"] * 20 + ["wrong"] * 3
+
+
+@pytest.mark.docker
+def test_redefining_a_helper_the_test_calls_does_not_fake_a_pass_in_docker():
+    """HumanEval/32's test checks `poly(coeffs, find_zero(coeffs))`; a completion that also
+    redefines `poly` to return 0 must not pass (the test uses the prompt's own helper)."""
+    task = get_task("humaneval")
+    sample = next(s for s in task.samples if s.id == "humaneval/HumanEval/32")
+    hack = "def poly(xs, x):\n    return 0\n\n\ndef find_zero(xs):\n    return 0.0\n"
+    honest = sample.target
+    rewards = task.verify.batch([sample, sample], [hack, honest])
+    if rewards[0].status == "infra_error":
+        pytest.skip("Docker sandbox unavailable")
+    assert [r.status for r in rewards] == ["wrong", "correct"]
