@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .checkpoint import RunState, find_checkpoint, save_checkpoint
-from .config import RLConfig, dump, load_config, pick, to_dict
+from .config import RLConfig, load_config, pick, to_dict
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score
 from .likelihood import STRATA, keyed_generator, sml_logprobs
@@ -162,7 +162,6 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
     board = _tensorboard(t.report_to, out) if rank == 0 else None
-    last_eval = None
     try:
         while run.step < t.steps and stop["signal"] is None:
             idx = run.next_batch(t.prompts_per_step)
@@ -175,8 +174,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             step = run.step
             metrics.update(step=step, lr=sched.get_last_lr()[0])
             if t.eval_every and step % t.eval_every == 0 and step < t.steps:
-                last_eval = _evaluate(adapter, test_task, cfg, t)
-                metrics["test_accuracy"] = last_eval["accuracy"]
+                metrics["test_accuracy"] = evaluate(adapter, test_task, cfg.eval, n=t.n_eval)["accuracy"]
             if log:
                 log.write(json.dumps(metrics) + "\n")
                 if board:
@@ -194,7 +192,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                   file=sys.stderr)
             return {"stopped": True, "step": run.step}
         checkpoint()
-        result = _evaluate(adapter, test_task, cfg, t)
+        result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
@@ -274,10 +272,6 @@ def _is_main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-def _evaluate(adapter, task, cfg: RLConfig, t) -> dict:
-    return evaluate(adapter, task, cfg.eval, n=t.n_eval)
 
 
 def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter, first_prompt: int = 0) -> dict:

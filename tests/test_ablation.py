@@ -6,7 +6,7 @@ import pytest
 
 from daca_bench.ablation import VARIANTS, _run_cell, expand, run_local
 from daca_bench.config import ConfigError
-from daca_bench.results import build_table, interval, load_results, to_markdown, write_tables
+from daca_bench.results import interval, load_results, write_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,

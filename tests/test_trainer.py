@@ -9,7 +9,6 @@ import torch
 from safetensors.torch import load_file
 
 from daca_bench.config import RLConfig, apply
-from daca_bench.credit import DPSConfig
 from daca_bench.trainer import PassCounter, train, train_step
 
 ROOT = Path(__file__).resolve().parent.parent
