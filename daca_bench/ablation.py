@@ -22,16 +22,14 @@ import itertools
 import json
 import os
 import re
-import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 import yaml
 
 from .config import ConfigError, RLConfig, apply, load_config
+from .jobs import Job, run_jobs, split_cores
 
 VARIANTS = {
     "baseline": {"dps.enabled": False, "sml.k": 1},
@@ -113,24 +111,25 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
         return {"cell": cell.name, "status": "failed", "error": error.strip().splitlines()[-1]}
 
 
-def run_local(cells: list[Cell], out: str | Path, workers: int = 0, retries: int = 1, progress: bool = True) -> list[dict]:
-    """Cells in `workers` processes with cores/workers threads each (not oversubscribed)."""
-    from tqdm.auto import tqdm
+def step_cost(cfg: RLConfig) -> float:
+    """Relative cost of one training step (for the time-left estimate): the rollout's denoising
+    passes plus about three passes (forward and backward) per stratum and inner update, over the
+    B*G canvases of prompt and completion."""
+    t = cfg.train
+    return t.prompts_per_step * t.num_generations * (cfg.rollout.gen_length + 32) * (cfg.rollout.steps + 3 * cfg.sml.k * t.mu)
 
-    cores = os.cpu_count() or 1
-    workers = workers or min(len(cells), cores) or 1
-    threads = max(1, cores // workers)
-    results = []
-    bar = tqdm(total=len(cells), desc="cells", disable=not progress, unit="cell")
-    t0 = time.perf_counter()
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_cell, c, str(out), threads, retries) for c in cells]
-        for fut in as_completed(futures):
-            results.append(fut.result())
-            bar.update(1)
-            bar.set_postfix(last=results[-1]["status"], elapsed=f"{time.perf_counter() - t0:.0f}s")
-    bar.close()
-    return sorted(results, key=lambda r: r["cell"])
+
+def cell_jobs(cells: list[Cell], out: str | Path, threads: int, retries: int) -> list[Job]:
+    return [Job(c.name, _run_cell, (c, str(out), threads, retries), Path(out) / c.name, c.config.train.steps,
+                step_cost(c.config)) for c in cells]
+
+
+def run_local(cells: list[Cell], out: str | Path, workers: int = 0, retries: int = 1, progress: bool = True,
+              desc: str = "cells") -> list[dict]:
+    """Cells in `workers` processes with cores/workers threads each (not oversubscribed)."""
+    workers, threads = split_cores(len(cells), workers)
+    results = run_jobs(cell_jobs(cells, out, threads, retries), workers, desc=desc, progress=progress)
+    return sorted(({"cell": j, **r} for j, r in zip((c.name for c in cells), results)), key=lambda r: r["cell"])
 
 
 def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus_per_cell: int = 1,

@@ -64,6 +64,7 @@ class RunState:
         self.optimizer, self.scheduler, self.n_items = optimizer, scheduler, n_items
         self.generator = torch.Generator().manual_seed(seed)
         self.step, self.order, self.pos = 0, torch.randperm(n_items, generator=self.generator), 0
+        self.extra: dict = {}  # small loop-specific facts that must survive a resume (e.g. an early stop)
 
     def next_batch(self, size: int) -> list[int]:
         if self.pos + size > len(self.order):
@@ -74,7 +75,8 @@ class RunState:
 
     def state_dict(self) -> dict:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "generator": self.generator.get_state(), "step": self.step, "order": self.order, "pos": self.pos}
+                "generator": self.generator.get_state(), "step": self.step, "order": self.order, "pos": self.pos,
+                "extra": self.extra}
 
     def restore(self, ckpt: Path) -> None:
         """Load the checkpoint's state (and every RNG) into this run."""
@@ -83,3 +85,4 @@ class RunState:
         self.scheduler.load_state_dict(state["scheduler"])
         self.generator.set_state(state["generator"])
         self.step, self.order, self.pos = state["step"], state["order"], state["pos"]
+        self.extra = state.get("extra", {})

@@ -102,7 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     if module is None:
         print(f"daca-bench {args.command}: not built yet in this version.", file=sys.stderr)
         return 2
-    return int(module.run(args) or 0)
+    from .config import ConfigError
+
+    try:
+        return int(module.run(args) or 0)
+    except ConfigError as exc:  # a wrong key, value or name: one clear line, no traceback
+        print(f"daca-bench {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ class SFTConfig:
     grad_clip: float = 1.0
     eps: float = 1e-3  # t ~ U(eps, 1)
     save_every: int = 250  # steps between checkpoints
-    eval_every: int = 0  # 0 = evaluate only at the end
+    eval_every: int = 0  # steps between greedy evaluations on the dev set; 0 = only the final test
+    n_dev: int = 256  # dev prompts held out of the train split (used when eval_every > 0)
+    target_accuracy: float = 0.0  # stop at the first dev evaluation at or above this; 0 = run all steps
     seed: int = 0
     threads: int = 0  # torch threads; 0 = all cores
 

@@ -8,9 +8,14 @@ then EOS, then EOS to the canvas length L (as LLaDA pads its answers).
     daca-bench sft --config configs/tiny_sft.yaml sft.steps=500
 Checkpoints (save_pretrained + optimizer/RNG/step) go to OUTPUT/checkpoint every
 `sft.save_every` steps; running the same command again resumes from there.
+
+With `sft.eval_every=N` the model is greedy-evaluated every N steps on `sft.n_dev` prompts
+held out of the train split (never the test split), and `sft.target_accuracy=0.15` stops at
+the first evaluation that reaches it: an SFT start that leaves RL room to improve.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -66,7 +71,9 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         torch.set_num_threads(s.threads)
     ckpt = find_checkpoint(out / "checkpoint") if resume else None
     adapter = load_pretrained(str(ckpt)) if ckpt else load_model(cfg.model)
-    train = list(get_task(s.task, split="train", n=s.n_train, seed=s.seed).samples)
+    train_task = get_task(s.task, split="train", n=s.n_train, seed=s.seed)
+    train, dev = _split_dev(list(train_task.samples), s.n_dev if s.eval_every else 0, s.task)
+    dev_task = dataclasses.replace(train_task, samples=dev, split="dev")
     prompts, prompt_mask = pad_prompts(adapter, [x.prompt for x in train])
     completions = encode_completions(adapter, [x.target for x in train], cfg.sampler.gen_length)
     opt = torch.optim.AdamW(adapter.model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
@@ -84,7 +91,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     bar = tqdm(total=s.steps, initial=run.step, desc=f"sft {s.task}", disable=not progress, unit="step")
     tokens, t0 = 0, time.perf_counter()
     with open(out / "metrics.jsonl", "a") as log:
-        while run.step < s.steps:
+        while run.step < s.steps and not run.extra.get("stopped_early"):
             idx = run.next_batch(s.batch_size)
             p_ids, p_mask = _trim_left(prompts[idx], prompt_mask[idx])
             loss, n_tok = sft_loss(adapter, p_ids, p_mask, completions[idx], gen, s.eps)
@@ -98,12 +105,18 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
             sched.step()
             run.step += 1
             tokens += n_tok
-            log.write(json.dumps({"step": run.step, "loss": loss.item(), "grad_norm": float(gnorm),
-                                  "lr": sched.get_last_lr()[0]}) + "\n")
+            row = {"step": run.step, "loss": loss.item(), "grad_norm": float(gnorm), "lr": sched.get_last_lr()[0]}
+            if s.eval_every and run.step % s.eval_every == 0:
+                row["dev_accuracy"] = evaluate(adapter, dev_task, cfg.sampler)["accuracy"]
+                row["elapsed_s"] = round(time.perf_counter() - t0, 1)
+                run.extra["dev_accuracy"] = row["dev_accuracy"]
+                if s.target_accuracy and row["dev_accuracy"] >= s.target_accuracy:
+                    run.extra["stopped_early"] = True
+            log.write(json.dumps(row) + "\n")
+            log.flush()  # progress watchers (daca_bench.jobs) read this file
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-            if run.step % s.save_every == 0 or run.step == s.steps:
-                log.flush()
+            bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{run.extra.get('dev_accuracy', math.nan):.3f}")
+            if run.step % s.save_every == 0 or run.step == s.steps or run.extra.get("stopped_early"):
                 save_checkpoint(out / "checkpoint", adapter, run.state_dict())
     bar.close()
     seconds = time.perf_counter() - t0
@@ -111,7 +124,8 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     result = evaluate(adapter, test, cfg.sampler, n=s.n_eval)
     adapter.save(out / "final")
     summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
-               "statuses": result["statuses"], "train_seconds": round(seconds, 2),
+               "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
+               "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
                "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else math.nan}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
@@ -122,6 +136,16 @@ def truncate_metrics(path: Path, step: int) -> None:
     if path.exists():
         keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
         path.write_text("".join(line + "\n" for line in keep))
+
+
+def _split_dev(samples: list, n_dev: int, task: str) -> tuple[list, list]:
+    """The last n_dev train samples become the dev set; SFT never trains on them."""
+    if n_dev <= 0:
+        return samples, []
+    if n_dev >= len(samples) // 2:
+        raise ValueError(f"sft.n_dev={n_dev} would take half or more of the {len(samples)} {task} train samples; "
+                         "lower sft.n_dev or raise sft.n_train")
+    return samples[:-n_dev], samples[-n_dev:]
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor):

@@ -1,0 +1,102 @@
+import json
+import time
+
+import pytest
+
+from daca_bench import reproduce
+from daca_bench.cli import main
+from daca_bench.jobs import Job, run_jobs, steps_done
+from daca_bench.reproduce import FIVE, PRESETS, Family, TinyPreset, sft_config, sft_folder
+
+MINI = TinyPreset("test: 2 families, 2 variants, 1 seed, 2 RL steps",
+                  {"math": Family("arithmetic", 4, sft_steps=20), "code": Family("python_tiny", 12, sft_steps=10)},
+                  rl_steps=2, seeds=(0,), variants=("baseline", "+DACA"), sft_target=0.99, sft_eval_every=10,
+                  rl={"train.n_eval": 8, "train.prompts_per_step": 2, "train.num_generations": 4})
+
+
+def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(PRESETS, "mini", MINI)
+    args = ["reproduce", "--preset", "mini", "--work-dir", str(tmp_path / "work"), "--output-dir",
+            str(tmp_path / "out"), "--no-progress"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    out = tmp_path / "out"
+    for name in ("table.md", "table.csv", "table.tex", "gains.png", "gains.pdf", "curves.png", "dps.png", "config.json",
+                 "sft.md"):
+        assert (out / name).exists(), name
+    table = (out / "table.md").read_text()
+    assert "| math | arithmetic |" in table and "| code | python_tiny |" in table and "+DACA Δpp" in table
+    assert table in printed and "SFT start points" in printed
+    cells = sorted(p.name for p in (out / "cells").iterdir())
+    assert len(cells) == 4 and all((out / "cells" / c / "summary.json").exists() for c in cells)
+    assert not list((out / "cells").glob("*/final")) and not list((out / "cells").glob("*/checkpoint"))
+    meta = json.loads((out / "config.json").read_text())
+    assert meta["preset"] == "mini" and set(meta["sft"]) == {"math", "code"}
+    # dev evaluations every 10 SFT steps, on prompts held out of the train split
+    sft_dir = next((tmp_path / "work" / "sft").glob("arithmetic-*"))
+    dev = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines() if "dev_accuracy" in line]
+    assert [d["step"] for d in dev] == [10, 20]
+    # a second run trains nothing: SFT is cached and every cell is skipped
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("summary.json")}
+    assert main(args) == 0
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("summary.json")} == before
+
+
+def test_sft_cache_key_changes_with_the_config(tmp_path):
+    a = sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
+    b = sft_folder(tmp_path, sft_config(MINI, Family("arithmetic", 6)))
+    assert a != b and a.name.startswith("arithmetic-") and a == sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
+
+
+def test_paper_presets_stop_at_once_without_a_gpu(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    t0 = time.perf_counter()
+    assert main(["reproduce", "--preset", "llada-gsm8k", "--no-progress"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err and time.perf_counter() - t0 < 10
+    assert {"paper", "llada-json-schema", "llada-humaneval"} <= set(PRESETS)
+
+
+def test_preset_names_and_listing(capsys):
+    assert main(["reproduce", "--preset", "tiny-quik"]) == 2
+    assert "did you mean tiny-quick" in capsys.readouterr().err
+    assert main(["reproduce", "--list"]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in PRESETS)
+
+
+def test_the_default_grid_is_the_issue_s(tmp_path):
+    tiny = PRESETS["tiny"]
+    sft = {label: {"folder": str(tmp_path / label)} for label in tiny.families}
+    cells = reproduce.tiny_cells(tiny, sft)
+    assert len(cells) == 5 * 4 * len(tiny.seeds) and len(tiny.seeds) >= 2
+    assert {c.config.loss.base for c in cells} == {"grpo"}
+    assert {c.axes["variant"] for c in cells} == {"baseline", "+DPS", "+SML", "+DACA"}
+    sudoku = next(c for c in cells if c.config.train.task == "sudoku_tiny")
+    assert sudoku.config.rollout.gen_length == sudoku.config.eval.gen_length == FIVE["sudoku"].gen_length
+    assert sudoku.config.train.init.endswith("sudoku/final")
+
+
+def _slow_job(folder: str, steps: int) -> dict:
+    from pathlib import Path
+
+    with open(Path(folder) / "metrics.jsonl", "a") as f:
+        for s in range(1, steps + 1):
+            f.write(json.dumps({"step": s}) + "\n")
+    if steps == 3:
+        raise RuntimeError("boom")
+    return {"status": "done", "steps": steps}
+
+
+def test_jobs_read_progress_from_metrics_and_survive_a_failing_job(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n{"ste')  # a half-written line
+    assert steps_done(tmp_path / "a") == 2 and steps_done(tmp_path / "missing") == 0
+    jobs = [Job("a", _slow_job, (str(tmp_path / "a"), 5), tmp_path / "a", 5),
+            Job("b", _slow_job, (str(tmp_path / "b"), 3), tmp_path / "b", 3, weight=2.0)]
+    results = run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
+    assert results[0] == {"status": "done", "steps": 5}
+    assert results[1]["status"] == "failed" and "boom" in results[1]["error"]
