@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import ConfigError, RLConfig, apply, load_config
+from .config import ConfigError, RLConfig, apply, load_config, to_dict
 from .jobs import Job, run_jobs, split_cores
 
 VARIANTS = {
@@ -82,6 +82,25 @@ def load_grid(path: str | Path) -> dict:
     return data
 
 
+def _set_aside_if_stale(folder: Path, cfg: RLConfig) -> str | None:
+    """A cell folder written under another config (say, a new SFT start or an edited grid)
+    is moved into FOLDER/.stale/N/ instead of being skipped or resumed; returns that path."""
+    stored = folder / "config.json"
+    if not stored.exists():
+        return None
+    old = json.loads(stored.read_text())
+    new = json.loads(json.dumps(to_dict(cfg)))
+    if {k: old.get(k) for k in new} == new:
+        return None
+    earlier = list((folder / ".stale").glob("*")) if (folder / ".stale").exists() else []
+    aside = folder / ".stale" / str(len(earlier))
+    aside.mkdir(parents=True)
+    for item in folder.iterdir():
+        if item.name not in (".lock", ".stale"):
+            os.replace(item, aside / item.name)
+    return str(aside)
+
+
 def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
     """Run one cell in this process (resuming when possible); never raises."""
     import torch
@@ -96,6 +115,7 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return {"cell": cell.name, "status": "locked"}
+        stale = _set_aside_if_stale(folder, cell.config)
         if (folder / "summary.json").exists():
             return {"cell": cell.name, "status": "skipped"}
         (folder / "axes.json").write_text(json.dumps(cell.axes) + "\n")
@@ -104,7 +124,8 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
             try:
                 train(cell.config, folder, resume=True, progress=False)
                 (folder / "error.txt").unlink(missing_ok=True)
-                return {"cell": cell.name, "status": "done", "attempts": attempt + 1}
+                return {"cell": cell.name, "status": "done", "attempts": attempt + 1,
+                        **({"replaced": stale} if stale else {})}
             except Exception:  # noqa: BLE001 - one failing cell must not stop the grid
                 error = traceback.format_exc()
         (folder / "error.txt").write_text(error)

@@ -59,10 +59,11 @@ def split_cores(n_jobs: int, workers: int = 0) -> tuple[int, int]:
 
 
 def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bool = True,
-             poll_s: float = 1.0) -> list[dict]:
+             poll_s: float = 1.0, left: str = "left") -> list[dict]:
     """Run the jobs in `workers` spawned processes (cores // workers threads each); results in job order.
 
-    A job that raises is returned as {"name", "status": "failed", "error"}; the others go on."""
+    A job that raises is returned as {"name", "status": "failed", "error"}; the others go on.
+    `left` labels the estimate ("left at most" when jobs may stop before their steps)."""
     from tqdm.auto import tqdm
 
     workers, threads = split_cores(len(jobs), workers)
@@ -73,7 +74,7 @@ def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bo
                    for j in jobs)
 
     results: dict[str, dict] = {}
-    fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ~{remaining} left{postfix}"
+    fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ~{remaining} " + left + "{postfix}"
     bar = tqdm(total=total, initial=units(set()), desc=desc, disable=not progress, bar_format=fmt, smoothing=0)
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
                              initargs=(threads,)) as pool:

@@ -32,10 +32,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass(frozen=True)
 class Family:
-    """One tiny family: its task and canvas length L (one token committed per denoising step)."""
+    """One tiny family: its task and canvas length L, decoded in L/2 steps (two tokens per
+    step, as d1 decodes 256 tokens in 128 steps) for SFT's dev checks, rollouts and evaluation."""
     task: str
     gen_length: int
-    sft_steps: int = 3000  # SFT stops earlier at the dev target
+    sft_steps: int = 2500  # at most; SFT stops at the first dev evaluation that reaches the target
+    sft_eval_every: int = 0  # 0 = the preset's; finer where accuracy jumps (4x4 sudoku: 0 % to 66 % in 100 steps)
+
+    @property
+    def canvas(self) -> dict:
+        return {"gen_length": self.gen_length, "block_length": self.gen_length, "steps": self.gen_length // 2}
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,9 @@ class TinyPreset:
     seeds: tuple = (0, 1)
     bases: tuple = ("grpo",)
     variants: tuple = tuple(VARIANTS)
-    sft_target: float = 0.15  # stop SFT at the first dev evaluation at or above this exact-match rate
-    sft_eval_every: int = 50
+    sft_target: float = 0.10  # stop SFT at the first dev evaluation at or above this exact-match rate
+    sft_eval_every: int = 100
+    sft_dev: int = 128  # dev prompts (held out of the train split) for that check
     rl: dict = field(default_factory=dict)  # config overrides for every RL cell
     base_config: str = "configs/tiny.yaml"
 
@@ -61,19 +68,19 @@ class PaperPreset:
     variants: tuple = tuple(VARIANTS)
 
 
-FIVE = {
-    "math": Family("arithmetic", 4),
-    "countdown": Family("countdown_tiny", 12),
-    "sudoku": Family("sudoku_tiny", 20),
+FIVE = {  # in the order their SFT is started: the longest first, so two workers finish together
+    "code": Family("python_tiny", 10),
     "json": Family("json_tiny", 28),
-    "code": Family("python_tiny", 12),
+    "countdown": Family("countdown_tiny", 12),
+    "math": Family("arithmetic", 4),
+    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20),
 }
 PAPER_TASKS = ("gsm8k", "math500", "humaneval", "mbpp", "sudoku", "countdown", "json_schema")
 PRESETS = {
-    "tiny": TinyPreset("the embedded default: grpo x 4 variants x 5 tiny families x 2 seeds on the tiny model",
-                       FIVE, rl_steps=60),
-    "tiny-quick": TinyPreset("a first look: grpo x 4 variants x 3 tiny families x 2 seeds, 30 steps",
-                             {k: FIVE[k] for k in ("math", "countdown", "sudoku")}, rl_steps=30),
+    "tiny": TinyPreset("the embedded default: grpo x 4 variants x 5 tiny families x 2 seeds, 30 RL steps",
+                       FIVE, rl_steps=30, rl={"train.lr": 1e-4}),
+    "tiny-quick": TinyPreset("a first look: grpo x 4 variants x 3 tiny families x 2 seeds, 30 RL steps",
+                             {k: FIVE[k] for k in ("countdown", "math", "sudoku")}, rl_steps=30, rl={"train.lr": 1e-4}),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
     "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
@@ -83,10 +90,10 @@ PRESETS = {
 
 # ---- stage 1: SFT per family, cached by config --------------------------------------------
 def sft_config(preset: TinyPreset, fam: Family) -> RunConfig:
-    L = fam.gen_length
-    return apply(RunConfig(), {"sampler.gen_length": L, "sampler.block_length": L, "sampler.steps": L,
-                               "sft.task": fam.task, "sft.steps": fam.sft_steps, "sft.eval_every": preset.sft_eval_every,
-                               "sft.target_accuracy": preset.sft_target, "sft.save_every": preset.sft_eval_every})
+    every = fam.sft_eval_every or preset.sft_eval_every
+    return apply(RunConfig(), {"sampler": fam.canvas, "sft.task": fam.task, "sft.steps": fam.sft_steps,
+                               "sft.eval_every": every, "sft.n_dev": preset.sft_dev,
+                               "sft.target_accuracy": preset.sft_target, "sft.save_every": every})
 
 
 def sft_folder(work: Path, cfg: RunConfig) -> Path:
@@ -111,7 +118,7 @@ def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dic
         cfg = sft_config(preset, fam)
         folder = sft_folder(work, cfg)
         jobs.append(Job(label, _sft_job, (cfg, str(folder)), folder, fam.sft_steps, 64 * (fam.gen_length + 32)))
-    results = run_jobs(jobs, workers, desc="1/2 SFT per family", progress=progress)
+    results = run_jobs(jobs, workers, desc="1/2 SFT per family", progress=progress, left="left at most")
     out = {}
     for job, r in zip(jobs, results):
         if r.get("status") == "failed" or "accuracy" not in r:
@@ -124,11 +131,10 @@ def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dic
 def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None):
     cells = []
     for label, fam in preset.families.items():
-        L = fam.gen_length
-        canvas = {f"{s}.{k}": L for s in ("rollout", "eval") for k in ("gen_length", "block_length", "steps")}
+        start = str(Path(sft[label]["folder"]) / "final")
         grid = {"base": preset.base_config,
-                "overrides": {**canvas, **preset.rl, "train.task": fam.task, "train.steps": steps or preset.rl_steps,
-                              "train.init": str(Path(sft[label]["folder"]) / "final"), "train.threads": 0},
+                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **preset.rl, "train.task": fam.task,
+                              "train.steps": steps or preset.rl_steps, "train.init": start, "train.threads": 0},
                 "axes": {"loss.base": list(preset.bases), "train.task": [fam.task], "variant": list(preset.variants),
                          "train.seed": list(seeds or preset.seeds)}}
         cells += expand(grid, ROOT)

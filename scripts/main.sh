@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: set up, then SFT the tiny diffusion LM on the tiny
-# arithmetic task and print its held-out accuracy.
+# The main job on the embedded default: set up (venv, and the Docker sandbox that scores the
+# code family), then `daca-bench reproduce`: SFT the tiny diffusion LM on the five tiny
+# families, run the grpo x {baseline, +DPS, +SML, +DACA} x family x seed grid, print the
+# table and write results/tiny/. Extra arguments go to `daca-bench reproduce`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if [ "${DACA_BENCH_SKIP_DOCKER:-0}" != 1 ]; then
+  bash scripts/setup_docker.sh
+fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
-exec .venv/bin/daca-bench sft --config configs/tiny_sft.yaml "$@"
+exec .venv/bin/daca-bench reproduce "$@"

@@ -4,8 +4,12 @@ The prompt shows four examples of an integer function and opens its definition; 
 completion is the returned expression, run in the sandbox on every input 0..12 (the shown
 examples and nine hidden ones):
     prompt  "# f(1)=5 f(3)=11 f(4)=14 f(9)=29\\ndef f(x): return "    target  "3*x+2"
-Train and test are disjoint by FUNCTION (its outputs on 0..12 pick the split), so a test
-function is never seen in training under another spelling. Fields for held-out rows:
+Train and test are disjoint by INSTANCE: the function's behaviour on 0..12 together with
+the four shown examples picks the split, so no test prompt (and no other spelling of it) is
+seen in training, while the library of functions is shared: the task is to tell from four
+examples which function of the library is meant, as countdown shares its numbers across
+splits. (v1 split by function alone; the tiny model then scored 0 % on test after SFT: a
+constant never seen, as in `4*x`, is out of its reach, and RL had no reward to work with.) Fields for held-out rows:
 `examples` (list of [x, y], shown) and optional `tests` (list of [x, y], all checked;
 default: the examples).
 """
@@ -19,7 +23,7 @@ from daca_bench.registry import register_task
 from daca_bench.scoring import LazySamples, field, hash_split, stable_seed
 from daca_bench.types import Sample, Task
 
-VERSION = 1
+VERSION = 2  # 2: split by instance (function + shown examples), not by function
 DOMAIN = range(0, 13)
 SHOWN = 4
 
@@ -93,11 +97,9 @@ def _generate(split: str, n: int, seed: int) -> list[Sample]:
         a, b, k = rng.randint(1, 9), rng.randint(1, 9), rng.randint(2, 5)
         expr = spelling.format(a=a, b=b, k=k)
         behaviour = tuple(fn(x, a, b, k) for x in DOMAIN)
-        if hash_split(f"python/{behaviour}") != split:
-            continue
         shown = sorted((x, behaviour[x]) for x in rng.sample(list(DOMAIN), SHOWN))
         key = (behaviour, tuple(shown))
-        if key in seen:
+        if key in seen or hash_split(f"python/{key}") != split:
             continue
         seen.add(key)
         ident = "python_tiny/" + " ".join(f"{x}:{y}" for x, y in shown) + f"/{expr}"

@@ -126,3 +126,16 @@ def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
         ray.shutdown()
     assert [r["status"] for r in results] == ["done", "done"]
     assert len(load_results(tmp_path)) == 2
+
+
+def test_a_cell_written_under_another_config_is_set_aside_and_rerun(tmp_path):
+    cell = expand({"overrides": QUICK, "axes": {"variant": ["baseline"]}})[0]
+    assert _run_cell(cell, str(tmp_path), 1, 0)["status"] == "done"
+    assert _run_cell(cell, str(tmp_path), 1, 0)["status"] == "skipped"
+    changed = expand({"overrides": {**QUICK, "train.lr": 1e-3}, "axes": {"variant": ["baseline"]}})[0]
+    result = _run_cell(changed, str(tmp_path), 1, 0)
+    assert result["status"] == "done" and result["replaced"].endswith(".stale/0")
+    folder = tmp_path / "variant=baseline"
+    assert json.loads((folder / "config.json").read_text())["train"]["lr"] == 1e-3
+    assert json.loads((folder / ".stale" / "0" / "config.json").read_text())["train"]["lr"] != 1e-3
+    assert len(load_results(tmp_path)) == 1

@@ -39,3 +39,31 @@ def test_completion_too_long_for_canvas_is_a_clear_error(tiny):
         encode_completions(tiny, ["12345678"], 8)
     ids = encode_completions(tiny, ["42"], 5)
     assert ids[0, 2:].tolist() == [tiny.eos_token_id] * 3
+
+
+def test_sft_stops_at_the_dev_target_and_a_rerun_does_not_train_on(tmp_path, monkeypatch):
+    import daca_bench.sft as sft
+
+    calls = []
+
+    def fake_evaluate(adapter, task, cfg, n=None, seed=0):  # unit-test double: dev accuracy 0.0, then 0.3
+        calls.append(task.split)
+        return {"accuracy": 0.3 if len(calls) >= 2 else 0.0, "n": len(task.samples), "statuses": {}}
+
+    monkeypatch.setattr(sft, "evaluate", fake_evaluate)
+    cfg = _cfg(steps=50, eval_every=4, n_dev=16, target_accuracy=0.25, save_every=100)
+    summary = train_sft(cfg, tmp_path, progress=False)
+    assert summary["steps"] == 8 and summary["stopped_early"] and summary["dev_accuracy"] == 0.3
+    assert calls == ["dev", "dev", "test"]  # the dev set picks the stop; the test split only scores the end
+    train_sft(cfg, tmp_path, progress=False)  # resumes from the stop's checkpoint and stays stopped
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 9))
+
+
+def test_dev_prompts_are_held_out_of_training():
+    from daca_bench.sft import _split_dev
+
+    train, dev = _split_dev(list(range(100)), 10, "t")
+    assert dev == list(range(90, 100)) and not set(train) & set(dev)
+    with pytest.raises(ValueError, match="sft.n_dev"):
+        _split_dev(list(range(10)), 5, "t")

@@ -134,8 +134,8 @@ def test_python_tiny_generated(double):
     train, test = get_task("python_tiny", split="train", n=500), get_task("python_tiny", split="test", n=30)
     rewards = test.verify.batch(test.samples, [s.target for s in test.samples])
     assert all(r.status == "correct" for r in rewards)
-    behaviour = lambda s: tuple(y for _, y in s.metadata["tests"])  # noqa: E731
-    assert not {behaviour(s) for s in train.samples} & {behaviour(s) for s in test.samples}
+    instance = lambda s: (tuple(y for _, y in s.metadata["tests"]), s.prompt)  # noqa: E731
+    assert not {instance(s) for s in train.samples} & {instance(s) for s in test.samples}
     for s in test.samples:
         assert s.prompt.isascii() and len(s.prompt) <= 64 and len(s.target) <= 12
 
