@@ -158,7 +158,7 @@ def test_humaneval_stubs_all_fail_in_docker():
     task = get_task("humaneval")
     rewards = task.verify.batch(task.samples, ["    pass\n"] * len(task.samples), workers=2)
     if rewards[0].status == "infra_error":
-        pytest.skip("Docker sandbox unavailable")
+        pytest.skip(f"Docker sandbox unavailable: {str(rewards[0].details)[:300]}")
     assert sum(r.value for r in rewards) == 0
     assert {r.status for r in rewards} == {"wrong"}
 
@@ -169,7 +169,7 @@ def test_tiny_python_and_exit_tricks_in_docker():
     tricks = ["__import__('os')._exit(0)", "exit()", "(_ for _ in ()).throw(SystemExit(0))"]
     rewards = task.verify.batch(list(task.samples) + [task.samples[0]] * 3, [s.target for s in task.samples] + tricks)
     if rewards[0].status == "infra_error":
-        pytest.skip("Docker sandbox unavailable")
+        pytest.skip(f"Docker sandbox unavailable: {str(rewards[0].details)[:300]}")
     assert [r.status for r in rewards] == ["correct"] * 20 + ["wrong"] * 3
 
 
@@ -183,5 +183,5 @@ def test_redefining_a_helper_the_test_calls_does_not_fake_a_pass_in_docker():
     honest = sample.target
     rewards = task.verify.batch([sample, sample], [hack, honest])
     if rewards[0].status == "infra_error":
-        pytest.skip("Docker sandbox unavailable")
+        pytest.skip(f"Docker sandbox unavailable: {str(rewards[0].details)[:300]}")
     assert [r.status for r in rewards] == ["wrong", "correct"]
