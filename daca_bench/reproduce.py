@@ -160,14 +160,15 @@ def paper_cells(preset: PaperPreset, steps: int | None = None, seeds=None):
 LIGHT = ("summary.json", "axes.json", "config.json", "metrics.jsonl", "dps_examples.json", "error.txt")
 
 
-def publish(cells_dir: Path, out: Path, meta: dict) -> tuple[str, list[Path]]:
-    """Copy each cell's small files (no weights) to OUT/cells, then write the tables and plots there."""
+def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[str, list[Path]]:
+    """Copy the small files (no weights) of this grid's cells to OUT/cells (not those an earlier,
+    larger grid left in the same folder), then write the tables and plots there."""
     from .plots import plot_all
     from .results import write_tables
 
     light = out / "cells"
     shutil.rmtree(light, ignore_errors=True)
-    for cell in sorted(p for p in cells_dir.iterdir() if p.is_dir()):
+    for cell in sorted(cells_dir / name for name in names):
         for name in LIGHT:
             if (cell / name).exists():
                 (light / cell.name).mkdir(parents=True, exist_ok=True)
@@ -240,7 +241,7 @@ def run(args) -> int:
     meta["seconds"] = round(time.perf_counter() - t0, 1)
     failed = [r for r in results if r["status"] == "failed"]
     out.mkdir(parents=True, exist_ok=True)
-    text, paths = publish(cells_dir, out, meta)
+    text, paths = publish(cells_dir, [c.name for c in cells], out, meta)
     if sft:
         (out / "sft.md").write_text(sft_markdown(sft))
     print(text)

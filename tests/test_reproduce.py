@@ -36,10 +36,15 @@ def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path
     sft_dir = next((tmp_path / "work" / "sft").glob("arithmetic-*"))
     dev = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines() if "dev_accuracy" in line]
     assert [d["step"] for d in dev] == [10, 20]
-    # a second run trains nothing: SFT is cached and every cell is skipped
+    # a second run trains nothing: SFT is cached and every cell is skipped; a cell an earlier,
+    # larger grid left in the work folder stays out of the published results
+    old = tmp_path / "work" / "mini" / "base=grpo_task=arithmetic_variant=+DPS_seed=7"
+    old.mkdir()
+    (old / "summary.json").write_text('{"test_accuracy": 1.0}')
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("summary.json")}
     assert main(args) == 0
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("summary.json")} == before
+    assert len(list((out / "cells").iterdir())) == 4
 
 
 def test_sft_cache_key_changes_with_the_config(tmp_path):
