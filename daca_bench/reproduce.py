@@ -117,7 +117,8 @@ def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dic
     for label, fam in preset.families.items():
         cfg = sft_config(preset, fam)
         folder = sft_folder(work, cfg)
-        jobs.append(Job(label, _sft_job, (cfg, str(folder)), folder, fam.sft_steps, 64 * (fam.gen_length + 32)))
+        cost = cfg.sft.batch_size * (cfg.sampler.gen_length + 32)  # canvases x (completion + a typical prompt)
+        jobs.append(Job(label, _sft_job, (cfg, str(folder)), folder, cfg.sft.steps, cost))
     results = run_jobs(jobs, workers, desc="1/2 SFT per family", progress=progress, left="left at most")
     out = {}
     for job, r in zip(jobs, results):

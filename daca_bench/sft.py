@@ -11,8 +11,9 @@ Checkpoints (save_pretrained + optimizer/RNG/step) go to OUTPUT/checkpoint every
 
 With `sft.eval_every=N` the model is greedy-evaluated every N steps on `sft.n_dev` prompts
 held out of the train split (never the test split; the generated tasks deduplicate by the
-same key that splits train from test, so these are unseen instances), and `sft.target_accuracy=0.15` stops at
-the first evaluation that reaches it: an SFT start that leaves RL room to improve.
+same key that splits train from test, so these are unseen instances), and
+`sft.target_accuracy=0.15` stops at the first evaluation that reaches it: an SFT start that
+leaves RL room to improve.
 """
 from __future__ import annotations
 
