@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from daca_bench import sandbox  # noqa: E402
+from daca_bench import containers as sandbox  # noqa: E402
 
 
 def problems(n_small: int) -> list[dict]:

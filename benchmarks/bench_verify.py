@@ -16,9 +16,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-from daca_bench.mathcheck import _parse  # noqa: E402
 from daca_bench.registry import get_task  # noqa: E402
-from daca_bench.verify import score_records, verify_many  # noqa: E402
+from daca_bench.rewards.mathcheck import _parse  # noqa: E402
+from daca_bench.rewards.verify import score_records, verify_many  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

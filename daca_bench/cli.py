@@ -14,16 +14,16 @@ import sys
 # name -> (module, one-line help). A module that does not exist yet says so when run.
 SUBCOMMANDS = {
     "tasks": ("daca_bench.registry", "list the registered verifiable tasks"),
-    "verify": ("daca_bench.verify", "score completions in a JSONL file with a task's verifier"),
-    "sandbox": ("daca_bench.sandbox", "build, run and self-test the Docker code sandbox"),
-    "sample": ("daca_bench.sampler", "sample completions (with the trajectory record) from a model"),
-    "sft": ("daca_bench.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
-    "train": ("daca_bench.trainer", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
-    "ablate": ("daca_bench.ablation", "run an ablation grid"),
-    "table": ("daca_bench.results", "build the ablation table from a results folder"),
-    "plot": ("daca_bench.plots", "draw the ablation plots from a results folder"),
-    "reproduce": ("daca_bench.reproduce", "the embedded default: SFT + ablation grid + table"),
-    "likelihood-bias": ("daca_bench.bias", "measure the bias of likelihood estimators"),
+    "verify": ("daca_bench.rewards.verify", "score completions in a JSONL file with a task's verifier"),
+    "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
+    "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
+    "sft": ("daca_bench.rl.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
+    "train": ("daca_bench.rl.trainer", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
+    "ablate": ("daca_bench.experiments.ablation", "run an ablation grid"),
+    "table": ("daca_bench.experiments.results", "build the ablation table from a results folder"),
+    "plot": ("daca_bench.experiments.plots", "draw the ablation plots from a results folder"),
+    "reproduce": ("daca_bench.experiments.reproduce", "the embedded default: SFT + ablation grid + table"),
+    "likelihood-bias": ("daca_bench.experiments.bias", "measure the bias of likelihood estimators"),
 }
 
 

@@ -16,8 +16,23 @@ from typing import Any
 
 import yaml
 
-from .credit import DPSConfig
-from .losses import LossConfig
+
+@dataclass(frozen=True)
+class DPSConfig:
+    enabled: bool = False
+    score: str = "progress"  # progress | surprise | commit_time
+    lam: float = 0.5
+    w_min: float = 0.2
+    w_max: float = 3.0
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    base: str = "grpo"  # grpo | gspo | reinforce_pp
+    epsilon: float = 0.5  # token clip (d1: 0.5)
+    epsilon_seq: float = 4e-4  # sequence clip for gspo
+    beta: float = 0.0  # KL coefficient (d1: 0.04)
+    scale_rewards: bool = False  # grpo: divide by the group std
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,6 @@ def _eos_id(tokenizer, config) -> int:
 def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "float32") -> ModelAdapter:
     """A local save_pretrained folder or a hub id: masked LMs, LLaDA and Dream (remote code)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
-
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -1,7 +1,7 @@
 """Tiny synthetic math family: short integer expressions such as `17+5-9=`, answered with the number.
 
 Train and test are disjoint by expression (a hash of the expression picks the split).
-Scoring follows the shared math rule (daca_bench.answers.math_answer: tag, boxed, ####, last
+Scoring follows the shared math rule (daca_bench.rewards.answers.math_answer: tag, boxed, ####, last
 number) with exact number comparison. Field for held-out rows: `expression` (or `prompt`,
 e.g. `17+5-9=`), optional `answer`.
     daca-bench tasks --family math
@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 import re
 
-from daca_bench.mathcheck import score_math
 from daca_bench.registry import register_task
-from daca_bench.scoring import field, hash_split
+from daca_bench.rewards.mathcheck import score_math
+from daca_bench.rewards.scoring import field, hash_split
 from daca_bench.types import Reward, Sample, Task
 
 VERSION = 2  # 2: shared answer extraction (a minus glued to a digit is an operator, not a sign)

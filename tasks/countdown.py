@@ -16,10 +16,20 @@ import re
 from collections import Counter
 from fractions import Fraction
 
-from daca_bench.answers import tagged
 from daca_bench.registry import register_task
-from daca_bench.scoring import (LazySamples, check_shaping, correct_if, d1_countdown, field,
-                                hash_split, no_answer, shaped, stable_seed, wrong)
+from daca_bench.rewards.answers import tagged
+from daca_bench.rewards.scoring import (
+    LazySamples,
+    check_shaping,
+    correct_if,
+    d1_countdown,
+    field,
+    hash_split,
+    no_answer,
+    shaped,
+    stable_seed,
+    wrong,
+)
 from daca_bench.types import Reward, Sample, Task
 
 VERSION = 1

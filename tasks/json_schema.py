@@ -7,7 +7,7 @@ Difficulty levels of the generator (each adds to the one before):
   5 formats (date, date-time, email, ipv4, uuid, uri, hostname) and patterns
 Every generated schema comes with an instance that validates (the gold completion). Splits
 are disjoint by schema (a hash of its canonical text). Field `schema` (or `json_schema`):
-a dict or its JSON text. Scoring: daca_bench.jsoncheck (declared draft, formats asserted).
+a dict or its JSON text. Scoring: daca_bench.rewards.jsoncheck (declared draft, formats asserted).
     get_task("json_schema", path="jsonschemabench_github_easy.jsonl")   # local files
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ import hashlib
 import json
 import random
 
-from daca_bench.jsoncheck import load_schema, score_json
 from daca_bench.loaders import load_rows, select
 from daca_bench.registry import register_task
-from daca_bench.scoring import LazySamples, field, hash_split, stable_seed
+from daca_bench.rewards.jsoncheck import load_schema, score_json
+from daca_bench.rewards.scoring import LazySamples, field, hash_split, stable_seed
 from daca_bench.types import Sample, Task
 
 VERSION = 1

@@ -1,5 +1,5 @@
 """Math word problems and competition math: `gsm8k` (openai/gsm8k) and `math500`
-(HuggingFaceH4/MATH-500), scored by answer equivalence (daca_bench.mathcheck), never by
+(HuggingFaceH4/MATH-500), scored by answer equivalence (daca_bench.rewards.mathcheck), never by
 string match.
 
 Fields: `question` or `problem`, and `answer` (GSM8K's `... #### 72` solutions are accepted as
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 
-from daca_bench.answers import gold_math_answer
 from daca_bench.loaders import load_rows, select
-from daca_bench.mathcheck import score_math
 from daca_bench.registry import register_task
-from daca_bench.scoring import check_shaping, d1_math, field, shaped
+from daca_bench.rewards.answers import gold_math_answer
+from daca_bench.rewards.mathcheck import score_math
+from daca_bench.rewards.scoring import check_shaping, d1_math, field, shaped
 from daca_bench.types import Sample, Task
 
 VERSION = 1

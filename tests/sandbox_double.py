@@ -1,4 +1,4 @@
-"""Test double of daca_bench.sandbox for code-task logic tests that cannot wait for Docker:
+"""Test double of daca_bench.containers for code-task logic tests that cannot wait for Docker:
 runs each (code, test) pair in a host subprocess (NO isolation: only for the repo's own fixture
 programs) and reports "passed" only if a sentinel printed after the test code is reached."""
 from __future__ import annotations

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from daca_bench.ablation import VARIANTS, _run_cell, expand, run_local
 from daca_bench.config import ConfigError
-from daca_bench.results import interval, load_results, write_tables
+from daca_bench.experiments.ablation import VARIANTS, _run_cell, expand, run_local
+from daca_bench.experiments.results import interval, load_results, write_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
@@ -49,7 +49,7 @@ def test_cells_skip_when_finished_resume_when_not_and_failures_are_reported(tmp_
     df = load_results(tmp_path)
     assert sorted(df["variant"]) == ["+DACA", "baseline"]
     # the plots and the notebook read these real results
-    from daca_bench.plots import plot_all
+    from daca_bench.experiments.plots import plot_all
 
     names = {p.name for p in plot_all(tmp_path)}
     assert {"gains.png", "gains.pdf", "curves.png", "dps.png"} <= names
@@ -114,7 +114,7 @@ def test_table_on_a_fixture_with_known_values(tmp_path):
 def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
     import ray
 
-    from daca_bench.ablation import run_ray
+    from daca_bench.experiments.ablation import run_ray
 
     cells = expand({"overrides": QUICK, "axes": {"variant": ["baseline", "+DPS"]}})
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,

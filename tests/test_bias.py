@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from daca_bench.bias import summarise
 from daca_bench.cli import main
-from daca_bench.likelihood import assign_strata, elbo_logprobs, sml_logprobs
-from daca_bench.sampler import pad_prompts
+from daca_bench.experiments.bias import summarise
+from daca_bench.rl.likelihood import assign_strata, elbo_logprobs, sml_logprobs
+from daca_bench.rl.sampler import pad_prompts
 
 
 @pytest.fixture(scope="module")

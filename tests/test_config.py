@@ -1,6 +1,12 @@
 import pytest
 
-from daca_bench.config import ConfigError, RunConfig, apply, load_config, parse_overrides
+from daca_bench.config import (
+    ConfigError,
+    RunConfig,
+    apply,
+    load_config,
+    parse_overrides,
+)
 
 
 def test_dotted_overrides_are_typed():

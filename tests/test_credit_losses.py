@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from daca_bench.credit import DPSConfig, dps_weights, step_progress
-from daca_bench.losses import ADVANTAGES, LOSSES, LossConfig
-from daca_bench.sampler import Trajectory
+from daca_bench.rl.credit import DPSConfig, dps_weights, step_progress
+from daca_bench.rl.losses import ADVANTAGES, LOSSES, LossConfig
+from daca_bench.rl.sampler import Trajectory
 
 nan = math.nan
 

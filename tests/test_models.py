@@ -5,7 +5,12 @@ import pytest
 import torch
 
 from daca_bench.config import ModelConfig
-from daca_bench.models import build_char_tokenizer, count_parameters, load_model, load_pretrained
+from daca_bench.models import (
+    build_char_tokenizer,
+    count_parameters,
+    load_model,
+    load_pretrained,
+)
 
 
 def test_tiny_model_is_a_real_transformers_masked_lm(tiny):

@@ -3,10 +3,17 @@ import time
 
 import pytest
 
-from daca_bench import reproduce
 from daca_bench.cli import main
-from daca_bench.jobs import Job, run_jobs, steps_done
-from daca_bench.reproduce import FIVE, PRESETS, Family, TinyPreset, sft_config, sft_folder
+from daca_bench.experiments import reproduce
+from daca_bench.experiments.jobs import Job, run_jobs, steps_done
+from daca_bench.experiments.reproduce import (
+    FIVE,
+    PRESETS,
+    Family,
+    TinyPreset,
+    sft_config,
+    sft_folder,
+)
 
 MINI = TinyPreset("test: 2 families, 2 variants, 1 seed, 2 RL steps",
                   {"math": Family("arithmetic", 4, sft_steps=20), "code": Family("python_tiny", 12, sft_steps=10)},

@@ -2,7 +2,12 @@ import pytest
 import torch
 
 from daca_bench.config import SamplerConfig
-from daca_bench.sampler import replay_commit_logp, sample, transfer_schedule, valid_mask
+from daca_bench.rl.sampler import (
+    replay_commit_logp,
+    sample,
+    transfer_schedule,
+    valid_mask,
+)
 
 PROMPTS = ["12+5=", "3-1+20=", "7=", "30-29-1="]
 

@@ -1,4 +1,4 @@
-"""Tests of the Docker code sandbox (daca_bench/sandbox.py + sandbox/worker.py), one behaviour each.
+"""Tests of the Docker code sandbox (daca_bench/containers/ + sandbox/worker.py), one behaviour each.
 
 They need a running Docker engine and build the sandbox image if it is missing (about two
 minutes, once).  Without an engine they FAIL with a message saying how to start one; set
@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from daca_bench import sandbox
-from daca_bench.sandbox import ExecResult, Pool, SandboxUnavailable
+from daca_bench import containers as sandbox
+from daca_bench.containers import cli as sandbox_cli
+from daca_bench.containers import image
+from daca_bench.containers import pool as pool_module
+from daca_bench.containers import ExecResult, Pool, SandboxUnavailable
 
-CASES = {c["name"]: c for c in sandbox.hostile_cases()}
+CASES = {c["name"]: c for c in sandbox_cli.hostile_cases()}
 FAKE_PASS = [n for n, c in CASES.items() if c["expected"] == ("failed",) and n != "honest_wrong"]
 TEST = CASES["honest_wrong"]["test"]
 GOOD = CASES["honest_correct"]["code"]
@@ -30,13 +33,13 @@ def _require_docker():
         pytest.skip("DACA_BENCH_SKIP_DOCKER=1: sandbox tests skipped on purpose")
     client, problem = None, None
     try:
-        client = sandbox._docker()
+        client = image.docker_client()
     except SandboxUnavailable as e:
         problem = str(e)
     if problem:  # (outside the except block, so that pytest shows only this message)
         pytest.fail(f"the sandbox tests need Docker and it is not reachable: {problem}\n"
                     "(set DACA_BENCH_SKIP_DOCKER=1 to skip them on purpose)", pytrace=False)
-    if not sandbox._image_exists(client, sandbox.image_tag()):
+    if not image.image_exists(client, sandbox.image_tag()):
         sandbox.build()
 
 
@@ -238,7 +241,7 @@ def test_batch_returns_results_in_order(pool):
 def test_get_pool_is_one_lazily_created_pool(monkeypatch):
     _require_docker()
     monkeypatch.setenv("DACA_BENCH_SANDBOX", "docker")
-    monkeypatch.setattr(sandbox, "_POOL", None)
+    monkeypatch.setattr(pool_module, "_POOL", None)
     p = sandbox.get_pool(size=1)
     try:
         assert sandbox.get_pool() is p and sandbox.run_tests(GOOD, TEST).status == "passed"

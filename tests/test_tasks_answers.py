@@ -1,7 +1,7 @@
-"""Answer extraction rules (daca_bench.answers), table-driven: the anchors' defects included."""
+"""Answer extraction rules (daca_bench.rewards.answers), table-driven: the anchors' defects included."""
 import pytest
 
-from daca_bench import answers as A
+from daca_bench.rewards import answers as A
 
 TAGGED = [
     ("<answer>42</answer>", "42"),

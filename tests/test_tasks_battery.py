@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 
 import pytest
-
 import sandbox_double
-from daca_bench import codecheck
+
 from daca_bench.registry import FAMILIES, list_tasks
+from daca_bench.rewards import codecheck
 from daca_bench.types import STATUSES
 
 FIX = Path(__file__).parent / "fixtures"

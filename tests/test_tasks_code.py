@@ -4,10 +4,10 @@ import math
 from pathlib import Path
 
 import pytest
-
 import sandbox_double
-from daca_bench import codecheck
+
 from daca_bench.registry import get_task
+from daca_bench.rewards import codecheck
 
 FIX = Path(__file__).parent / "fixtures"
 

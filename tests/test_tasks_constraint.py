@@ -27,7 +27,7 @@ def test_fixture_puzzle_is_unique():
 
 
 SUDOKU = [  # completion, status, blank fraction correct
-    (f"<answer>\n1234\n3412\n4321\n2143\n</answer>", "correct", 1.0),
+    ("<answer>\n1234\n3412\n4321\n2143\n</answer>", "correct", 1.0),
     ("1234341243212143", "correct", 1.0),
     ("1 2 3 4\n3 4 1 2\n4 3 2 1\n2 1 4 3", "correct", 1.0),
     ("<answer>[[1,2,3,4],[3,4,1,2],[4,3,2,1],[2,1,4,3]]</answer>", "correct", 1.0),

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from daca_bench.jsoncheck import score_json
 from daca_bench.registry import get_task
+from daca_bench.rewards.jsoncheck import score_json
 
 FIX = Path(__file__).parent / "fixtures"
 PERSON = {

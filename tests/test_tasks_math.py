@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from daca_bench.mathcheck import MathTimeout, as_number, equivalent
 from daca_bench.registry import get_task
+from daca_bench.rewards.mathcheck import MathTimeout, as_number, equivalent
 
 FIX = Path(__file__).parent / "fixtures"
 

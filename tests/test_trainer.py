@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from daca_bench.config import RLConfig, apply
-from daca_bench.trainer import PassCounter, train, train_step
+from daca_bench.rl.trainer import PassCounter, train, train_step
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def _setup(tiny_cfg, mu=1, dps=False, k=1):
 def test_first_inner_step_is_on_policy_with_ratio_exactly_one(monkeypatch):
     cfg, adapter, task, opt = _setup(_cfg(), mu=2, k=2)
     ratios = []
-    import daca_bench.trainer as tr
+    import daca_bench.rl.trainer as tr
 
     real = tr.LOSSES[cfg.loss.base]
 
@@ -154,7 +154,7 @@ def test_paper_preset_fails_fast_without_gpu(tmp_path):
 
 def test_shipped_rl_presets_load_and_unknown_choices_are_named():
     from daca_bench.config import ConfigError, load_config
-    from daca_bench.trainer import validate
+    from daca_bench.rl.trainer import validate
 
     for path in [ROOT / "configs/tiny.yaml", *sorted((ROOT / "configs/paper").glob("*.yaml"))]:
         validate(load_config(path, [], RLConfig))

@@ -7,11 +7,11 @@ import threading
 from pathlib import Path
 
 import pytest
-
 import sandbox_double
-from daca_bench import codecheck
+
 from daca_bench.cli import main
-from daca_bench.verify import completion_text, reward_function, score_records
+from daca_bench.rewards import codecheck
+from daca_bench.rewards.verify import completion_text, reward_function, score_records
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,20 +10,13 @@ Weights: z-score over the valid tokens, w = clip(1 + lambda z, w_min, w_max), re
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
+
+from ..config import DPSConfig
 
 SCORES = {}
 
 
-@dataclass(frozen=True)
-class DPSConfig:
-    enabled: bool = False
-    score: str = "progress"  # progress | surprise | commit_time
-    lam: float = 0.5
-    w_min: float = 0.2
-    w_max: float = 3.0
 
 
 def _score(fn):

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import ModelConfig, SamplerConfig
-from .likelihood import elbo_logprobs, sml_logprobs
-from .models import load_model
-from .sampler import replay_commit_logp, sample
-from .sft import sft_loss
+from ..config import ModelConfig, SamplerConfig
+from ..models import load_model
+from ..rl.likelihood import elbo_logprobs, sml_logprobs
+from ..rl.sampler import replay_commit_logp, sample
+from ..rl.sft import sft_loss
 
 ELBO_DRAWS = 64
 REFERENCE_ELBO_DRAWS = 512
@@ -205,7 +205,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from .registry import get_task
+    from ..registry import get_task
 
     adapter = load_model(ModelConfig(name=args.model, trust_remote_code=args.trust_remote_code))
     task = get_task(args.task, split="test", seed=args.seed)

@@ -14,18 +14,9 @@ advantage 0, so they contribute nothing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass(frozen=True)
-class LossConfig:
-    base: str = "grpo"  # grpo | gspo | reinforce_pp
-    epsilon: float = 0.5  # token clip (d1: 0.5)
-    epsilon_seq: float = 4e-4  # sequence clip for gspo
-    beta: float = 0.0  # KL coefficient (d1: 0.04)
-    scale_rewards: bool = False  # grpo: divide by the group std
+from ..config import LossConfig
 
 
 def _group_stats(r: torch.Tensor):

@@ -16,7 +16,7 @@ import hashlib
 
 import torch
 
-from .models import ModelAdapter
+from ..models import ModelAdapter
 
 STRATA = {}
 

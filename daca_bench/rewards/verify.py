@@ -6,7 +6,7 @@ Each input line holds the task's fields plus `completion`; each output line is t
 `reward` (a number, or null when it could not be scored) and `status`. A malformed line is
 reported as FILE:LINE, written with status bad_input, and the exit code is then 2.
 
-    from daca_bench.verify import reward_function
+    from daca_bench.rewards.verify import reward_function
     trainer = GRPOTrainer(..., reward_funcs=[reward_function("gsm8k")])  # f(prompts, completions, **columns)
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from .registry import task_spec
+from ..registry import task_spec
+from ..types import BAD_INPUT, INFRA_ERROR, STATUSES, Reward, Sample
 from .scoring import bad_input, infra_error
-from .types import BAD_INPUT, INFRA_ERROR, STATUSES, Reward, Sample
 
 BUILD_ERRORS = (KeyError, ValueError, TypeError, IndexError, AttributeError, json.JSONDecodeError)
 

@@ -27,14 +27,14 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from . import __version__
-from .checkpoint import RunState, find_checkpoint, save_checkpoint
-from .config import RLConfig, load_config, pick, to_dict
+from .. import __version__
+from ..checkpoint import RunState, find_checkpoint, save_checkpoint
+from ..config import RLConfig, load_config, pick, to_dict
+from ..models import load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, LOSSES
-from .models import load_model, load_pretrained, require_available
 from .sampler import sample
 from .sft import truncate_metrics
 
@@ -114,7 +114,7 @@ def validate(cfg: RLConfig) -> None:
 
 
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
-    from .registry import get_task
+    from ..registry import get_task
 
     _init_distributed()
     validate(cfg)
@@ -217,7 +217,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
 def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> None:
     """A few real completions with their tokens and DPS weights (for the DPS picture), even
     when this run trained without DPS: the weights are what DPS would have given them."""
-    from .credit import DPSConfig
+    from ..config import DPSConfig
 
     adapter.model.eval()
     batch = sample(adapter, [s.prompt for s in prompts], cfg.rollout, seed=_seed(cfg.train.seed, "examples"))

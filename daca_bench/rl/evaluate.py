@@ -7,15 +7,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from .config import SamplerConfig
-from .models import ModelAdapter
+from ..config import SamplerConfig
+from ..models import ModelAdapter
+from ..types import Task
 from .sampler import sample
-from .types import Task
 
 
 def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict:
     """Rewards for completions (code tasks: one parallel sandbox batch); unscorable ones stay out of the mean."""
-    from .verify import verify_many
+    from ..rewards.verify import verify_many
 
     rewards = verify_many(task.verify, list(samples), list(completions), workers=workers)
     scored = [r.value for r in rewards if r.scored]

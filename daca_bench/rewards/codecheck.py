@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ..types import Reward, Sample
 from .answers import code_answer
 from .scoring import correct_if, infra_error, no_answer, timeout
-from .types import Reward, Sample
 
 WRONG_VERDICTS = {"failed": "tests_failed", "memory": "memory_limit", "output_limit": "output_limit"}
-_backend = None  # None = daca_bench.sandbox; tests may install a double with use_backend()
+_backend = None  # None = daca_bench.containers; tests may install a double with use_backend()
 
 
 def use_backend(module) -> None:
@@ -31,7 +31,7 @@ def use_backend(module) -> None:
 def backend():
     if _backend is not None:
         return _backend
-    from . import sandbox  # imported on first use: the sandbox client is another module's job
+    from .. import containers as sandbox  # imported on first use: the sandbox client is another room
 
     return sandbox
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .checkpoint import RunState, find_checkpoint, save_checkpoint
-from .config import RunConfig, SFTConfig, dump, load_config
+from ..checkpoint import RunState, find_checkpoint, save_checkpoint
+from ..config import RunConfig, SFTConfig, dump, load_config
+from ..models import ModelAdapter, load_model, load_pretrained
 from .evaluate import evaluate
-from .models import ModelAdapter, load_model, load_pretrained
 from .sampler import pad_prompts
 
 
@@ -64,7 +64,7 @@ def _schedule(optimizer, cfg: SFTConfig):
 
 
 def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
-    from .registry import get_task
+    from ..registry import get_task
 
     s = cfg.sft
     out = Path(out_dir)
@@ -115,7 +115,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
                 if s.target_accuracy and row["dev_accuracy"] >= s.target_accuracy:
                     run.extra["stopped_early"] = True
             log.write(json.dumps(row) + "\n")
-            log.flush()  # progress watchers (daca_bench.jobs) read this file
+            log.flush()  # progress watchers (daca_bench.experiments.jobs) read this file
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{run.extra.get('dev_accuracy', math.nan):.3f}")
             if run.step % s.save_every == 0 or run.step == s.steps or run.extra.get("stopped_early"):

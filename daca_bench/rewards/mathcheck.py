@@ -19,8 +19,8 @@ import signal
 import subprocess
 import sys
 import threading
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 
 MAX_CHARS = 2000  # longer answers are cut before sympy sees them (bounded work)
 
@@ -137,7 +137,7 @@ def _check_with_alarm(gold: str, answer: str, timeout: float) -> bool | None:
 
 
 class _Helper:
-    """A child `python -m daca_bench.mathcheck` answering one JSON line per check. Used off the
+    """A child `python -m daca_bench.rewards.mathcheck` answering one JSON line per check. Used off the
     main thread, where no alarm can be set; the child runs every check in its main thread."""
 
     def __init__(self):
@@ -149,7 +149,7 @@ class _Helper:
             for attempt in (0, 1):
                 ready = True
                 if self.proc is None or self.proc.poll() is not None:
-                    self.proc = subprocess.Popen([sys.executable, "-m", "daca_bench.mathcheck"],
+                    self.proc = subprocess.Popen([sys.executable, "-m", "daca_bench.rewards.mathcheck"],
                                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 try:
                     self.proc.stdin.write(json.dumps([gold, answer, timeout]) + "\n")

@@ -14,9 +14,9 @@ import json
 import re
 from functools import lru_cache
 
+from ..types import Reward
 from .answers import json_answer, loads_strict
 from .scoring import bad_input, correct_if, no_answer, wrong
-from .types import Reward
 
 _DATE_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))")
 _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))")

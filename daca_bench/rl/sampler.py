@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import SamplerConfig
-from .models import ModelAdapter
+from ..config import SamplerConfig
+from ..models import ModelAdapter
 
 
 @dataclass
@@ -223,9 +223,9 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from .config import ModelConfig, RunConfig, load_config
-    from .models import load_model
-    from .registry import get_task
+    from ..config import ModelConfig, RunConfig, load_config
+    from ..models import load_model
+    from ..registry import get_task
 
     cfg = load_config(None, args.overrides, RunConfig)
     adapter = load_model(ModelConfig(name=args.model, trust_remote_code=args.trust_remote_code))

@@ -46,7 +46,7 @@ def interval(values) -> tuple[float, float, float]:
 
 def load_results(folder: str | Path) -> pd.DataFrame:
     """One row per finished cell: its axes, task, family, variant, base, seed and test accuracy."""
-    from .registry import task_spec
+    from ..registry import task_spec
 
     rows = []
     for summary in sorted(Path(folder).glob("*/summary.json")):

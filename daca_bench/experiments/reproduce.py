@@ -23,11 +23,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..config import RLConfig, RunConfig, apply, load_config, pick, to_dict
 from .ablation import VARIANTS, expand, run_local, run_ray
-from .config import RLConfig, RunConfig, apply, load_config, pick, to_dict
 from .jobs import Job, run_jobs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -97,14 +97,14 @@ def sft_config(preset: TinyPreset, fam: Family) -> RunConfig:
 
 
 def sft_folder(work: Path, cfg: RunConfig) -> Path:
-    from .registry import task_spec
+    from ..registry import task_spec
 
     key = json.dumps({**to_dict(cfg), "task_version": task_spec(cfg.sft.task).version}, sort_keys=True)
     return work / "sft" / f"{cfg.sft.task}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
 def _sft_job(cfg: RunConfig, folder: str) -> dict:
-    from .sft import train_sft
+    from ..rl.sft import train_sft
 
     done = Path(folder) / "summary.json"
     if done.exists():
@@ -144,7 +144,7 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
 
 def paper_cells(preset: PaperPreset, steps: int | None = None, seeds=None):
     """Check every config's GPU and weights first (fail fast), then expand its grid."""
-    from .models import require_available
+    from ..models import require_available
 
     cells = []
     for path in preset.configs:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import ConfigError, RLConfig, apply, load_config, to_dict
+from ..config import ConfigError, RLConfig, apply, load_config, to_dict
 from .jobs import Job, run_jobs, split_cores
 
 VARIANTS = {
@@ -105,7 +105,7 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
     """Run one cell in this process (resuming when possible); never raises."""
     import torch
 
-    from .trainer import train
+    from ..rl.trainer import train
 
     torch.set_num_threads(max(1, threads))
     folder = Path(out) / cell.name

@@ -2,7 +2,7 @@
 generated sample lists, and the d1-compatible reward shaping (an explicit option, off by
 default; see tasks/README.md).
 
-    from daca_bench.scoring import hash_split, correct_if, no_answer
+    from daca_bench.rewards.scoring import hash_split, correct_if, no_answer
 """
 from __future__ import annotations
 
@@ -11,8 +11,17 @@ import math
 import re
 from typing import Any, Callable, Sequence
 
+from ..types import (
+    BAD_INPUT,
+    CORRECT,
+    INFRA_ERROR,
+    NO_ANSWER,
+    TIMEOUT,
+    WRONG,
+    Reward,
+    Sample,
+)
 from .answers import tagged
-from .types import BAD_INPUT, CORRECT, INFRA_ERROR, NO_ANSWER, TIMEOUT, WRONG, Reward, Sample
 
 SHAPINGS = (None, "d1")
 
