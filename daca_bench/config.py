@@ -112,7 +112,10 @@ class TrainConfig:
     n_eval: int = 256
     eval_every: int = 0  # 0 = only at the end
     save_every: int = 25
-    seed: int = 0
+    seed: int = 0  # the run's seed: train prompts and their order, rollout noise, SML masks
+    test_seed: int = 0  # the test set's seed, apart from `seed`: every cell of a grid is scored on one set
+    reward: str = "exact"  # training reward: exact | dense (the task's partial credit) | d1; the test stays exact
+    precision: str = "auto"  # rollouts and updates: auto (bf16 where the hardware has it) | bf16 | fp32
     threads: int = 0
     lora: bool = False
     lora_r: int = 128

@@ -13,7 +13,13 @@ import re
 
 from daca_bench.registry import register_task
 from daca_bench.rewards.mathcheck import score_math
-from daca_bench.rewards.scoring import field, hash_split
+from daca_bench.rewards.scoring import (
+    check_shaping,
+    dense,
+    digit_credit,
+    field,
+    hash_split,
+)
 from daca_bench.types import Reward, Sample, Task
 
 VERSION = 2  # 2: shared answer extraction (a minus glued to a digit is an operator, not a sign)
@@ -47,6 +53,17 @@ def verify(sample: Sample, completion: str) -> Reward:
     return score_math(str(sample.metadata["answer"]), completion)
 
 
+def partial(sample: Sample, completion: str, reward: Reward) -> float:
+    """Dense training credit: the digits of the answer that agree with the gold number."""
+    return digit_credit(str(sample.metadata["answer"]), reward.details.get("answer"))
+
+
+def _verifier(shaping: str | None):
+    if check_shaping(shaping) == "d1":
+        raise ValueError("arithmetic has no d1 shaping (d1's format terms need <reasoning> tags); use 'dense'")
+    return dense(verify, partial) if shaping == "dense" else verify
+
+
 def _sample(expr: str, answer: int) -> Sample:
     return Sample(id=f"arithmetic/{expr}", prompt=f"{expr}=", target=str(answer),
                   metadata={"expression": expr, "answer": answer})
@@ -64,9 +81,10 @@ def from_record(row: dict) -> Sample:
 
 @register_task("arithmetic", family="math", version=VERSION, tiny=True,
                description="tiny integer expressions (2-3 operands up to 30), answer is the number")
-def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, *, records=None) -> Task:
+def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
+               shaping: str | None = None) -> Task:
     if records is not None:
-        return Task("arithmetic", "math", VERSION, [from_record(r) for r in records], verify, split)
+        return Task("arithmetic", "math", VERSION, [from_record(r) for r in records], _verifier(shaping), split)
     n = n or (256 if split == "test" else 4096)
     rng = random.Random(f"arithmetic-{seed}")
     seen: dict[str, Sample] = {}
@@ -77,4 +95,4 @@ def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, *, reco
         if expr in seen or _split_of(expr) != split:
             continue
         seen[expr] = _sample(expr, _value(expr))
-    return Task("arithmetic", "math", VERSION, list(seen.values()), verify, split)
+    return Task("arithmetic", "math", VERSION, list(seen.values()), _verifier(shaping), split)

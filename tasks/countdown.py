@@ -23,6 +23,7 @@ from daca_bench.rewards.scoring import (
     check_shaping,
     correct_if,
     d1_countdown,
+    dense,
     field,
     hash_split,
     no_answer,
@@ -143,6 +144,27 @@ def verify(sample: Sample, completion: str) -> Reward:
     return correct_if(value == target, expression=expression, value=str(value))
 
 
+def partial(sample: Sample, completion: str, reward: Reward) -> float:
+    """Dense training credit: half for using the given numbers (multiset overlap), half for how
+    close the value comes to the target, scaled by that overlap (writing the target alone earns 0)."""
+    expression = reward.details.get("expression")
+    if expression is None:
+        return 0.0
+    try:
+        value, used = evaluate(expression)
+    except (ParseError, ZeroDivisionError):
+        return 0.0
+    numbers, target = sample.metadata["numbers"], Fraction(sample.metadata["target"])
+    overlap = sum((Counter(used) & Counter(numbers)).values()) / max(len(numbers), len(used))
+    close = max(0.0, 1.0 - abs(float(value - target)) / max(1.0, abs(float(target))))
+    return 0.5 * overlap + 0.5 * overlap * close
+
+
+def _verifier(shaping: str | None):
+    shaping = check_shaping(shaping)
+    return {None: verify, "d1": shaped(verify, d1_countdown), "dense": dense(verify, partial)}[shaping]
+
+
 def parse_numbers(raw) -> list[int]:
     if isinstance(raw, str):
         raw = json.loads(raw) if raw.strip().startswith("[") else re.findall(r"-?\d+", raw)
@@ -231,7 +253,7 @@ def _build(name, split, n, seed, records, shaping, tiny, **gen) -> Task:
     else:
         count = n if n is not None else (256 if split == "test" else 4096)
         samples = LazySamples(count, lambda: _generate(name, split, count, seed, tiny=tiny, **gen))
-    return Task(name, "constraint", VERSION, samples, shaped(verify, d1_countdown if shaping == "d1" else None), split)
+    return Task(name, "constraint", VERSION, samples, _verifier(shaping), split)
 
 
 @register_task("countdown", family="constraint", version=VERSION,

@@ -18,8 +18,15 @@ import random
 
 from daca_bench.loaders import load_rows, select
 from daca_bench.registry import register_task
-from daca_bench.rewards.jsoncheck import load_schema, score_json
-from daca_bench.rewards.scoring import LazySamples, field, hash_split, stable_seed
+from daca_bench.rewards.jsoncheck import load_schema, partial_json, score_json
+from daca_bench.rewards.scoring import (
+    LazySamples,
+    check_shaping,
+    dense,
+    field,
+    hash_split,
+    stable_seed,
+)
 from daca_bench.types import Sample, Task
 
 VERSION = 1
@@ -219,6 +226,17 @@ def verify(sample: Sample, completion: str):
     return score_json(sample.metadata["schema"], completion)
 
 
+def partial(sample: Sample, completion: str, reward) -> float:
+    """Dense training credit: keys with valid values (daca_bench.rewards.jsoncheck.partial_json)."""
+    return partial_json(sample.metadata["schema"], completion)
+
+
+def _verifier(shaping: str | None):
+    if check_shaping(shaping) == "d1":
+        raise ValueError("json tasks have no d1 shaping (d1 has no JSON task); use shaping='dense' or None")
+    return dense(verify, partial) if shaping == "dense" else verify
+
+
 def _generate(name: str, split: str, n: int, seed: int, levels: tuple[int, ...]) -> list[Sample]:
     rng = random.Random(stable_seed(name, split, seed))
     samples, seen = [], set()
@@ -247,7 +265,7 @@ def _generate(name: str, split: str, n: int, seed: int, levels: tuple[int, ...])
                description="JSON-schema adherence: generated schemas, levels 1-5 (or JSONSchemaBench files)")
 def json_schema(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
                 data_files=None, hub_id: str | None = None, config: str | None = None,
-                levels: tuple[int, ...] = (1, 2, 3, 4, 5)) -> Task:
+                levels: tuple[int, ...] = (1, 2, 3, 4, 5), shaping: str | None = None) -> Task:
     """`path`/`data_files` (or `hub_id` + `config`, e.g. JSONSchemaBench) load real schemas;
     otherwise schemas are generated at the given difficulty levels."""
     if records is None and (path or data_files or hub_id):
@@ -259,15 +277,16 @@ def json_schema(split: str = "test", n: int | None = None, seed: int = 0, *, rec
             raise ValueError("levels must be in 1-5")
         count = n if n is not None else (250 if split == "test" else 4000)
         samples = LazySamples(count, lambda: _generate("json_schema", split, count, seed, tuple(levels)))
-    return Task("json_schema", "json", VERSION, samples, verify, split)
+    return Task("json_schema", "json", VERSION, samples, _verifier(shaping), split)
 
 
 @register_task("json_tiny", family="json", version=VERSION, tiny=True,
                description="tiny JSON: one- or two-key objects, prompt `json n:int 2-7 ok:bool`")
-def json_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None) -> Task:
+def json_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
+              shaping: str | None = None) -> Task:
     if records is not None:
         samples = [from_record("json_tiny", row, i) for i, row in enumerate(records)]
     else:
         count = n if n is not None else (256 if split == "test" else 4096)
         samples = LazySamples(count, lambda: _generate("json_tiny", split, count, seed, ()))
-    return Task("json_tiny", "json", VERSION, samples, verify, split)
+    return Task("json_tiny", "json", VERSION, samples, _verifier(shaping), split)

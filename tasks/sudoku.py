@@ -21,6 +21,7 @@ from daca_bench.rewards.scoring import (
     check_shaping,
     correct_if,
     d1_sudoku,
+    dense,
     field,
     hash_split,
     no_answer,
@@ -229,7 +230,17 @@ def _build(name, split, n, seed, records, sizes, blanks, shaping, tiny, default_
     else:
         count = n if n is not None else default_n[split]
         samples = LazySamples(count, lambda: _generate(name, split, count, seed, sizes, blanks, tiny))
-    return Task(name, "constraint", VERSION, samples, shaped(verify, d1_sudoku if shaping == "d1" else None), split)
+    return Task(name, "constraint", VERSION, samples, _verifier(shaping), split)
+
+
+def partial(sample: Sample, completion: str, reward: Reward) -> float:
+    """Dense training credit: the fraction of blank cells filled correctly (d1's sudoku reward)."""
+    return float(reward.details.get("blank_fraction_correct", 0.0))
+
+
+def _verifier(shaping: str | None):
+    shaping = check_shaping(shaping)
+    return {None: verify, "d1": shaped(verify, d1_sudoku), "dense": dense(verify, partial)}[shaping]
 
 
 @register_task("sudoku", family="constraint", version=VERSION,

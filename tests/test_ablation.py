@@ -2,11 +2,12 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from daca_bench.config import ConfigError
 from daca_bench.experiments.ablation import VARIANTS, _run_cell, expand, run_local
-from daca_bench.experiments.results import interval, load_results, write_tables
+from daca_bench.experiments.results import load_results, write_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
@@ -75,7 +76,7 @@ def _execute_notebook(results):
     assert any("image/png" in o.get("data", {}) for o in outputs)
 
 
-def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo"):
+def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo", prompts=None):
     cell = folder / f"{base}_{task}_{variant}_{seed}"
     cell.mkdir(parents=True)
     dps, k = {"baseline": (False, 1), "+DPS": (True, 1), "+SML": (False, 4), "+DACA": (True, 4)}[variant]
@@ -83,31 +84,60 @@ def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo"):
                                                   "dps": {"enabled": dps}, "sml": {"k": k}}))
     (cell / "axes.json").write_text(json.dumps({"variant": variant}))
     (cell / "summary.json").write_text(json.dumps({"test_accuracy": acc}))
+    if prompts is not None:
+        _write_eval(cell, prompts)
 
 
-def test_interval_matches_a_hand_computed_t_interval():
-    m, h, n = interval([0.1, 0.2, 0.3])
-    assert (m, n) == (pytest.approx(0.2), 3)
-    assert h == pytest.approx(4.303 * 0.1 / math.sqrt(3))
-    assert math.isnan(interval([0.5])[1])
+def _write_eval(folder: Path, prompts: dict):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "eval.jsonl").write_text("".join(json.dumps({"id": i, "completion": "", "reward": r, "status": "x"}) + "\n"
+                                               for i, r in prompts.items()))
 
 
-def test_table_on_a_fixture_with_known_values(tmp_path):
+def test_table_paired_by_seed_when_cells_have_no_per_prompt_results(tmp_path):
     base = {0: 0.10, 1: 0.20, 2: 0.30}
     dps = {0: 0.12, 1: 0.23, 2: 0.31}  # paired differences 2, 3, 1 pp
     for seed in base:
         _fake_cell(tmp_path, "arithmetic", "baseline", seed, base[seed])
         _fake_cell(tmp_path, "arithmetic", "+DPS", seed, dps[seed])
     table, paths = write_tables(tmp_path)
-    row = table.iloc[0]
+    row = table.set_index("variant").loc["+DPS"]
     assert row["family"] == "math" and row["paper_gain_pp"] == 5.6
-    assert row["baseline acc"] == pytest.approx(20.0)
-    assert row["baseline acc ci"] == pytest.approx(4.303 * 10 / math.sqrt(3))
-    assert row["+DPS dpp"] == pytest.approx(2.0)
-    assert row["+DPS dpp ci"] == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert table.set_index("variant").loc["baseline", "acc"] == pytest.approx(20.0)
+    assert row["delta_pp"] == pytest.approx(2.0) and row["vs"] == "baseline"
+    half = 4.303 * 1.0 / math.sqrt(3)  # t(0.975, 2) x sd / sqrt(3): the seeds-only interval
+    assert (row["lo"], row["hi"]) == (pytest.approx(2.0 - half, abs=1e-3), pytest.approx(2.0 + half, abs=1e-3))
+    assert row["t_half"] == pytest.approx(half, abs=1e-3)
+    assert row["MDE"] > half  # 80 % power needs more than the interval's half-width
     md = paths[0].read_text()
-    assert "+2.0 ± 2.5" in md and "20.0 ± 24.8" in md and "+5.6" in md
+    assert "| +DPS | 22.0 | +2.0 | baseline | [-0.5, +4.5] |" in md and "+5.6" in md and "MDE" in md
+    assert "MDE" in paths[1].read_text().splitlines()[0].split(",")
     assert all(p.exists() for p in paths)
+
+
+def test_table_pairs_by_prompt_and_measures_the_baseline_against_its_start(tmp_path):
+    """Four seeds x 200 prompts with a planted +10 pp for +DPS on a fixed test set: the interval
+    excludes 0 (marked) and the MDE is far below the seeds-only one; the baseline's gain over its
+    RL start is measured on the same prompts."""
+    rng = np.random.default_rng(0)
+    ids = [f"arithmetic/{i}" for i in range(200)]
+    p = rng.beta(2, 3, size=len(ids))
+    start = {i: float(rng.random() < q) for i, q in zip(ids, p)}
+    for seed in range(4):
+        b = {i: float(rng.random() < q) for i, q in zip(ids, p)}
+        v = {i: float(rng.random() < min(1, q + 0.10)) for i, q in zip(ids, p)}
+        b[ids[0]] = None  # an unscorable prompt drops out of every pairing that needs it
+        _fake_cell(tmp_path, "arithmetic", "baseline", seed, np.mean([x for x in b.values() if x is not None]), prompts=b)
+        _fake_cell(tmp_path, "arithmetic", "+DPS", seed, np.mean(list(v.values())), prompts=v)
+    _write_eval(tmp_path / "start" / "arithmetic", start)
+    table, paths = write_tables(tmp_path)
+    t = table.set_index("variant")
+    assert t.loc["+DPS", "prompts"] == 199 and t.loc["+DPS", "seeds"] == 4
+    assert t.loc["+DPS", "sig"] and t.loc["+DPS", "lo"] > 0 and 5 < t.loc["+DPS", "delta_pp"] < 15
+    assert t.loc["+DPS", "MDE"] < 8
+    assert t.loc["baseline", "vs"] == "start" and abs(t.loc["baseline", "delta_pp"]) < t.loc["baseline", "MDE"] * 1.5
+    assert t.loc["start", "acc"] == pytest.approx(100 * np.mean(list(start.values())))
+    assert "+DPS" in paths[0].read_text() and " * |" in paths[0].read_text()
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .results import PAPER_GAIN_PP, VARIANT_ORDER, build_table, load_results
+from .results import PAPER_GAIN_PP, VARIANT_ORDER, build_table, load_results, load_start
 
 
 def _plt():
@@ -36,19 +36,30 @@ def _save(fig, folder: Path, stem: str) -> list[Path]:
 
 
 def plot_gains(table: pd.DataFrame, folder: Path) -> list[Path]:
+    """Δpp against the baseline per task and variant with the 95 % interval; the MDE as a grey
+    band (a gain inside it could not have been told from noise) and the paper's gain dashed."""
     plt = _plt()
+    table = table[table["variant"].isin(VARIANT_ORDER[1:]) & table.get("delta_pp", pd.Series(dtype=float)).notna()]
     bases = sorted(table["base"].unique())
-    fig, axes = plt.subplots(1, len(bases), figsize=(6 * len(bases), 4), squeeze=False)
-    variants = [v for v in VARIANT_ORDER[1:] if f"{v} dpp" in table.columns]
+    fig, axes = plt.subplots(1, max(1, len(bases)), figsize=(6 * max(1, len(bases)), 4), squeeze=False)
+    variants = [v for v in VARIANT_ORDER[1:] if v in set(table["variant"])]
     for ax, base in zip(axes[0], bases):
-        t = table[table["base"] == base].sort_values(["family", "task"])
+        tb = table[table["base"] == base]
+        tasks = tb[["family", "task"]].drop_duplicates().sort_values(["family", "task"])
+        t = tasks.reset_index(drop=True)
         labels = [f"{r.family}\n{r.task}" for r in t.itertuples()]
         width = 0.8 / max(1, len(variants))
         for j, v in enumerate(variants):
-            ys = t[f"{v} dpp"].tolist()
-            errs = [0 if math.isnan(e) else e for e in t[f"{v} dpp ci"].tolist()]
+            rows = t.merge(tb[tb["variant"] == v], on=["family", "task"], how="left")
+            ys = rows["delta_pp"].fillna(0).tolist()
+            errs = [[max(0, y - lo) for y, lo in zip(ys, rows["lo"].fillna(0))],
+                    [max(0, hi - y) for y, hi in zip(ys, rows["hi"].fillna(0))]]
             xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(t))]
             ax.bar(xs, ys, width, yerr=errs, capsize=3, label=v)
+            for x, m in zip(xs, rows["MDE"]):
+                if not math.isnan(m):
+                    ax.fill_between([x - width / 2, x + width / 2], -m, m, color="grey", alpha=0.15, lw=0,
+                                    label="± MDE" if (j, x) == (0, xs[0]) else None)
         for i, fam in enumerate(t["family"]):
             if fam in PAPER_GAIN_PP:
                 ax.plot([i - 0.4, i + 0.4], [PAPER_GAIN_PP[fam]] * 2, "k--", lw=1,
@@ -121,7 +132,7 @@ def plot_all(folder: str | Path) -> list[Path]:
     df = load_results(folder)
     paths = []
     if not df.empty:
-        paths += plot_gains(build_table(df), folder)
+        paths += plot_gains(build_table(df, load_start(folder)), folder)
     curves = load_curves(folder)
     if not curves.empty:
         paths += plot_curves(curves, folder)

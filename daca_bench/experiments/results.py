@@ -2,10 +2,19 @@
 
     daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
 
-One row per task (grouped by family), one column per variant for each base method: test
-accuracy mean with a 95 % t-interval over seeds, and the change against the baseline in
-percentage points with a paired 95 % t-interval (seeds paired). Beside it, the paper's
-headline "up to" gain for the family.
+Every cell of a grid is scored on its family's one fixed test set (`train.test_seed`) and keeps
+its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND by prompt. The
+table has one row per (base, task, variant):
+
+- `acc`: test accuracy (%, exact match), mean over seeds;
+- `delta_pp` with `lo`/`hi`: the paired difference against the row's reference (`vs`: the
+  baseline for a variant; the RL start, i.e. the SFT model on the same prompts, for the
+  baseline), with its 95 % mixed-model interval over seeds x prompts (experiments/stats.py);
+- `MDE`: the smallest true difference this comparison would detect with 80 % power at a
+  two-sided 5 % level, from the measured spread; `sig` marks an interval that excludes 0;
+- `t_half` (the plain t-interval over per-seed differences), `boot_lo`/`boot_hi` (the crossed
+  bootstrap), `zero_std` (the mean fraction of groups whose rewards had no spread) in the CSV.
+Cells without eval.jsonl (older runs) are paired by seed only.
 """
 from __future__ import annotations
 
@@ -13,57 +22,55 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from .stats import compare
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
 VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA"]
-
-# two-sided 97.5 % quantiles of Student's t, by degrees of freedom (scipy is not a dependency)
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-
-
-def t975(df: int) -> float:
-    if df <= 0:
-        return math.nan
-    if df in _T975:
-        return _T975[df]
-    below = max(k for k in _T975 if k <= df) if df < 30 else None
-    return _T975[below] if below else 1.96 + 2.4 / df  # close to the exact value past 30
-
-
-def interval(values) -> tuple[float, float, float]:
-    """Mean and 95 % t-interval half-width of a list (NaN half-width with one value)."""
-    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not vals:
-        return math.nan, math.nan, 0
-    m = sum(vals) / len(vals)
-    if len(vals) < 2:
-        return m, math.nan, len(vals)
-    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
-    return m, t975(len(vals) - 1) * sd / math.sqrt(len(vals)), len(vals)
+START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
 
 
 def load_results(folder: str | Path) -> pd.DataFrame:
-    """One row per finished cell: its axes, task, family, variant, base, seed and test accuracy."""
+    """One row per finished cell: its task, family, variant, base, seed, test accuracy, mean
+    zero-variance group fraction and per-prompt rewards (id -> 0/1, None = unscorable)."""
     from ..registry import task_spec
+    from ..rl.evaluate import read_eval_records
 
     rows = []
     for summary in sorted(Path(folder).glob("*/summary.json")):
         s = json.loads(summary.read_text())
         if "test_accuracy" not in s:
             continue
-        axes_file = summary.parent / "axes.json"
-        axes = json.loads(axes_file.read_text()) if axes_file.exists() else {}
-        cfg = json.loads((summary.parent / "config.json").read_text())
+        cell = summary.parent
+        axes = json.loads((cell / "axes.json").read_text()) if (cell / "axes.json").exists() else {}
+        cfg = json.loads((cell / "config.json").read_text())
         try:
             family = task_spec(cfg["train"]["task"]).family
         except KeyError:
             family = axes.get("family", "?")
-        rows.append({"cell": summary.parent.name, "task": cfg["train"]["task"], "family": family,
+        rows.append({"cell": cell.name, "task": cfg["train"]["task"], "family": family,
                      "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
-                     "seed": cfg["train"]["seed"], "test_accuracy": s["test_accuracy"]})
+                     "seed": cfg["train"]["seed"], "test_accuracy": s["test_accuracy"],
+                     "zero_std": _mean_metric(cell / "metrics.jsonl", "zero_std_groups"),
+                     "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None})
     return pd.DataFrame(rows)
+
+
+def load_start(folder: str | Path) -> dict[str, dict]:
+    """task -> per-prompt rewards of the RL start (the SFT model) on the grid's test set."""
+    from ..rl.evaluate import read_eval_records
+
+    return {p.parent.name: read_eval_records(p) for p in sorted((Path(folder) / START).glob("*/eval.jsonl"))}
+
+
+def _mean_metric(path: Path, key: str) -> float:
+    if not path.exists():
+        return math.nan
+    vals = [json.loads(line).get(key) for line in path.read_text().splitlines() if line.strip()]
+    vals = [v for v in vals if v is not None]
+    return float(np.mean(vals)) if vals else math.nan
 
 
 def _variant_of(cfg: dict) -> str:
@@ -71,52 +78,91 @@ def _variant_of(cfg: dict) -> str:
     return {(False, True): "baseline", (True, True): "+DPS", (False, False): "+SML", (True, False): "+DACA"}[(dps, k == 1)]
 
 
-def build_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The ablation table: accuracy (%) with intervals and pp change vs the paired baseline."""
+def paired(a: pd.DataFrame, b: pd.DataFrame | dict) -> np.ndarray:
+    """(seeds, prompts) matrix of a - b in pp: a's cells by seed against b's cells of the same
+    seed (or against one per-prompt dict, the RL start), over the prompts both scored. Without
+    per-prompt results, a (seeds, 1) matrix of accuracy differences."""
+    a = a.set_index("seed")
+    seeds = sorted(a.index if isinstance(b, dict) else set(a.index) & set(b["seed"]))
+    if isinstance(b, dict):
+        rhs = {s: b for s in seeds}
+    else:
+        rhs = b.set_index("seed")["prompts"].to_dict()
+    if all(a.loc[s, "prompts"] is not None and rhs[s] is not None for s in seeds):
+        ids = set.intersection(*[{i for i, r in a.loc[s, "prompts"].items() if r is not None} &
+                                 {i for i, r in rhs[s].items() if r is not None} for s in seeds]) if seeds else set()
+        ids = sorted(ids)
+        return np.array([[100 * (a.loc[s, "prompts"][i] - rhs[s][i]) for i in ids] for s in seeds]).reshape(len(seeds), len(ids))
+    if isinstance(b, dict):
+        return np.empty((0, 0))
+    acc = b.set_index("seed")["test_accuracy"]
+    return np.array([[100 * (a.loc[s, "test_accuracy"] - acc[s])] for s in seeds]).reshape(len(seeds), 1)
+
+
+def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None) -> pd.DataFrame:
+    """The ablation table, one row per (base, family, task, variant); see the module docstring."""
+    start = start or {}
     out = []
     for (base, family, task), g in df.groupby(["base", "family", "task"], sort=True):
-        row = {"base": base, "family": family, "task": task, "paper_gain_pp": PAPER_GAIN_PP.get(family, math.nan)}
-        by_variant = {v: gv.set_index("seed")["test_accuracy"] * 100 for v, gv in g.groupby("variant")}
+        by_variant = {v: gv for v, gv in g.groupby("variant")}
         baseline = by_variant.get("baseline")
+        common = {"base": base, "family": family, "task": task, "paper_gain_pp": PAPER_GAIN_PP.get(family, math.nan)}
+        if task in start:
+            scored = [r for r in start[task].values() if r is not None]
+            out.append({**common, "variant": START, "acc": 100 * float(np.mean(scored)) if scored else math.nan,
+                        "seeds": 0, "prompts": len(scored)})
         for variant in [v for v in VARIANT_ORDER if v in by_variant] + sorted(set(by_variant) - set(VARIANT_ORDER)):
-            acc = by_variant[variant]
-            m, h, n = interval(acc.tolist())
-            row[f"{variant} acc"], row[f"{variant} acc ci"], row[f"{variant} n"] = m, h, n
-            if baseline is not None and variant != "baseline":
-                seeds = sorted(set(acc.index) & set(baseline.index))
-                dm, dh, _ = interval([acc[s] - baseline[s] for s in seeds])
-                row[f"{variant} dpp"], row[f"{variant} dpp ci"] = dm, dh
-        out.append(row)
+            cells = by_variant[variant]
+            row = {**common, "variant": variant, "acc": 100 * cells["test_accuracy"].mean(),
+                   "zero_std": cells["zero_std"].mean(), "seeds": len(cells)}
+            ref, vs = (start.get(task), START) if variant == "baseline" else (baseline, "baseline")
+            d = paired(cells, ref) if ref is not None else np.empty((0, 0))
+            if d.size:
+                c = compare(d)
+                row.update(vs=vs, prompts=c.prompts, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
+                           sig=c.excludes_zero, t_half=c.t_half, boot_lo=c.boot_lo, boot_hi=c.boot_hi, se=c.se, df=c.df)
+            out.append(row)
     return pd.DataFrame(out)
 
 
-def _fmt(m, h) -> str:
-    if m is None or (isinstance(m, float) and math.isnan(m)):
-        return "-"
-    return f"{m:.1f}" if h is None or math.isnan(h) else f"{m:.1f} ± {h:.1f}"
+def _num(x, fmt: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def _fmt_d(m, h) -> str:
-    if m is None or (isinstance(m, float) and math.isnan(m)):
-        return "-"
-    return f"{m:+.1f}" if math.isnan(h) else f"{m:+.1f} ± {h:.1f}"
+FOOTER = ("Accuracy: exact match on the family's one fixed test set, mean over seeds. Δpp: paired by seed and by "
+          "prompt against `vs` (a variant against the baseline; the baseline against its RL start, the SFT model "
+          "on the same prompts). 95 % CI: mixed-model interval, mean ± t(df) x SE with SE from the seed x prompt "
+          "variance components (Satterthwaite df); * = the interval excludes 0. MDE: the smallest true difference "
+          "this comparison detects with 80 % power at two-sided 5 %, (t(0.975, df) + t(0.80, df)) x SE; a Δ "
+          "smaller than its MDE is not evidence of no effect. CSV: the plain t-interval over per-seed differences "
+          "(t_half), the crossed bootstrap interval (boot_lo, boot_hi) and the zero-variance group fraction "
+          "(zero_std). Paper: the abstract's headline gain for the family (LLaDA-8B scale, not this model).")
 
 
 def to_markdown(table: pd.DataFrame) -> str:
     lines = []
     for base, t in table.groupby("base", sort=True):
-        variants = [v for v in VARIANT_ORDER if f"{v} acc" in t.columns]
-        head = ["family", "task"] + [f"{v} acc %" for v in variants] + [f"{v} Δpp" for v in variants[1:]] + ["paper (up to)"]
-        lines += [f"### base method: {base}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for _, r in t.sort_values(["family", "task"]).iterrows():
-            cells = [r["family"], r["task"]] + [_fmt(r.get(f"{v} acc"), r.get(f"{v} acc ci")) for v in variants]
-            cells += [_fmt_d(r.get(f"{v} dpp", math.nan), r.get(f"{v} dpp ci", math.nan)) for v in variants[1:]]
-            cells.append(f"+{r['paper_gain_pp']:.1f}" if not math.isnan(r["paper_gain_pp"]) else "-")
+        head = ["family", "task", "variant", "acc %", "Δpp", "vs", "95 % CI", "MDE", "zero-std %", "paper (up to)"]
+        lines += [f"### base method: {base}", "", "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * 7]
+        for _, r in t.iterrows():
+            has = "delta_pp" in r and not (isinstance(r.get("delta_pp"), float) and math.isnan(r["delta_pp"]))
+            delta = (_num(r["delta_pp"], "+.1f") + (" *" if r.get("sig") is True else "")) if has else "-"
+            ci = f"[{_num(r['lo'], '+.1f')}, {_num(r['hi'], '+.1f')}]" if has else "-"
+            paper = f"+{r['paper_gain_pp']:.1f}" if r["variant"] == "baseline" and not math.isnan(r["paper_gain_pp"]) else ""
+            cells = [r["family"], r["task"], r["variant"], _num(r["acc"], ".1f"), delta, r.get("vs") if has else "",
+                     ci, _num(r.get("MDE"), ".1f") if has else "-", _num(100 * r.get("zero_std", math.nan), ".0f"), paper]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")
-    lines.append("Accuracy: mean over seeds ± 95 % t-interval half-width; Δpp: paired by seed against the "
-                 "baseline. Paper: the abstract's headline gain for the family (LLaDA-8B scale, not this model).")
+    seeds = table.loc[table["variant"] != START, "seeds"]
+    prompts = table["prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
+    lines.append(f"{int(seeds.min()) if len(seeds) else 0}-{int(seeds.max()) if len(seeds) else 0} seeds per cell, "
+                 f"{int(prompts.min()) if len(prompts) else 0}-{int(prompts.max()) if len(prompts) else 0} paired "
+                 "test prompts per comparison. " + FOOTER)
     return "\n".join(lines) + "\n"
+
+
+CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE", "sig", "seeds",
+               "prompts", "se", "df", "t_half", "boot_lo", "boot_hi", "zero_std", "paper_gain_pp"]
 
 
 def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
@@ -124,11 +170,13 @@ def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
     df = load_results(folder)
     if df.empty:
         raise FileNotFoundError(f"no finished cells (*/summary.json) under {folder}")
-    table = build_table(df)
+    table = build_table(df, load_start(folder))
+    table = table.reindex(columns=CSV_COLUMNS)
     paths = [folder / "table.md", folder / "table.csv", folder / "table.tex"]
     paths[0].write_text(to_markdown(table))
-    table.to_csv(paths[1], index=False)
-    paths[2].write_text(table.to_latex(index=False, float_format="%.1f", na_rep="-"))
+    table.to_csv(paths[1], index=False, float_format="%.4g")
+    tex = table[["family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE"]]
+    paths[2].write_text(tex.to_latex(index=False, float_format="%.1f", na_rep="-"))
     return table, paths
 
 

@@ -31,7 +31,9 @@ def use_backend(module) -> None:
 def backend():
     if _backend is not None:
         return _backend
-    from .. import containers as sandbox  # imported on first use: the sandbox client is another room
+    from .. import (
+        containers as sandbox,  # imported on first use: the sandbox client is another room
+    )
 
     return sandbox
 

@@ -128,3 +128,27 @@ def score_json(schema, completion: str, max_errors: int = 5) -> Reward:
     if errors:
         return wrong("schema_violation", errors=errors, rule=rule)
     return correct_if(True, rule=rule)
+
+
+def partial_json(schema, completion: str) -> float:
+    """Partial credit in [0, 1] for a dense training reward (never for the test metric): for an
+    object schema, 0.3 for a JSON value that parses, 0.3 x the fraction of keys that are the
+    schema's properties and 0.4 x the fraction whose value validates against the property's
+    subschema (both over the larger of the schema's properties and the object's keys); an
+    answer that does not parse earns 0.3 x the fraction of property names it writes as quoted
+    strings."""
+    schema = load_schema(schema)
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    text, _ = json_answer(completion)
+    if text is None or not props:
+        return 0.0
+    try:
+        value = loads_strict(text)
+    except (ValueError, RecursionError):
+        return 0.3 * sum(f'"{k}"' in text for k in props) / len(props)
+    if not isinstance(value, dict):
+        return 0.1
+    known = [k for k in value if k in props]
+    good = sum(_cached_validator(json.dumps(props[k], sort_keys=True)).is_valid(value[k]) for k in known)
+    width = max(len(props), len(value))
+    return 0.3 + 0.3 * len(known) / width + 0.4 * good / width

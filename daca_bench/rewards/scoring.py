@@ -23,7 +23,7 @@ from ..types import (
 )
 from .answers import tagged
 
-SHAPINGS = (None, "d1")
+SHAPINGS = (None, "d1", "dense")
 
 
 def check_shaping(shaping: str | None) -> str | None:
@@ -160,3 +160,31 @@ def shaped(verify: Callable[[Sample, str], Reward], shape: Callable[[Reward, str
     shaped_verify.__name__ = f"{getattr(verify, '__name__', 'verify')}_shaped"
     return shaped_verify
 
+
+# ---- dense training rewards: partial credit for RL, while the test metric stays exact match ----
+PARTIAL_WEIGHT = 0.5  # a wrong answer earns at most half of a correct one
+
+
+def dense(verify: Callable[[Sample, str], Reward], partial: Callable[[Sample, str, Reward], float]):
+    """Wrap a verifier so that a wrong (or unanswered) completion earns PARTIAL_WEIGHT x its
+    partial credit in [0, 1] (the task's `partial` function); a correct one keeps 1.0, the status
+    is unchanged (accuracy still counts exact matches) and an unscorable one stays unscored."""
+
+    def dense_verify(sample: Sample, completion: str) -> Reward:
+        reward = verify(sample, completion)
+        if not reward.scored or reward.status == CORRECT:
+            return reward
+        credit = min(1.0, max(0.0, float(partial(sample, completion, reward))))
+        return Reward(PARTIAL_WEIGHT * credit, reward.status, {**reward.details, "partial": credit, "shaping": "dense"})
+
+    dense_verify.__name__ = f"{getattr(verify, '__name__', 'verify')}_dense"
+    return dense_verify
+
+
+def digit_credit(gold: str, answer: str | None) -> float:
+    """Fraction of digit positions (aligned from the right, sign included) that agree."""
+    if not answer:
+        return 0.0
+    width = max(len(gold), len(answer))
+    g, a = gold.rjust(width), answer.rjust(width)
+    return sum(x == y for x, y in zip(g, a)) / width

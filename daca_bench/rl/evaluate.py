@@ -4,8 +4,10 @@
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
+from pathlib import Path
 
 from ..config import SamplerConfig
 from ..models import ModelAdapter
@@ -36,6 +38,29 @@ def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | Non
     batch = sample(adapter, [s.prompt for s in samples], cfg, seed=seed, record=False)
     adapter.model.train(was_training)
     out = score(task, samples, batch.texts)
+    out["ids"] = [s.id for s in samples]
     out["completions"] = batch.texts
     out["forward_passes"] = batch.forward_passes
+    return out
+
+
+def write_eval_records(path: str | Path, result: dict) -> None:
+    """One JSON line per test prompt (id, completion, reward, status), written atomically: what
+    the table pairs by prompt. An unscorable reward is null, never 0."""
+    path = Path(path)
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for i, c, r in zip(result["ids"], result["completions"], result["rewards"]):
+            f.write(json.dumps({"id": i, "completion": c, "reward": r.as_json_value(), "status": r.status}) + "\n")
+    tmp.replace(path)
+
+
+def read_eval_records(path: str | Path) -> dict[str, float | None]:
+    """id -> exact reward (None for an unscorable one) from an eval.jsonl."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                out[row["id"]] = row["reward"]
     return out

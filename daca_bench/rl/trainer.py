@@ -32,7 +32,7 @@ from ..checkpoint import RunState, find_checkpoint, save_checkpoint
 from ..config import RLConfig, load_config, pick, to_dict
 from ..models import load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
-from .evaluate import evaluate, score
+from .evaluate import evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, LOSSES
 from .sampler import sample
@@ -108,6 +108,8 @@ def validate(cfg: RLConfig) -> None:
 
     pick(SCORES, cfg.dps.score, "dps.score")
     pick({"none": 0, "tensorboard": 1}, cfg.train.report_to, "train.report_to")
+    pick(REWARDS, cfg.train.reward, "train.reward")
+    pick(PRECISIONS, cfg.train.precision, "train.precision")
     _, world = _world()
     if cfg.train.prompts_per_step % world:
         raise ValueError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
@@ -135,8 +137,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         if reference is not adapter:
             reference.model.to(device).eval().requires_grad_(False)
     counter = PassCounter(adapter.model)
-    train_task = get_task(t.task, split="train", n=t.n_train, seed=t.seed)
-    test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.seed)
+    train_task = training_task(cfg)
+    test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
@@ -193,6 +195,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             return {"stopped": True, "step": run.step}
         checkpoint()
         result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval)
+        if rank == 0:
+            write_eval_records(out / "eval.jsonl", result)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
@@ -246,6 +250,27 @@ def _tensorboard(report_to: str, out: Path):
     return SummaryWriter(str(out / "tensorboard"))
 
 
+REWARDS = {"exact": None, "dense": "dense", "d1": "d1"}  # train.reward -> the task's `shaping`
+
+
+def training_task(cfg: RLConfig):
+    """The train split with the reward RL trains on: exact match, or the task's dense partial
+    credit / d1 shaping (the test split is always scored by exact match)."""
+    from ..config import ConfigError
+    from ..registry import get_task
+
+    t = cfg.train
+    shaping = pick(REWARDS, t.reward, "train.reward")
+    kw = {"shaping": shaping} if shaping else {}
+    try:
+        return get_task(t.task, split="train", n=t.n_train, seed=t.seed, **kw)
+    except (TypeError, ValueError) as exc:
+        if not shaping:
+            raise
+        raise ConfigError(f"train.reward={t.reward}: task {t.task!r} has no such reward ({exc}); "
+                          "use train.reward=exact") from None
+
+
 def load_initial(cfg: RLConfig):
     """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed)."""
     name = cfg.train.init or cfg.model.name
@@ -283,7 +308,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     rows = [s for s in prompts for _ in range(G)]
     seq_ids = [(step, first_prompt + i // G, i % G) for i in range(len(rows))]
     adapter.model.eval()
-    with counter("rollout"):
+    with counter("rollout"), autocast(adapter.device, t.precision):
         batch = sample(adapter, [s.prompt for s in rows], cfg.rollout, seed=[_seed(t.seed, "rollout", *k) for k in seq_ids])
     timer["rollout"] = time.perf_counter() - tick
     # 2. verify (an infrastructure failure is NaN and stays out of the group statistics)
@@ -306,7 +331,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
                p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=cfg.sml.chunk or None)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
-    with torch.no_grad(), counter("likelihood_old"):
+    with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision):
         old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
             ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
@@ -323,7 +348,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
         opt.zero_grad(set_to_none=True)
         for sl in micro:
             sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
-            with counter("likelihood"), _autocast(device):
+            with counter("likelihood"), autocast(device, t.precision):
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
             old_i = old[i][sl].to(device) if old else logp.detach()  # on-policy: ratio exactly 1
             ref_i = ref[i][sl].to(device) if ref else None
@@ -346,7 +371,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     zero_std = sum(1 for g in groups if torch.isfinite(g).sum() > 1 and g[torch.isfinite(g)].std() == 0) / len(groups)
     tokens = int(valid.sum())
     n_parts = max(1, len(micro) * t.mu)
+    exact = [r.status == "correct" for r in scored["rewards"] if r.scored]
     return {"reward_mean": finite.mean().item() if finite.numel() else math.nan,
+            "exact_mean": sum(exact) / len(exact) if exact else math.nan,
             "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
             "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
             "loss": sum(losses) / len(losses), "kl": stats["kl"] / n_parts, "clip_frac": stats["clip_frac"] / n_parts,
@@ -357,9 +384,26 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
 
 
-def _autocast(device):
-    """bf16 autocast on GPU; a no-op on CPU."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
+def bf16_is_fast(device) -> bool:
+    """CUDA, or a CPU with AMX or AVX-512 bf16 (where bf16 matmuls run in hardware)."""
+    if device.type == "cuda":
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " amx_bf16" in flags or " avx512_bf16" in flags
+
+
+def autocast(device, precision: str = "auto"):
+    """bf16 autocast for rollouts and updates (train.precision); fp32 master weights either way.
+    auto = bf16 where the hardware runs it (BENCHMARKS.md has the side-by-side timing)."""
+    if precision == "fp32" or (precision == "auto" and not bf16_is_fast(device)):
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 def _split(n: int, parts: int) -> list[slice]:

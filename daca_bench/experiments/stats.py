@@ -1,0 +1,128 @@
+"""Paired comparisons over seeds x test prompts: intervals and the minimum detectable effect.
+
+Every cell of a grid is scored on its family's one fixed test set, so a comparison of a variant
+with the baseline is a matrix of paired per-prompt differences d[s, p] (seed s, prompt p).
+Its uncertainty has three sources: seeds, prompts and their interaction.
+
+- `variance_components`: the variance of mean(d) from the two-way ANOVA mean squares of d (a
+  crossed random-effects model: Var(mean) = s2_seed/S + s2_prompt/P + s2_resid/(S*P)), with a
+  Satterthwaite degrees of freedom. The table's interval is mean +- t_{0.975, df} * SE: the
+  mixed-model interval.
+- `crossed_bootstrap`: the percentile interval of mean(d) from a two-way (crossed) bootstrap
+  that resamples seeds and prompts independently (the hierarchical bootstrap for this design),
+  kept beside it as a check. It counts the residual term more than once, so it is somewhat
+  wider (conservative) when the seed x prompt noise is large.
+- `mde`: the minimum detectable effect, (t_{1-alpha/2, df} + t_{power, df}) * SE: the true
+  difference that this design would find with the given power at a two-sided alpha.
+- `t_interval`: the plain t-interval of per-seed means (the older, seeds-only interval).
+
+    c = compare(d)          # d: (S, P) array -> Comparison(mean, lo, hi, se, df, mde, t_half, ...)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Comparison:
+    mean: float  # mean paired difference
+    lo: float  # 95 % mixed-model interval: mean -+ t_{0.975, df} * se
+    hi: float
+    se: float  # standard error of the mean (variance components)
+    df: float  # its Satterthwaite degrees of freedom
+    mde: float  # minimum detectable effect (80 % power, two-sided 5 %)
+    boot_lo: float  # 95 % crossed-bootstrap percentile interval
+    boot_hi: float
+    t_half: float  # half-width of the t-interval over per-seed means (NaN with one seed)
+    seeds: int
+    prompts: int
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+
+def crossed_bootstrap(d: np.ndarray, n_boot: int = 2000, level: float = 0.95, seed: int = 0):
+    """Percentile interval and bootstrap SE of mean(d) for a (seeds, prompts) matrix, resampling
+    seeds and prompts independently. The mean over a resample is w_s^T d w_p / (S P), with w the
+    multinomial counts of each draw, so no resampled matrix is ever built."""
+    d = np.asarray(d, dtype=float)
+    S, P = d.shape
+    rng = np.random.default_rng(seed)
+    ws = rng.multinomial(S, np.full(S, 1 / S), size=n_boot)  # (B, S)
+    wp = rng.multinomial(P, np.full(P, 1 / P), size=n_boot)  # (B, P)
+    means = np.einsum("bs,sp,bp->b", ws, d, wp) / (S * P)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(means, [a, 1 - a])
+    return float(lo), float(hi), float(means.std(ddof=1))
+
+
+def variance_components(d: np.ndarray) -> tuple[float, float]:
+    """SE of mean(d) and its Satterthwaite df from the two-way ANOVA of a (seeds, prompts) matrix.
+    E[MS_seed] = s2_e + P s2_s, E[MS_prompt] = s2_e + S s2_p, E[MS_resid] = s2_e, hence
+    Var(mean) = (MS_seed + MS_prompt - MS_resid) / (S P). With one seed (or one prompt) it is the
+    one-way SE over the other axis."""
+    d = np.asarray(d, dtype=float)
+    S, P = d.shape
+    if S == 1 or P == 1:
+        x = d.ravel()
+        n = x.size
+        return (float(x.std(ddof=1) / math.sqrt(n)), float(n - 1)) if n > 1 else (math.nan, math.nan)
+    grand = d.mean()
+    row, col = d.mean(1), d.mean(0)
+    ms_s = P * ((row - grand) ** 2).sum() / (S - 1)
+    ms_p = S * ((col - grand) ** 2).sum() / (P - 1)
+    resid = d - row[:, None] - col[None, :] + grand
+    df_e = (S - 1) * (P - 1)
+    ms_e = (resid ** 2).sum() / df_e
+    # Var(mean) = s2_s/S + s2_p/P + s2_e/(S P) as a sum of mean squares; a component whose estimate
+    # is negative (its mean square below the residual's) is set to zero and drops out
+    seed_on, prompt_on = bool(ms_s > ms_e), bool(ms_p > ms_e)
+    terms = [(ms_s, S - 1)] * seed_on + [(ms_p, P - 1)] * prompt_on
+    if seed_on and prompt_on:
+        terms.append((-ms_e, df_e))
+    elif not (seed_on or prompt_on):
+        terms = [(ms_e, df_e)]
+    var = sum(m for m, _ in terms) / (S * P)
+    if var <= 0:
+        return 0.0, math.inf
+    den = sum(m * m / df for m, df in terms)
+    df = (sum(m for m, _ in terms) ** 2) / den if den > 0 else math.inf
+    return float(math.sqrt(var)), float(max(1.0, df))
+
+
+def mde(se: float, df: float, alpha: float = 0.05, power: float = 0.80) -> float:
+    """Minimum detectable effect of a two-sided level-alpha t-test with the given power."""
+    if not math.isfinite(se):
+        return math.nan
+    t = stats.t if math.isfinite(df) else None
+    q = (t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) if t else (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+    return float(q * se)
+
+
+def t_interval(values, level: float = 0.95) -> tuple[float, float]:
+    """Mean and t-interval half-width of a list (NaN half-width with fewer than two values)."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan
+    if x.size < 2:
+        return float(x.mean()), math.nan
+    return float(x.mean()), float(stats.t.ppf((1 + level) / 2, x.size - 1) * stats.sem(x))
+
+
+def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0) -> Comparison:
+    """Everything the table reports about one paired comparison."""
+    d = np.asarray(d, dtype=float)
+    if d.ndim == 1:
+        d = d[None, :]
+    S, P = d.shape
+    boot_lo, boot_hi, _ = crossed_bootstrap(d, n_boot=n_boot, seed=seed)
+    se, df = variance_components(d)
+    m = float(d.mean())
+    half = float(stats.t.ppf(0.975, df) * se) if math.isfinite(df) else float(stats.norm.ppf(0.975) * se)
+    _, t_half = t_interval(d.mean(1).tolist())
+    return Comparison(m, m - half, m + half, se, df, mde(se, df), boot_lo, boot_hi, t_half, S, P)

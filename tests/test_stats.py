@@ -1,0 +1,103 @@
+"""The interval and MDE code on synthetic data with a known answer: a planted effect is found at
+about the stated power, a null one is not (beyond the stated false-positive rate), over repeated draws."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from daca_bench.experiments.stats import compare, crossed_bootstrap, mde, t_interval, variance_components
+
+S, P = 4, 128
+SD_SEED, SD_PROMPT, SD_RESID = 0.02, 0.3, 0.6  # paired differences of 0/1 outcomes: the prompt term dominates
+
+
+def _draw(rng, delta, S=S, P=P):
+    return (delta + rng.normal(0, SD_SEED, (S, 1)) + rng.normal(0, SD_PROMPT, (1, P))
+            + rng.normal(0, SD_RESID, (S, P)))
+
+
+def _true_se(S=S, P=P):
+    return math.sqrt(SD_SEED ** 2 / S + SD_PROMPT ** 2 / P + SD_RESID ** 2 / (S * P))
+
+
+def test_variance_components_recover_the_true_standard_error():
+    rng = np.random.default_rng(0)
+    ses = [variance_components(_draw(rng, 0.0))[0] for _ in range(300)]
+    means = [_draw(rng, 0.0).mean() for _ in range(2000)]
+    assert np.mean(ses) == pytest.approx(_true_se(), rel=0.1)
+    assert np.std(means) == pytest.approx(_true_se(), rel=0.1)
+
+
+def test_null_effect_is_rarely_called():
+    rng = np.random.default_rng(1)
+    calls = [compare(_draw(rng, 0.0), n_boot=500, seed=i).excludes_zero for i in range(300)]
+    assert 0.01 <= np.mean(calls) <= 0.10  # stated: 5 % two-sided
+
+
+def test_planted_effect_at_the_mde_is_found_with_about_80_percent_power():
+    rng = np.random.default_rng(2)
+    # the MDE the table would report for this design (its t quantiles use the estimated df)
+    delta = np.mean([compare(_draw(rng, 0.0), n_boot=50).mde for _ in range(100)])
+    calls = [compare(_draw(rng, delta), n_boot=500, seed=i).excludes_zero for i in range(300)]
+    assert 0.68 <= np.mean(calls) <= 0.92
+
+
+def test_seed_dominated_noise_keeps_its_false_positive_rate():
+    """Few seeds and a large seed effect: the Satterthwaite df widens the interval accordingly."""
+    rng = np.random.default_rng(7)
+
+    def draw():
+        return rng.normal(0, 0.1, (4, 1)) + rng.normal(0, 0.05, (1, P)) + rng.normal(0, 0.2, (4, P))
+
+    calls = [compare(draw(), n_boot=200, seed=i).excludes_zero for i in range(400)]
+    assert np.mean(calls) <= 0.09
+
+
+def test_bootstrap_interval_is_no_narrower_than_the_mixed_model_one():
+    rng = np.random.default_rng(8)
+    c = compare(_draw(rng, 0.0), n_boot=2000)
+    assert (c.boot_hi - c.boot_lo) >= 0.95 * (c.hi - c.lo)
+
+
+def test_large_planted_effect_is_always_found_and_estimated():
+    rng = np.random.default_rng(3)
+    cs = [compare(_draw(rng, 0.3), n_boot=500, seed=i) for i in range(50)]
+    assert all(c.excludes_zero and c.lo > 0 for c in cs)
+    assert np.mean([c.mean for c in cs]) == pytest.approx(0.3, abs=0.02)
+
+
+def test_binary_outcomes_null_and_planted():
+    """0/1 outcomes with prompt difficulty shared by both arms (a common test set): no effect is
+    rarely called; +15 pp is found."""
+    rng = np.random.default_rng(4)
+
+    def draw(gain):
+        p = rng.beta(1, 2, size=P)  # per-prompt solve rate
+        base = rng.random((S, P)) < p
+        var = rng.random((S, P)) < np.clip(p + gain, 0, 1)
+        return var.astype(float) - base.astype(float)
+
+    null = np.mean([compare(draw(0.0), n_boot=400, seed=i).excludes_zero for i in range(200)])
+    hit = np.mean([compare(draw(0.15), n_boot=400, seed=i).excludes_zero for i in range(100)])
+    assert null <= 0.10 and hit >= 0.9
+
+
+def test_mde_matches_the_t_formula_and_shrinks_with_more_seeds():
+    assert mde(1.0, 3) == pytest.approx(stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3))
+    assert mde(1.0, math.inf) == pytest.approx(2.8016, abs=1e-3)
+    rng = np.random.default_rng(5)
+    few = np.mean([compare(_draw(rng, 0.0, S=2), n_boot=200).mde for _ in range(50)])
+    many = np.mean([compare(_draw(rng, 0.0, S=16), n_boot=200).mde for _ in range(50)])
+    assert many < few
+
+
+def test_bootstrap_and_t_interval_agree_with_scipy_on_one_axis():
+    rng = np.random.default_rng(6)
+    x = rng.normal(0.1, 1.0, size=400)
+    lo, hi, se = crossed_bootstrap(x[None, :], n_boot=4000)
+    ref = stats.bootstrap((x,), np.mean, n_resamples=4000, method="percentile", random_state=0).confidence_interval
+    assert lo == pytest.approx(ref.low, abs=0.02) and hi == pytest.approx(ref.high, abs=0.02)
+    m, half = t_interval([1.0, 2.0, 3.0, 4.0])
+    assert m == 2.5 and half == pytest.approx(stats.t.ppf(0.975, 3) * stats.sem([1, 2, 3, 4]))
+    assert math.isnan(t_interval([1.0])[1])
