@@ -2,7 +2,8 @@
 
 `Sample` and `Task` describe a verifiable task, `Reward` is what a verifier returns (status
 separates a wrong answer from an answer that could not be scored), `Trajectory` is the
-sampler's by-product described in shared/design/daca-spec.md.
+sampler's by-product (daca_bench/rl/sampler.py; docs/method.md, section 3).
+What a task is: docs/tasks.md.
 """
 from __future__ import annotations
 

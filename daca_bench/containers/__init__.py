@@ -1,4 +1,5 @@
-"""Code sandbox: a pool of long-lived, locked-down Docker containers that run untrusted programs.
+"""The host side of the code sandbox (the image recipe and the in-container worker are in
+sandbox/): a pool of long-lived, locked-down Docker containers that run untrusted programs.
 
 Each container (no network, memory and pids limits, read-only root, small tmpfs /tmp, no
 capabilities, no-new-privileges, user 10001, docker-init) runs sandbox/worker.py, which

@@ -1,5 +1,5 @@
 """Denoising Progress Scores (DPS): per-token weights from the sampler's trajectory record,
-with no extra forward pass (daca-spec.md, "DPS").
+with no extra forward pass (docs/method.md, section 4).
 
     w = dps_weights(batch.trajectory, batch.completion_mask, DPSConfig(score="progress"))  # (N, L)
 

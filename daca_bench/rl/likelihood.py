@@ -2,7 +2,7 @@
 
     logp = sml_logprobs(adapter, batch_ids, attn, prompt_len, k=4, seq_ids=ids, inner=0)  # (N, L)
 
-Stratified Masking Likelihood (daca-spec.md): the L completion positions are split into K
+Stratified Masking Likelihood (docs/method.md, sections 5-7): the L completion positions are split into K
 balanced strata; for stratum j one forward pass sees the completion with S_j masked, and
 log p(o_k | x^(j)) is read for k in S_j. K = 1 is d1's one-pass mean-field estimator
 (completion fully masked), K = 2 with `random` strata is DiffuCoder's coupled pair, K = L

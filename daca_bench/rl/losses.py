@@ -1,5 +1,5 @@
 """Advantages and the policy losses of the three base methods; DPS weights and any
-likelihood estimator plug into all of them (daca-spec.md, "Base methods").
+likelihood estimator plug into all of them (docs/method.md, section 8).
 
     adv = ADVANTAGES[cfg.base](rewards_grouped, cfg)          # (B*G,)
     loss, stats = LOSSES[cfg.base](logp, old_logp, ref_logp, adv, valid, weights, cfg)

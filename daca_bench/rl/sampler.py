@@ -1,5 +1,5 @@
-"""LLaDA-style sampler that also returns the trajectory record of daca-spec.md, at no extra
-forward pass.
+"""LLaDA-style sampler that also returns the trajectory record (docs/method.md, section 3),
+at no extra forward pass.
 
 Block semi-autoregressive decoding: the completion canvas (L masks) is split into blocks of
 b; each block gets T / (L / b) steps; at each step the model predicts every masked position
