@@ -115,7 +115,7 @@ class TrainConfig:
     seed: int = 0  # the run's seed: train prompts and their order, rollout noise, SML masks
     test_seed: int = 0  # the test set's seed, apart from `seed`: every cell of a grid is scored on one set
     reward: str = "exact"  # training reward: exact | dense (the task's partial credit) | d1; the test stays exact
-    precision: str = "auto"  # rollouts and updates: auto (bf16 where the hardware has it) | bf16 | fp32
+    precision: str = "auto"  # autocast: auto (bf16 rollouts where the hardware has it, bf16 updates on CUDA) | bf16 | fp32
     threads: int = 0
     lora: bool = False
     lora_r: int = 128

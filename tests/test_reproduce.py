@@ -32,7 +32,7 @@ def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path
                  "sft.md"):
         assert (out / name).exists(), name
     table = (out / "table.md").read_text()
-    assert "| math | arithmetic |" in table and "| code | python_tiny |" in table and "+DACA Δpp" in table
+    assert "| math | arithmetic |" in table and "| code | python_tiny |" in table and "| +DACA |" in table and "MDE" in table
     assert table in printed and "SFT start points" in printed
     cells = sorted(p.name for p in (out / "cells").iterdir())
     assert len(cells) == 4 and all((out / "cells" / c / "summary.json").exists() for c in cells)

@@ -20,12 +20,13 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..config import RLConfig, RunConfig, apply, load_config, pick, to_dict
-from .ablation import VARIANTS, expand, run_local, run_ray
+from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, pick, to_dict
+from .ablation import VARIANTS, Cell, expand, run_local, run_ray
 from .jobs import Job, run_jobs
+from .results import START
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,7 @@ class Family:
     gen_length: int
     sft_steps: int = 2500  # at most; SFT stops at the first dev evaluation that reaches the target
     sft_eval_every: int = 0  # 0 = the preset's; finer where accuracy jumps (4x4 sudoku: 0 % to 66 % in 100 steps)
+    rl: dict = field(default_factory=dict)  # this family's RL overrides (steps, lr, training reward), over the preset's
 
     @property
     def canvas(self) -> dict:
@@ -68,12 +70,13 @@ class PaperPreset:
     variants: tuple = tuple(VARIANTS)
 
 
+DENSE = {"train.reward": "dense"}  # the family's partial credit for RL; the table stays exact match
 FIVE = {  # in the order their SFT is started: the longest first, so two workers finish together
-    "code": Family("python_tiny", 10),
-    "json": Family("json_tiny", 28),
-    "countdown": Family("countdown_tiny", 12),
-    "math": Family("arithmetic", 4),
-    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20),
+    "code": Family("python_tiny", 10),  # exact: partial credit would cost a sandbox run per example
+    "json": Family("json_tiny", 28, rl=DENSE),
+    "countdown": Family("countdown_tiny", 12, rl=DENSE),
+    "math": Family("arithmetic", 4, rl=DENSE),
+    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20, rl=DENSE),
 }
 PAPER_TASKS = ("gsm8k", "math500", "humaneval", "mbpp", "sudoku", "countdown", "json_schema")
 PRESETS = {
@@ -130,12 +133,19 @@ def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dic
 
 # ---- stage 2: the grid ----------------------------------------------------------------------
 def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None):
+    """The grid. Common random numbers: the cells of one seed share the SFT start, the train
+    prompts and their order, the rollout noise and the SML masks (all keyed by train.seed), and
+    every cell of a family is scored on one test set (train.test_seed), so that variants differ
+    only where the method differs."""
     cells = []
     for label, fam in preset.families.items():
         start = str(Path(sft[label]["folder"]) / "final")
+        rl = {"train.steps": preset.rl_steps, **preset.rl, **fam.rl}
+        if steps:
+            rl["train.steps"] = steps
         grid = {"base": preset.base_config,
-                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **preset.rl, "train.task": fam.task,
-                              "train.steps": steps or preset.rl_steps, "train.init": start, "train.threads": 0},
+                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **rl, "train.task": fam.task,
+                              "train.init": start, "train.threads": 0},
                 "axes": {"loss.base": list(preset.bases), "train.task": [fam.task], "variant": list(preset.variants),
                          "train.seed": list(seeds or preset.seeds)}}
         cells += expand(grid, ROOT)
@@ -157,8 +167,34 @@ def paper_cells(preset: PaperPreset, steps: int | None = None, seeds=None):
     return cells
 
 
+def evaluate_starts(cells, folder: Path) -> dict[str, float]:
+    """The RL start (each family's SFT model) scored once on its family's test set, with the
+    cells' evaluation canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain."""
+    from ..registry import get_task
+    from ..rl.evaluate import evaluate, write_eval_records
+    from ..rl.trainer import load_initial
+
+    out = {}
+    for cfg in {c.config.train.task: c.config for c in cells}.values():
+        t = cfg.train
+        target = folder / START / t.task
+        key = json.dumps({"init": t.init, "test_seed": t.test_seed, "n_eval": t.n_eval, "eval": to_dict(cfg.eval)},
+                         sort_keys=True)
+        if (target / "summary.json").exists() and json.loads((target / "summary.json").read_text()).get("key") == key:
+            out[t.task] = json.loads((target / "summary.json").read_text())["test_accuracy"]
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        result = evaluate(load_initial(cfg), get_task(t.task, split="test", n=t.n_eval, seed=t.test_seed), cfg.eval,
+                          n=t.n_eval)
+        write_eval_records(target / "eval.jsonl", result)
+        (target / "summary.json").write_text(json.dumps({"task": t.task, "test_accuracy": result["accuracy"],
+                                                         "statuses": result["statuses"], "key": key}) + "\n")
+        out[t.task] = result["accuracy"]
+    return out
+
+
 # ---- stage 3: what a reader keeps ------------------------------------------------------------
-LIGHT = ("summary.json", "axes.json", "config.json", "metrics.jsonl", "dps_examples.json", "error.txt")
+LIGHT = ("summary.json", "axes.json", "config.json", "metrics.jsonl", "eval.jsonl", "dps_examples.json", "error.txt")
 
 
 def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[str, list[Path]]:
@@ -174,6 +210,8 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
             if (cell / name).exists():
                 (light / cell.name).mkdir(parents=True, exist_ok=True)
                 shutil.copy2(cell / name, light / cell.name / name)
+    if (cells_dir / START).exists():
+        shutil.copytree(cells_dir / START, light / START)
     table, paths = write_tables(light)
     for p in paths:
         shutil.move(str(p), out / p.name)
@@ -193,6 +231,41 @@ def sft_markdown(sft: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- calibration: one family's learning curve over learning rates ------------------------------
+def calibrate(preset: TinyPreset, label: str, lrs, variants, steps: int | None, seeds, work: Path, workers: int,
+              progress: bool) -> str:
+    """Run FAMILY's cells over train.lr x variants (one seed by default) with a test evaluation
+    every fifth of the run; return a Markdown table of test accuracy per step with the mean
+    training reward, loss and gradient norm (what tells a step budget that moves the baseline, and
+    an unstable update, apart)."""
+    fam = pick(preset.families, label, "--calibrate")
+    one = replace(preset, families={label: fam})
+    sft = run_sft(one, work, workers, progress)
+    n = steps or fam.rl.get("train.steps", preset.rl_steps)
+    cells = []
+    for cell in tiny_cells(one, sft, n, seeds or (0,)):
+        if cell.axes["variant"] not in variants:
+            continue
+        for lr in lrs:
+            cfg = apply(cell.config, {"train.lr": lr, "train.eval_every": max(1, n // 5)})
+            cells.append(Cell(f"{cell.name}_lr={lr:g}", {**cell.axes, "train.lr": lr}, cfg))
+    folder = work / f"calibrate-{label}"
+    start = evaluate_starts(cells, folder)
+    run_local(cells, folder, workers, desc=f"calibrate {label}", progress=progress)
+    lines = [f"{label} ({fam.task}): RL start {100 * start[fam.task]:.1f} % on the test set",
+             "| variant | lr | seed | test acc % by step | final % | reward (first 5 -> last 5 steps) | loss | grad norm |",
+             "|---|---:|---:|---|---:|---|---:|---:|"]
+    for cell in cells:
+        rows = [json.loads(x) for x in (folder / cell.name / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        final = json.loads((folder / cell.name / "summary.json").read_text())["test_accuracy"]
+        curve = " ".join(f"{r['step']}:{100 * r['test_accuracy']:.1f}" for r in rows if "test_accuracy" in r)
+        mean = lambda k, rs: sum(r[k] for r in rs) / max(1, len(rs))  # noqa: E731
+        lines.append(f"| {cell.axes['variant']} | {cell.axes['train.lr']:g} | {cell.config.train.seed} | {curve} | "
+                     f"{100 * final:.1f} | {mean('reward_mean', rows[:5]):.3f} -> {mean('reward_mean', rows[-5:]):.3f} | "
+                     f"{mean('loss', rows):.4f} | {mean('grad_norm', rows):.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 # ---- CLI -------------------------------------------------------------------------------------
 def configure(parser) -> None:
     parser.add_argument("--preset", default="tiny", help="tiny (default), tiny-quick, paper, llada-TASK; --list shows all")
@@ -205,6 +278,10 @@ def configure(parser) -> None:
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     parser.add_argument("--gpus-per-cell", type=float, default=1, help="GPUs per cell on Ray (paper presets)")
+    parser.add_argument("--calibrate", metavar="FAMILY", default=None,
+                        help="instead of the grid: FAMILY's learning curve over --lrs and --variants (one seed)")
+    parser.add_argument("--lrs", type=float, nargs="+", default=[2e-5, 5e-5, 1e-4], help="learning rates to calibrate")
+    parser.add_argument("--variants", nargs="+", default=["baseline"], help="variants to calibrate")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -217,6 +294,12 @@ def run(args) -> int:
     out = Path(args.output_dir or f"results/{args.preset}")
     work = Path(args.work_dir or "runs/reproduce")
     progress = not args.no_progress
+    if args.calibrate:
+        if not isinstance(preset, TinyPreset):
+            raise ConfigError("--calibrate works on the tiny presets")
+        print(calibrate(preset, args.calibrate, args.lrs, args.variants, args.steps, args.seeds, work, args.workers,
+                        progress))
+        return 0
     t0 = time.perf_counter()
     meta = {"preset": args.preset, "command": " ".join(["daca-bench", *sys.argv[1:]]), "preset_spec": asdict(preset),
             "date": time.strftime("%Y-%m-%d %H:%M %Z")}
@@ -226,6 +309,7 @@ def run(args) -> int:
         print("SFT start points (dev = prompts held out of the train split):\n" + sft_markdown(sft))
         cells = tiny_cells(preset, sft, args.steps, args.seeds)
         meta["sft"] = sft
+        meta["start"] = evaluate_starts(cells, work / args.preset)
     else:
         try:
             cells = paper_cells(preset, args.steps, args.seeds)

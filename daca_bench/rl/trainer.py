@@ -348,7 +348,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
         opt.zero_grad(set_to_none=True)
         for sl in micro:
             sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
-            with counter("likelihood"), autocast(device, t.precision):
+            with counter("likelihood"), autocast(device, t.precision, grad=True):
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
             old_i = old[i][sl].to(device) if old else logp.detach()  # on-policy: ratio exactly 1
             ref_i = ref[i][sl].to(device) if ref else None
@@ -384,7 +384,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
 
 
-PRECISIONS = ("auto", "bf16", "fp32")
+PRECISIONS = {"auto": "auto", "bf16": "bf16", "fp32": "fp32"}
 
 
 def bf16_is_fast(device) -> bool:
@@ -398,12 +398,13 @@ def bf16_is_fast(device) -> bool:
     return " amx_bf16" in flags or " avx512_bf16" in flags
 
 
-def autocast(device, precision: str = "auto"):
-    """bf16 autocast for rollouts and updates (train.precision); fp32 master weights either way.
-    auto = bf16 where the hardware runs it (BENCHMARKS.md has the side-by-side timing)."""
-    if precision == "fp32" or (precision == "auto" and not bf16_is_fast(device)):
-        return nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16)
+def autocast(device, precision: str = "auto", grad: bool = False):
+    """bf16 autocast (train.precision), fp32 master weights either way. auto: bf16 for the passes
+    without gradients (rollouts, old/reference log-probs) where the hardware runs bf16, and for
+    the update only on CUDA: on CPU, bf16 backward was slower than fp32 (BENCHMARKS.md)."""
+    fast = bf16_is_fast(device)
+    use = precision == "bf16" or (precision == "auto" and fast and (not grad or device.type == "cuda"))
+    return torch.autocast(device.type, dtype=torch.bfloat16) if use else nullcontext()
 
 
 def _split(n: int, parts: int) -> list[slice]:
