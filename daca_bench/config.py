@@ -232,10 +232,22 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _preset_path(path: str | Path) -> Path:
+    """`path` itself, or for a missing `configs/...` path the preset shipped with the package."""
+    path = Path(path)
+    if not path.exists() and not path.is_absolute() and path.parts[:1] == ("configs",):
+        from .resources import data_dir
+
+        shipped = data_dir("configs").joinpath(*path.parts[1:])
+        if shipped.exists():
+            return shipped
+    return path
+
+
 def load_config(path: str | Path | None, overrides: list[str] | None = None, cls=RunConfig):
     cfg = cls()
     if path:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = yaml.safe_load(_preset_path(path).read_text()) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
         try:

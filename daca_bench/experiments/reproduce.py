@@ -24,10 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import RLConfig, RunConfig, apply, load_config, pick, to_dict
+from ..resources import data_dir
 from .ablation import VARIANTS, expand, run_local, run_ray
 from .jobs import Job, run_jobs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = data_dir("configs").parent  # the repository, or the installed package's _data folder
 
 
 @dataclass(frozen=True)
