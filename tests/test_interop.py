@@ -58,3 +58,19 @@ def test_plugging_in_example_runs():
     exec(compile(code, "docs/plugging-in.md", "exec"), scope)
     assert scope["w"].shape == scope["logp"].shape == scope["batch"].completion_ids.shape
     assert scope["loss"].requires_grad and scope["loss"].isfinite()
+
+
+def test_evaluate_metric_scores_with_a_task_verifier_offline(monkeypatch):
+    import json
+
+    evaluate = pytest.importorskip("evaluate")
+    from daca_bench.metrics import VERIFY_METRIC
+
+    monkeypatch.setenv("HF_EVALUATE_OFFLINE", "1")
+    metric = evaluate.load(VERIFY_METRIC)
+    task = get_task("countdown_tiny", n=2)
+    refs = [json.dumps({"numbers": s.metadata["numbers"], "target": s.metadata["target"]}) for s in task.samples]
+    out = metric.compute(predictions=[task.samples[0].target, "1+1", "2"], references=refs + [json.dumps({})],
+                         task="countdown_tiny")
+    assert out["accuracy"] == 0.5 and out["scored"] == 2
+    assert (out["correct"], out["wrong"], out["bad_input"], out["infra_error"]) == (1, 1, 1, 0)
