@@ -70,6 +70,8 @@ def build_parser(only: str | None = None) -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, (modname, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
+                       help="also load the task files in DIR (repeatable; adds to DACA_BENCH_TASKS)")
         if name == only:
             module = _import(modname, name)
             if module is not None:
@@ -104,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .config import ConfigError
 
+    if args.tasks_dir:  # through the environment, so that worker processes see the same tasks
+        import os
+
+        os.environ["DACA_BENCH_TASKS"] = os.pathsep.join(
+            [*args.tasks_dir, *filter(None, os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep))])
     try:
         return int(module.run(args) or 0)
     except ConfigError as exc:  # a wrong key, value or name: one clear line, no traceback

@@ -235,17 +235,67 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+# TRL's GRPOConfig names accepted in RL overrides: name -> (our key, value translation or None)
+TRL_ALIASES = {
+    "num_iterations": ("train.mu", None),
+    "learning_rate": ("train.lr", None),
+    "max_grad_norm": ("train.grad_clip", None),
+    "gradient_accumulation_steps": ("train.grad_accum", None),
+    "max_steps": ("train.steps", None),
+    "num_generations": ("train.num_generations", None),
+    "beta": ("loss.beta", None),
+    "epsilon": ("loss.epsilon", None),
+    "importance_sampling_level": ("loss.base", {"token": "grpo", "sequence": "gspo"}),
+    "scale_rewards": ("loss.scale_rewards", {"group": True, "none": False, True: True, False: False}),
+}
+
+
+def trl_aliases(updates: dict[str, Any]) -> dict[str, Any]:
+    """RL overrides with TRL's names (learning_rate=1e-5, importance_sampling_level=sequence,
+    scale_rewards=group, ...) rewritten to our keys; a value TRL allows but we do not is an error."""
+    out = {}
+    for key, value in updates.items():
+        if key not in TRL_ALIASES:
+            out[key] = value
+            continue
+        ours, values = TRL_ALIASES[key]
+        if values is not None:
+            if not isinstance(value, (str, bool)) or value not in values:
+                allowed = ", ".join(str(v).lower() for v in values)
+                raise ConfigError(f"{key}={value!r} (TRL's name for {ours}) is not supported; choose from {allowed}")
+            value = values[value]
+        if ours in updates:
+            raise ConfigError(f"{key} is TRL's name for {ours}; set one of them, not both")
+        out[ours] = value
+    return out
+
+
+def _preset_path(path: str | Path) -> Path:
+    """`path` itself, or for a missing `configs/...` path the preset shipped with the package."""
+    path = Path(path)
+    if not path.exists() and not path.is_absolute() and path.parts[:1] == ("configs",):
+        from .resources import data_dir
+
+        shipped = data_dir("configs").joinpath(*path.parts[1:])
+        if shipped.exists():
+            return shipped
+    return path
+
+
 def load_config(path: str | Path | None, overrides: list[str] | None = None, cls=RunConfig):
     cfg = cls()
     if path:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = yaml.safe_load(_preset_path(path).read_text()) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
         try:
             cfg = apply(cfg, data)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
-    return apply(cfg, parse_overrides(overrides or []))
+    updates = parse_overrides(overrides or [])
+    if cls is RLConfig:
+        updates = trl_aliases(updates)
+    return apply(cfg, updates)
 
 
 def to_dict(cfg) -> dict:

@@ -3,12 +3,16 @@
     from daca_bench.registry import get_task, list_tasks
     task = get_task("arithmetic", split="train", n=512, seed=0)
 
-Extra task folders can be added with the DACA_BENCH_TASKS environment variable
-(os.pathsep-separated). Try `daca-bench tasks`.
+Tasks come from three places: the files of the shipped `tasks/` folder, the folders named in
+the DACA_BENCH_TASKS environment variable (os.pathsep-separated; `daca-bench --tasks-dir DIR`
+sets it), and installed packages that declare an entry point in the group `daca_bench.tasks`
+whose value is a module that registers its tasks when imported (see tasks/README.md).
+Try `daca-bench tasks`.
 """
 from __future__ import annotations
 
 import difflib
+import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -16,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .resources import data_dir
 from .types import Task
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+TASKS_DIR = data_dir("tasks")
+ENTRY_POINT_GROUP = "daca_bench.tasks"
 FAMILIES = ("math", "code", "constraint", "json")
 
 
@@ -76,6 +82,12 @@ def load_all() -> None:
             module = importlib.util.module_from_spec(spec)
             sys.modules[modname] = module
             spec.loader.exec_module(module)
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plug-in names itself instead of hiding every task
+            raise ImportError(f"task plug-in {ep.name!r} ({ep.value}, group {ENTRY_POINT_GROUP}) "
+                              f"failed to load: {type(exc).__name__}: {exc}") from exc
     _loaded = True
 
 

@@ -63,6 +63,20 @@ class Task:
     verify: Verifier
     split: str = "test"
 
+    def to_hf_dataset(self, n: int | None = None):
+        """A `datasets.Dataset` for TRL and other trainers: `prompt`, `id` and the scoring fields
+        (each sample's metadata; a dict such as a JSON `schema` is written as its JSON text), which
+        is all `daca_bench.rewards.verify.reward_function(task.name)` needs to score a completion."""
+        import json
+
+        import datasets
+
+        samples = self.samples if n is None else self.samples[:n]
+        rows = [{"prompt": s.prompt, "id": s.id,
+                 **{k: json.dumps(v) if isinstance(v, dict) else v for k, v in s.metadata.items()}}
+                for s in samples]
+        return datasets.Dataset.from_list(rows)
+
 
 class TaskBuilder(Protocol):
     def __call__(self, split: str = "test", n: int | None = None, seed: int = 0, **kw) -> Task: ...

@@ -59,21 +59,29 @@ def test_cells_skip_when_finished_resume_when_not_and_failures_are_reported(tmp_
     _execute_notebook(tmp_path)
 
 
-def _execute_notebook(results):
+def _execute_notebook(results=None):
+    """Run the notebook as Jupyter does: its kernel started in notebooks/."""
     import os
 
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(ROOT / "notebooks" / "ablations.ipynb", as_version=4)
-    os.environ["DACA_RESULTS"] = str(results)
+    if results is not None:
+        os.environ["DACA_RESULTS"] = str(results)
     try:
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     finally:
-        os.environ.pop("DACA_RESULTS")
+        os.environ.pop("DACA_RESULTS", None)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs)
+    assert not {p.name for p in (ROOT / "notebooks").iterdir()} - {"ablations.ipynb", ".ipynb_checkpoints"}
+
+
+def test_notebook_opens_the_committed_results_from_notebooks_folder():
+    _execute_notebook()  # the default DACA_RESULTS, relative to the repository root
 
 
 def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo", prompts=None):

@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..resources import data_dir
 from .protocol import HOW_TO_START, SandboxUnavailable
 
-SANDBOX_DIR = Path(__file__).resolve().parents[2] / "sandbox"
+SANDBOX_DIR = data_dir("sandbox")
 IMAGE_REPO = "daca-bench-sandbox"
 RECIPE_FILES = ("build_rootfs.sh", "Dockerfile")
 

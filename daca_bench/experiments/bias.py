@@ -145,14 +145,12 @@ def format_table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no backend is chosen for the caller
 
     strat = [r for r in rows if r["k"] != ""]
     ks = [r["k"] for r in strat]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    axes = fig.subplots(1, 2)
     for ax, col, ci, label in ((axes[0], "bias_per_token", "bias_ci", "bias per token (nats)"),
                                (axes[1], "logratio_corr", "logratio_corr_ci", "log-ratio correlation")):
         ys = np.array([r[col] for r in strat])
@@ -169,7 +167,6 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.suptitle("Likelihood estimators vs the reference (95% bootstrap intervals over sequences)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def write_outputs(rows: list[dict], meta: dict, json_path: Path) -> list[Path]:

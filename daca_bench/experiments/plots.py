@@ -1,9 +1,12 @@
-"""Ablation plots (matplotlib, PNG and PDF), read through `results.py`:
+"""Ablation plots, read through `results.py`. Each plot function returns a matplotlib `Figure`
+(built without pyplot, so no backend is chosen here) and draws on the caller's axes when given
+`ax=`; only `plot_all`, behind the CLI, writes files:
 
     daca-bench plot results/grid      # gains.png/pdf, curves.png/pdf, dps.png/pdf beside the cells
+    fig = plot_gains(build_table(load_results("results/grid")))    # in a notebook: shown inline
 
 - gains: pp change against the baseline per family and variant, with paired 95 % intervals,
-  and the paper's headline gain marked;
+  the MDE as a band and the paper's headline gain marked;
 - curves: training reward and test accuracy per step, one line per variant (mean over seeds);
 - dps: the DPS weights over the tokens of a few real completions.
 """
@@ -13,35 +16,31 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from .results import PAPER_GAIN_PP, VARIANT_ORDER, build_table, load_results, load_start
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, folder: Path, stem: str) -> list[Path]:
-    paths = [folder / f"{stem}.png", folder / f"{stem}.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=130, bbox_inches="tight")
-    _plt().close(fig)
-    return paths
+def _axes(ax, rows: int, cols: int, figsize) -> tuple[Figure, np.ndarray]:
+    """(figure, rows x cols array of axes): new ones, or the caller's `ax` (an Axes or an array of them)."""
+    if ax is None:
+        fig = Figure(figsize=figsize)
+        return fig, fig.subplots(rows, cols, squeeze=False)
+    axes = np.asarray(ax, dtype=object).reshape(-1)
+    if axes.size != rows * cols:
+        raise ValueError(f"this plot draws on {rows} x {cols} axes; ax= gave {axes.size}")
+    return axes[0].figure, axes.reshape(rows, cols)
 
 
-def plot_gains(table: pd.DataFrame, folder: Path) -> list[Path]:
-    """Δpp against the baseline per task and variant with the 95 % interval; the MDE as a grey
-    band (a gain inside it could not have been told from noise) and the paper's gain dashed."""
-    plt = _plt()
+def plot_gains(table: pd.DataFrame, ax=None) -> Figure:
+    """Δpp against the baseline per task and variant with the 95 % interval, one panel per base
+    method; the MDE as a grey band (a gain inside it could not have been told from noise) and
+    the paper's gain dashed."""
     table = table[table["variant"].isin(VARIANT_ORDER[1:]) & table.get("delta_pp", pd.Series(dtype=float)).notna()]
     bases = sorted(table["base"].unique())
-    fig, axes = plt.subplots(1, max(1, len(bases)), figsize=(6 * max(1, len(bases)), 4), squeeze=False)
+    fig, axes = _axes(ax, 1, max(1, len(bases)), (6 * max(1, len(bases)), 4))
     variants = [v for v in VARIANT_ORDER[1:] if v in set(table["variant"])]
     for ax, base in zip(axes[0], bases):
         tb = table[table["base"] == base]
@@ -69,7 +68,7 @@ def plot_gains(table: pd.DataFrame, folder: Path) -> list[Path]:
         ax.set_ylabel("test accuracy change vs baseline (pp)")
         ax.set_title(f"base method: {base}")
         ax.legend(fontsize=8)
-    return _save(fig, folder, "gains")
+    return fig
 
 
 def load_curves(folder: str | Path) -> pd.DataFrame:
@@ -86,10 +85,10 @@ def load_curves(folder: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_curves(curves: pd.DataFrame, folder: Path) -> list[Path]:
-    plt = _plt()
+def plot_curves(curves: pd.DataFrame, ax=None) -> Figure:
+    """Training reward (top) and test accuracy (bottom) per step, one column per task."""
     tasks = sorted(curves["task"].unique())
-    fig, axes = plt.subplots(2, len(tasks), figsize=(4.5 * len(tasks), 6), squeeze=False)
+    fig, axes = _axes(ax, 2, len(tasks), (4.5 * len(tasks), 6))
     for j, task in enumerate(tasks):
         c = curves[curves["task"] == task]
         for (base, variant), g in c.groupby(["base", "variant"]):
@@ -104,16 +103,16 @@ def plot_curves(curves: pd.DataFrame, folder: Path) -> list[Path]:
         axes[1][j].set_ylabel("test accuracy")
         axes[1][j].set_xlabel("step")
         axes[0][j].legend(fontsize=7)
-    return _save(fig, folder, "curves")
+    return fig
 
 
-def plot_dps(folder: Path, max_examples: int = 4) -> list[Path]:
+def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | None:
+    """The DPS weights over the tokens of a few real completions (None when the run saved none)."""
     files = sorted(Path(folder).glob("*/dps_examples.json")) or sorted(Path(folder).glob("dps_examples.json"))
     if not files:
-        return []
+        return None
     examples = json.loads(files[0].read_text())[:max_examples]
-    plt = _plt()
-    fig, axes = plt.subplots(len(examples), 1, figsize=(8, 1.2 * len(examples) + 0.6), squeeze=False)
+    fig, axes = _axes(ax, len(examples), 1, (8, 1.2 * len(examples) + 0.6))
     for ax, ex in zip(axes[:, 0], examples):
         w = ex["weights"]
         ax.bar(range(len(w)), w, color=["tab:orange" if x > 1 else "tab:blue" for x in w])
@@ -124,19 +123,23 @@ def plot_dps(folder: Path, max_examples: int = 4) -> list[Path]:
     fig.suptitle(f"DPS weights ({examples[0]['score']}) over the tokens of real completions; "
                  f"from {files[0].parent.name}", fontsize=9)
     fig.tight_layout()
-    return _save(fig, folder, "dps")
+    return fig
 
 
 def plot_all(folder: str | Path) -> list[Path]:
+    """What `daca-bench plot` writes: gains, curves and dps as PNG and PDF beside the cells."""
     folder = Path(folder)
     df = load_results(folder)
-    paths = []
-    if not df.empty:
-        paths += plot_gains(build_table(df, load_start(folder)), folder)
     curves = load_curves(folder)
-    if not curves.empty:
-        paths += plot_curves(curves, folder)
-    paths += plot_dps(folder)
+    figures = {"gains": plot_gains(build_table(df, load_start(folder))) if not df.empty else None,
+               "curves": plot_curves(curves) if not curves.empty else None,
+               "dps": plot_dps(folder)}
+    paths = []
+    for stem, fig in figures.items():
+        if fig is not None:
+            for path in (folder / f"{stem}.png", folder / f"{stem}.pdf"):
+                fig.savefig(path, dpi=130, bbox_inches="tight")
+                paths.append(path)
     if not paths:
         raise FileNotFoundError(f"nothing to plot under {folder}: no finished cells or metrics")
     return paths

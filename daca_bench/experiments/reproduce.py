@@ -24,11 +24,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, pick, to_dict
+from ..resources import data_dir
 from .ablation import VARIANTS, Cell, expand, run_local, run_ray
 from .jobs import Job, run_jobs
 from .results import START
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = data_dir("configs").parent  # the repository, or the installed package's _data folder
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import json
 import math
 import multiprocessing
 import sys
+import warnings
 from collections import Counter
 from typing import Any, Callable, Sequence
 
@@ -119,6 +120,11 @@ def score_records(name: str, rows: Sequence[dict], completions: Sequence[Any], w
                   **task_kw) -> list[Reward]:
     """One Reward per (record, completion): bad records and bad completions are bad_input."""
     verify, built = build_samples(name, rows, **task_kw)
+    return score_built(verify, built, completions, workers)
+
+
+def score_built(verify, built: Sequence[Sample | Reward], completions: Sequence[Any], workers: int = 1) -> list[Reward]:
+    """score_records after build_samples: the Rewards already in `built` are kept."""
     rewards: list[Reward | None] = [None] * len(built)
     todo, texts = [], []
     for i, (item, completion) in enumerate(zip(built, completions)):
@@ -144,10 +150,43 @@ def _prompt_text(prompt: Any) -> str:
     return str(prompt)
 
 
+class _Fields(dict):
+    """A sample's metadata taken from dataset columns; a missing one is a MissingColumn."""
+
+    def __missing__(self, key):
+        raise MissingColumn(key)
+
+
+class MissingColumn(KeyError):
+    pass
+
+
 def reward_function(name: str, *, workers: int = 1, **task_kw) -> Callable[..., list[float | None]]:
-    """A TRL-style reward function `f(prompts, completions, **columns) -> list[float | None]`:
-    each row's dataset columns (the task's fields) rebuild its sample; None = not scorable."""
+    """A TRL-style reward function `f(prompts, completions, **columns) -> list[float | None]`.
+    Each row's columns rebuild its sample: the task's record fields (e.g. gsm8k's `question`,
+    `answer`), or else the scoring fields that `Task.to_hf_dataset()` writes (the sample's
+    metadata, e.g. gsm8k's gold `answer`). None = not scorable; a row that lacks a column the
+    verifier needs is None, with one warning per missing column naming it."""
     _build_kwargs(name, task_kw)  # unknown task or option: fail now, not mid-training
+    warned: set[str] = set()
+
+    def from_fields(verify, row: dict, completion: Any, record_error: str) -> float | None:
+        sample = Sample(id=str(row.get("id", "")), prompt=str(row.get("prompt", "")), target="",
+                        metadata=_Fields(row))
+        try:
+            return json_value(verify(sample, completion_text(completion)))
+        except MissingColumn as exc:
+            column = exc.args[0]
+            if column not in warned:
+                warned.add(column)
+                warnings.warn(f"reward_function({name!r}): rows lack the column {column!r} "
+                              f"(nor could they be read as records: {record_error}); their reward is None",
+                              stacklevel=3)
+            return None
+        except TypeError:  # a completion that is neither text nor chat messages
+            return None
+        except Exception as exc:
+            return json_value(infra_error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}"))
 
     def reward(prompts=None, completions=None, **columns) -> list[float | None]:
         if completions is None:
@@ -159,7 +198,12 @@ def reward_function(name: str, *, workers: int = 1, **task_kw) -> Callable[..., 
             if prompts is not None and "prompt" not in row:
                 row["prompt"] = _prompt_text(prompts[i])
             rows.append(row)
-        return [json_value(r) for r in score_records(name, rows, completions, workers, **task_kw)]
+        verify, built = build_samples(name, rows, **task_kw)
+        rewards = [json_value(r) for r in score_built(verify, built, completions, workers)]
+        for i, item in enumerate(built):  # records that do not build: score from the scoring fields
+            if isinstance(item, Reward) and item.status == BAD_INPUT:
+                rewards[i] = from_fields(verify, rows[i], completions[i], item.details.get("error", ""))
+        return rewards
 
     reward.__name__ = f"{name}_reward"
     reward.__qualname__ = reward.__name__

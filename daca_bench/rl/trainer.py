@@ -372,16 +372,22 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     tokens = int(valid.sum())
     n_parts = max(1, len(micro) * t.mu)
     exact = [r.status == "correct" for r in scored["rewards"] if r.scored]
-    return {"reward_mean": finite.mean().item() if finite.numel() else math.nan,
-            "exact_mean": sum(exact) / len(exact) if exact else math.nan,
-            "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
-            "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
-            "loss": sum(losses) / len(losses), "kl": stats["kl"] / n_parts, "clip_frac": stats["clip_frac"] / n_parts,
-            "grad_norm": gnorm, **weight_stats(weights, valid),
-            "completion_length": valid.float().sum(1).mean().item(),
-            **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
-            "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
-            **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
+    metrics = {"reward_mean": finite.mean().item() if finite.numel() else math.nan,
+               "exact_mean": sum(exact) / len(exact) if exact else math.nan,
+               "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
+               "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
+               "loss": sum(losses) / len(losses), "kl": stats["kl"] / n_parts, "clip_frac": stats["clip_frac"] / n_parts,
+               "grad_norm": gnorm, **weight_stats(weights, valid),
+               "completion_length": valid.float().sum(1).mean().item(),
+               **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
+               "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
+               **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
+    return {**metrics, **{trl: metrics[ours] for trl, ours in TRL_METRICS.items()}}
+
+
+# TRL's GRPOTrainer names for the same numbers, logged beside ours (README: "Names people know")
+TRL_METRICS = {"reward": "reward_mean", "frac_reward_zero_std": "zero_std_groups",
+               "completions/mean_length": "completion_length", "clip_ratio/region_mean": "clip_frac"}
 
 
 PRECISIONS = {"auto": "auto", "bf16": "bf16", "fp32": "fp32"}
@@ -420,11 +426,18 @@ def configure(parser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint (the default when one exists)")
     parser.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE, e.g. loss.base=gspo dps.enabled=true sml.k=4")
+    parser.add_argument("--print-config", action="store_true", help="list every key, its value and help, then stop")
+    parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE, e.g. loss.base=gspo dps.enabled=true sml.k=4 "
+                        "(TRL's names too: learning_rate=1e-5 importance_sampling_level=sequence)")
 
 
 def run(args) -> int:
     cfg = load_config(args.config, args.overrides, RLConfig)
+    if args.print_config:
+        from ..confighelp import print_config
+
+        print_config(cfg)
+        return 0
     summary = train(cfg, args.output_dir or cfg.output_dir, resume=not args.fresh, progress=not args.no_progress)
     if "test_accuracy" in summary and _world()[0] == 0:
         print(f"{summary['task']} {summary['base']} dps={summary['dps']} sml.k={summary['sml_k']}: "
