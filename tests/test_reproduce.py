@@ -34,8 +34,11 @@ def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path
     table = (out / "table.md").read_text()
     assert "| math | arithmetic |" in table and "| code | python_tiny |" in table and "| +DACA |" in table and "MDE" in table
     assert table in printed and "SFT start points" in printed
-    cells = sorted(p.name for p in (out / "cells").iterdir())
+    cells = sorted(p.name for p in (out / "cells").iterdir() if p.name != "start")
     assert len(cells) == 4 and all((out / "cells" / c / "summary.json").exists() for c in cells)
+    assert all((out / "cells" / c / "eval.jsonl").exists() for c in cells)  # per-prompt results, for pairing
+    # the RL start, scored once per family on the cells' test set
+    assert sorted(p.name for p in (out / "cells" / "start").iterdir()) == ["arithmetic", "python_tiny"]
     assert not list((out / "cells").glob("*/final")) and not list((out / "cells").glob("*/checkpoint"))
     meta = json.loads((out / "config.json").read_text())
     assert meta["preset"] == "mini" and set(meta["sft"]) == {"math", "code"}
@@ -51,7 +54,7 @@ def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("summary.json")}
     assert main(args) == 0
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("summary.json")} == before
-    assert len(list((out / "cells").iterdir())) == 4
+    assert len(list((out / "cells").iterdir())) == 5  # 4 cells and start/
 
 
 def test_sft_cache_key_changes_with_the_config(tmp_path):
