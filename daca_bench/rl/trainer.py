@@ -304,7 +304,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
-               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=cfg.sml.chunk or None)
+               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=cfg.sml.chunk or None,
+               logit_chunk=cfg.sml.logit_chunk)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     with torch.no_grad(), counter("likelihood_old"):
         old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
