@@ -35,6 +35,7 @@ from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, LOSSES
+from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
 from .sampler import sample
 from .sft import truncate_metrics
 
@@ -129,6 +130,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
     adapter = load_policy(cfg, ckpt)
     adapter.model.to(device)
+    if t.gradient_checkpointing:
+        enable_gradient_checkpointing(adapter.model)
     reference = None
     if cfg.loss.beta > 0:  # with LoRA the reference is the adapter-disabled base model
         reference = adapter if t.lora else load_initial(cfg)
@@ -167,8 +170,11 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             idx = run.next_batch(t.prompts_per_step)
             per_rank = t.prompts_per_step // world
             my = idx[rank * per_rank:(rank + 1) * per_rank]
-            metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, opt, counter,
-                                 first_prompt=rank * per_rank)
+            try:
+                metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, opt,
+                                     counter, first_prompt=rank * per_rank)
+            except torch.OutOfMemoryError as exc:
+                raise out_of_memory(run.step, exc) from None
             sched.step()
             run.step += 1
             step = run.step
@@ -304,7 +310,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
-               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=cfg.sml.chunk or None,
+               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step,
+               chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
                logit_chunk=cfg.sml.logit_chunk)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     with torch.no_grad(), counter("likelihood_old"):
