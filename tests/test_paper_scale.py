@@ -206,3 +206,18 @@ def test_likelihood_bias_command_on_the_llada_shape(llada_dir, capsys):
     rc = main(["likelihood-bias", "--model", str(llada_dir), "--trust-remote-code", "--task", "arithmetic",
                "--n", "3", "--draws", "2", "--gen-length", "4", "--steps", "4", "--no-progress"])
     assert rc == 0 and "SML K=4" in capsys.readouterr().out
+
+
+def test_gpu_check_runs_at_toy_size_on_cpu(tmp_path):
+    import importlib
+    import json
+
+    gpu_check = importlib.import_module("benchmarks.gpu_check")
+    report = gpu_check.main(["--toy", "--steps", "1", "--json", str(tmp_path / "toy.json")])
+    assert json.loads((tmp_path / "toy.json").read_text()) == report
+    for name in ("baseline", "daca_k4"):
+        run = report[name]
+        assert run["peak_memory_gib"] > 0 and run["seconds_total"] > 0 and run["rollout_tokens_per_s"] > 0
+        assert set(run["seconds"]) == set(gpu_check.PHASES) and run["mfu"] is None
+    assert report["daca_k4"]["forward_passes"]["likelihood"] >= 1 and report["eval"]["n"] == 4
+    assert report["model_parameters"] > 0 and report["shape"]["toy"]

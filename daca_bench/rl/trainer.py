@@ -142,7 +142,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.seed)
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
+    opt = torch.optim.AdamW(trainable, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, t.warmup_steps)))
     run = RunState(opt, sched, len(samples), t.seed)
     if ckpt:
@@ -269,7 +269,7 @@ def load_policy(cfg: RLConfig, ckpt):
     if ckpt:
         model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
     else:
-        model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=0.0,
+        model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
                                                       target_modules="all-linear"))
     return replace(base, model=model)
 

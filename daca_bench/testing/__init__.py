@@ -42,10 +42,11 @@ def build_llada(seed: int = 0, dtype: torch.dtype = torch.float32, **config) -> 
     return ModelAdapter(model, tok, model.config.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="llada_tiny")
 
 
-def write_llada_tiny(folder: str | Path, seed: int = 0, **config) -> Path:
+def write_llada_tiny(folder: str | Path, seed: int = 0, dtype: torch.dtype = torch.float32, **config) -> Path:
     """A save_pretrained folder with the model code beside it and `auto_map`, like LLaDA's on the hub."""
     folder = Path(folder)
     model, tok = _model(seed, **config)
+    model = model.to(dtype)
     model.config.auto_map = AUTO_MAP
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
