@@ -221,3 +221,64 @@ def test_gpu_check_runs_at_toy_size_on_cpu(tmp_path):
         assert set(run["seconds"]) == set(gpu_check.PHASES) and run["mfu"] is None
     assert report["daca_k4"]["forward_passes"]["likelihood"] >= 1 and report["eval"]["n"] == 4
     assert report["model_parameters"] > 0 and report["shape"]["toy"]
+
+
+# ---- faithful to d1 where the presets say so ----
+def test_loss_types_aggregate_token_losses_as_named():
+    from daca_bench.config import LossConfig
+    from daca_bench.rl.losses import loss_grpo
+
+    logp = torch.zeros(2, 4)
+    valid = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
+    adv = torch.tensor([1.0, -2.0])
+    w = torch.ones(2, 4)
+    got = {t: loss_grpo(logp, logp, None, adv, valid, w, LossConfig(loss_type=t))[0].item()
+           for t in ("grpo", "bnpo", "dr_grpo")}
+    # token losses: -1 on four tokens of row 0, +2 on one token of row 1
+    assert got["grpo"] == pytest.approx((-1 + 2) / 2)
+    assert got["bnpo"] == pytest.approx((-4 + 2) / 5)
+    assert got["dr_grpo"] == pytest.approx((-4 + 2) / 8)
+
+
+def test_paper_presets_carry_d1s_values():
+    from pathlib import Path
+
+    from daca_bench.config import RLConfig, load_config
+
+    root = Path(__file__).resolve().parent.parent
+    n_eval = {"gsm8k": 1319, "countdown": 256, "sudoku": 256}
+    for path in sorted((root / "configs/paper").glob("llada_*.yaml")):
+        cfg = load_config(path, [], RLConfig)
+        t = cfg.train
+        assert (t.adam_beta1, t.adam_beta2, t.weight_decay, t.lora_dropout) == (0.9, 0.99, 0.1, 0.05), path
+        assert t.gradient_checkpointing and t.chat_template and cfg.loss.loss_type == "bnpo", path
+        assert t.n_eval == n_eval.get(t.task, t.n_eval)
+    assert RLConfig().loss.loss_type == "grpo" and not RLConfig().train.chat_template  # tiny preset unchanged
+
+
+def test_chat_template_without_one_is_a_clear_error(tmp_path):
+    from daca_bench.config import RLConfig, apply
+    from daca_bench.rl.trainer import train
+
+    cfg = apply(RLConfig(), {"train": {"task": "even_length", "steps": 1, "n_eval": 2, "threads": 1,
+                                       "chat_template": True}})
+    with pytest.raises(ValueError, match="train.chat_template=false"):
+        train(cfg, tmp_path, progress=False)
+
+
+def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(llada_dir, tmp_path):
+    from daca_bench.checkpoint import find_checkpoint
+    from daca_bench.config import RLConfig, apply
+    from daca_bench.rl.trainer import load_policy, train
+
+    cfg = apply(RLConfig(), {
+        "model": {"name": str(llada_dir), "trust_remote_code": True, "dtype": "bfloat16"},
+        "train": {"task": "even_length", "steps": 1, "prompts_per_step": 2, "num_generations": 2, "n_eval": 2,
+                  "threads": 1},
+        "rollout": {"gen_length": 4, "block_length": 4, "steps": 4}, "eval": {"gen_length": 4, "block_length": 4, "steps": 4},
+        "loss.loss_type": "bnpo"})
+    train(cfg, tmp_path, progress=False)
+    resumed = load_policy(cfg, find_checkpoint(tmp_path / "checkpoint"))
+    assert next(resumed.model.parameters()).dtype == torch.bfloat16
+    assert type(resumed.model).__name__ == "LLaDATinyModel"
+    assert train(apply(cfg, {"train.steps": 2}), tmp_path, progress=False)["steps"] == 2

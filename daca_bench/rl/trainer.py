@@ -30,11 +30,11 @@ from tqdm.auto import tqdm
 from .. import __version__
 from ..checkpoint import RunState, find_checkpoint, save_checkpoint
 from ..config import RLConfig, load_config, pick, to_dict
-from ..models import load_model, load_pretrained, require_available
+from ..models import chat_prompts, load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score
 from .likelihood import STRATA, keyed_generator, sml_logprobs
-from .losses import ADVANTAGES, LOSSES
+from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
 from .sampler import sample
 from .sft import truncate_metrics
@@ -104,6 +104,7 @@ def _versions() -> dict:
 
 def validate(cfg: RLConfig) -> None:
     pick(LOSSES, cfg.loss.base, "loss.base")
+    pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
     from .credit import SCORES
 
@@ -140,6 +141,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     counter = PassCounter(adapter.model)
     train_task = get_task(t.task, split="train", n=t.n_train, seed=t.seed)
     test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.seed)
+    if t.chat_template:  # d1: every prompt is one user message of the model's chat template
+        train_task, test_task = (_chat_task(adapter, task) for task in (train_task, test_task))
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
@@ -252,6 +255,11 @@ def _tensorboard(report_to: str, out: Path):
     return SummaryWriter(str(out / "tensorboard"))
 
 
+def _chat_task(adapter, task):
+    wrapped = chat_prompts(adapter, [s.prompt for s in task.samples])
+    return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
+
+
 def load_initial(cfg: RLConfig):
     """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed)."""
     name = cfg.train.init or cfg.model.name
@@ -262,7 +270,7 @@ def load_policy(cfg: RLConfig, ckpt):
     """The policy to train: from the checkpoint when resuming; wrapped with LoRA (peft) when train.lora."""
     t = cfg.train
     if not t.lora:
-        return load_pretrained(str(ckpt)) if ckpt else load_initial(cfg)
+        return load_pretrained(str(ckpt), cfg.model.trust_remote_code, cfg.model.dtype) if ckpt else load_initial(cfg)
     from peft import LoraConfig, PeftModel, get_peft_model
 
     base = load_initial(cfg)
