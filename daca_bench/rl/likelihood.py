@@ -13,14 +13,13 @@ iteration) so the current, old and reference policies see the same masks.
 Memory: log p(target) is read as `logit[target] - logsumexp(logits)` over at most
 `logit_chunk` tokens at a time (`target_logprobs`, `logsumexp_max`), so no float32 copy of
 the full (M, L, V) logits and no full log_softmax is ever made (at V = 126k that is
-tens of GB); under autograd each chunk is recomputed in the backward pass.
+tens of GB); the backward pass recomputes the softmax chunk by chunk.
 """
 from __future__ import annotations
 
 import hashlib
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 from ..models import ModelAdapter
 
@@ -92,20 +91,31 @@ def _chunks(logits: torch.Tensor, chunk: int):
     return [(slice(r, r + rows), slice(q, q + pos)) for r in range(0, m, rows) for q in range(0, L, pos)]
 
 
-def _target_logp(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    x = logits.float()
-    return x.gather(-1, target[..., None]).squeeze(-1) - torch.logsumexp(x, dim=-1)
+class _TargetLogp(torch.autograd.Function):
+    """log p(target) = logit[target] - logsumexp(logits), chunked both ways: the backward pass writes
+    (onehot - softmax) * grad into one gradient in the logits' dtype, one float32 chunk at a time."""
+
+    @staticmethod
+    def forward(ctx, logits, target, chunk):
+        lse = logsumexp_max(logits, chunk)[0]
+        ctx.save_for_backward(logits, target, lse)
+        ctx.chunk = chunk
+        return logits.gather(-1, target[..., None]).squeeze(-1).float() - lse
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        logits, target, lse = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for r, q in _chunks(logits, ctx.chunk):
+            g = -(logits[r, q].float() - lse[r, q, None]).exp()
+            g.scatter_add_(-1, target[r, q, None], torch.ones_like(g[..., :1]))
+            grad[r, q] = (g * grad_out[r, q, None]).to(grad.dtype)
+        return grad, None, None
 
 
 def target_logprobs(logits: torch.Tensor, target: torch.Tensor, chunk: int = LOGIT_CHUNK) -> torch.Tensor:
     """(M, L, V) logits in any dtype, (M, L) ids -> (M, L) float32 log p(target), `chunk` tokens at a time."""
-    grad = torch.is_grad_enabled() and logits.requires_grad
-    rows: dict[int, list] = {}
-    for r, q in _chunks(logits, chunk):
-        args = (logits[r, q], target[r, q])
-        rows.setdefault(r.start, []).append(checkpoint(_target_logp, *args, use_reentrant=False) if grad
-                                            else _target_logp(*args))
-    return torch.cat([torch.cat(parts, dim=1) for parts in rows.values()])
+    return _TargetLogp.apply(logits, target, chunk)
 
 
 @torch.no_grad()
