@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
     "sft": ("daca_bench.rl.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
     "train": ("daca_bench.rl.trainer", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
+    "eval": ("daca_bench.experiments.eval", "evaluate a checkpoint on a task at one or more lengths (d1 protocol)"),
     "ablate": ("daca_bench.experiments.ablation", "run an ablation grid"),
     "table": ("daca_bench.experiments.results", "build the ablation table from a results folder"),
     "plot": ("daca_bench.experiments.plots", "draw the ablation plots from a results folder"),

@@ -33,6 +33,7 @@ class LossConfig:
     epsilon_seq: float = 4e-4  # sequence clip for gspo
     beta: float = 0.0  # KL coefficient (d1: 0.04)
     scale_rewards: bool = False  # grpo: divide by the group std
+    loss_type: str = "grpo"  # token aggregation: grpo (per-sequence mean) | bnpo (d1: batch token mean) | dr_grpo
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ class SMLConfig:
     k: int = 1  # strata; 1 = d1's mean-field estimator (the baseline)
     partition: str = "random"  # random | strided | commit_order
     p_mask_prompt: float = 0.0  # d1 used 0.15
-    chunk: int = 0  # rows per forward pass of the K*N canvases; 0 = all at once
+    chunk: int = 0  # rows per forward pass of the K*N canvases; 0 = all at once (on CUDA: sized from free memory)
+    logit_chunk: int = 1024  # tokens per float32 log-softmax chunk; 0 = all at once
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,13 @@ class TrainConfig:
     mu: int = 1  # inner updates per rollout batch
     lr: float = 5e-5
     weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999  # d1: 0.99
     warmup_steps: int = 0
     grad_clip: float = 1.0
     grad_accum: int = 1  # micro-batches per update
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (paper presets)
+    chat_template: bool = False  # wrap each prompt as a user message with the tokenizer's chat template (d1)
     n_train: int | None = None
     n_eval: int = 256
     eval_every: int = 0  # 0 = only at the end
@@ -120,6 +126,7 @@ class TrainConfig:
     lora: bool = False
     lora_r: int = 128
     lora_alpha: int = 64
+    lora_dropout: float = 0.0  # d1: 0.05
     report_to: str = "none"  # none | tensorboard
     require_gpu: bool = False  # paper-scale presets: stop at once on a machine without CUDA
 

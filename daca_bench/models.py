@@ -172,5 +172,29 @@ def load_model(cfg: ModelConfig) -> ModelAdapter:
     return load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
 
 
+def chat_prompts(adapter: ModelAdapter, prompts: list[str]) -> list[str]:
+    """Each prompt as one user message through the tokenizer's chat template, generation prompt added (d1)."""
+    if not getattr(adapter.tokenizer, "chat_template", None):
+        raise ValueError(f"{adapter.source}: the tokenizer has no chat template; set train.chat_template=false")
+    return [adapter.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                  add_generation_prompt=True) for p in prompts]
+
+
+def load_checkpoint(name: str, trust_remote_code: bool = False, dtype: str = "float32", base: str = "") -> ModelAdapter:
+    """`load_model` plus LoRA adapter folders (adapter_config.json): the base model with the adapter merged in."""
+    folder = Path(name)
+    if not (folder / "adapter_config.json").exists():
+        return load_model(ModelConfig(name=name, trust_remote_code=trust_remote_code, dtype=dtype))
+    from peft import PeftModel
+
+    base = base or json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
+    if not base:
+        raise ValueError(f"{name} is a LoRA adapter that does not name its base model; pass the base (--base)")
+    adapter = load_model(ModelConfig(name=base, trust_remote_code=trust_remote_code, dtype=dtype))
+    model = PeftModel.from_pretrained(adapter.model, str(folder)).merge_and_unload()
+    return ModelAdapter(model, adapter.tokenizer, adapter.mask_token_id, adapter.eos_token_id, adapter.pad_token_id,
+                        adapter.shift_logits, source=name)
+
+
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

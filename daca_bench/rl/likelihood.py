@@ -9,6 +9,11 @@ log p(o_k | x^(j)) is read for k in S_j. K = 1 is d1's one-pass mean-field estim
 is the pseudo-likelihood. Masks come from generators keyed by (seed, sequence id, inner
 iteration) so the current, old and reference policies see the same masks.
 `elbo_logprobs` is LLaDA's Monte Carlo ELBO (l ~ U{1..L} masked tokens, weight L/l).
+
+Memory: log p(target) is read as `logit[target] - logsumexp(logits)` over at most
+`logit_chunk` tokens at a time (`target_logprobs`, `logsumexp_max`), so no float32 copy of
+the full (M, L, V) logits and no full log_softmax is ever made (at V = 126k that is
+tens of GB); the backward pass recomputes the softmax chunk by chunk.
 """
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ import hashlib
 import torch
 
 from ..models import ModelAdapter
+
+LOGIT_CHUNK = 1024  # tokens per float32 log-softmax chunk: 0.5 GB at LLaDA's vocabulary of 126,464
 
 STRATA = {}
 
@@ -76,20 +83,68 @@ def mask_prompts(prompt_ids, prompt_mask, p: float, mask_id: int, seq_ids, inner
     return torch.where(hide.to(prompt_ids.device), torch.full_like(prompt_ids, mask_id), prompt_ids)
 
 
-def token_logprobs(adapter: ModelAdapter, ids, attn, completion, prompt_len: int, chunk: int | None = None):
-    """(M, P+L) canvases -> (M, L) log p(completion_k | canvas), in chunks of `chunk` rows."""
+def _chunks(logits: torch.Tensor, chunk: int):
+    """(rows, positions) slices covering (M, L, ...) with at most `chunk` tokens each; views, never copies."""
+    m, L = logits.shape[:2]
+    chunk = chunk or m * L
+    rows, pos = max(1, chunk // L), min(L, chunk)
+    return [(slice(r, r + rows), slice(q, q + pos)) for r in range(0, m, rows) for q in range(0, L, pos)]
+
+
+class _TargetLogp(torch.autograd.Function):
+    """log p(target) = logit[target] - logsumexp(logits), chunked both ways: the backward pass writes
+    (onehot - softmax) * grad into one gradient in the logits' dtype, one float32 chunk at a time."""
+
+    @staticmethod
+    def forward(ctx, logits, target, chunk):
+        lse = logsumexp_max(logits, chunk)[0]
+        ctx.save_for_backward(logits, target, lse)
+        ctx.chunk = chunk
+        return logits.gather(-1, target[..., None]).squeeze(-1).float() - lse
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        logits, target, lse = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for r, q in _chunks(logits, ctx.chunk):
+            g = -(logits[r, q].float() - lse[r, q, None]).exp()
+            g.scatter_add_(-1, target[r, q, None], torch.ones_like(g[..., :1]))
+            grad[r, q] = (g * grad_out[r, q, None]).to(grad.dtype)
+        return grad, None, None
+
+
+def target_logprobs(logits: torch.Tensor, target: torch.Tensor, chunk: int = LOGIT_CHUNK) -> torch.Tensor:
+    """(M, L, V) logits in any dtype, (M, L) ids -> (M, L) float32 log p(target), `chunk` tokens at a time."""
+    return _TargetLogp.apply(logits, target, chunk)
+
+
+@torch.no_grad()
+def logsumexp_max(logits: torch.Tensor, chunk: int = LOGIT_CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, L, V) logits -> (M, L) float32 logsumexp and max over V, `chunk` tokens at a time."""
+    lse = torch.empty(logits.shape[:2], dtype=torch.float32, device=logits.device)
+    top = torch.empty_like(lse)
+    for r, q in _chunks(logits, chunk):
+        x = logits[r, q].float()
+        lse[r, q] = torch.logsumexp(x, dim=-1)
+        top[r, q] = x.amax(dim=-1)
+    return lse, top
+
+
+def token_logprobs(adapter: ModelAdapter, ids, attn, completion, prompt_len: int, chunk: int | None = None,
+                   logit_chunk: int = LOGIT_CHUNK):
+    """(M, P+L) canvases -> (M, L) log p(completion_k | canvas): forward passes of `chunk` rows."""
     out = []
     chunk = chunk or ids.shape[0]
     for s in range(0, ids.shape[0], chunk):
-        logits = adapter.logits(ids[s:s + chunk], attn[s:s + chunk])[:, prompt_len:].float()  # (m, L, V)
-        logp = torch.log_softmax(logits, dim=-1)
-        out.append(logp.gather(-1, completion[s:s + chunk, :, None]).squeeze(-1))
+        logits = adapter.logits(ids[s:s + chunk], attn[s:s + chunk])[:, prompt_len:]  # (m, L, V), model dtype
+        out.append(target_logprobs(logits, completion[s:s + chunk], logit_chunk))
     return torch.cat(out)
 
 
 def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, k: int = 4,
                  partition: str = "random", seq_ids=None, inner: int = 0, seed: int = 0,
-                 p_mask_prompt: float = 0.0, commit_step=None, chunk: int | None = None) -> torch.Tensor:
+                 p_mask_prompt: float = 0.0, commit_step=None, chunk: int | None = None,
+                 logit_chunk: int = LOGIT_CHUNK) -> torch.Tensor:
     """SML per-token log-probs (N, L); differentiable. The K passes run as one (K*N, P+L) batch or in chunks."""
     n, L = completion.shape
     device = adapter.device
@@ -103,13 +158,14 @@ def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
         noisy = torch.where(strata == j, torch.full_like(completion, adapter.mask_token_id), completion)
         canvases.append(torch.cat([prompt, noisy], dim=1))
     ids = torch.cat(canvases)  # (K*N, P+L), stratum-major
-    logp = token_logprobs(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk)
+    logp = token_logprobs(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk, logit_chunk)
     logp = logp.view(k, n, L)
     return logp.gather(0, strata[None]).squeeze(0)  # each token from the pass that masked it
 
 
 def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, draws: int = 32,
-                  seq_ids=None, seed: int = 0, chunk: int | None = None) -> torch.Tensor:
+                  seq_ids=None, seed: int = 0, chunk: int | None = None,
+                  logit_chunk: int = LOGIT_CHUNK) -> torch.Tensor:
     """LLaDA's Monte Carlo ELBO, per token (N, L): mean over draws of (L / l) 1[k masked] log p(o_k | x_l)."""
     n, L = completion.shape
     device = adapter.device
@@ -133,7 +189,8 @@ def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *,
     noisy = torch.where(masks, torch.full_like(masks, adapter.mask_token_id, dtype=torch.long), completion[None])
     ids = torch.cat([prompt[None].expand(draws, -1, -1), noisy], dim=2).reshape(draws * n, -1)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1).repeat(draws, 1)
-    logp = token_logprobs(adapter, ids, attn, completion.repeat(draws, 1), prompt.shape[1], chunk).view(draws, n, L)
+    logp = token_logprobs(adapter, ids, attn, completion.repeat(draws, 1), prompt.shape[1], chunk,
+                          logit_chunk).view(draws, n, L)
     return (logp * masks * weights[..., None]).mean(0)
 
 

@@ -9,6 +9,10 @@ likelihood estimator plug into all of them (docs/method.md, section 8).
 - gspo: sequence ratio exp(sum_k w_k (l_k - l_old_k) / sum_k w_k), clipped per sequence.
 - reinforce_pp (REINFORCE++): group-mean baseline, advantage normalised over the whole
   batch, token clipping, KL as a per-token penalty on the advantage; no critic.
+`cfg.loss_type` picks how token losses become one number (AGGREGATIONS): `grpo`, the mean
+over each sequence's valid tokens then over sequences; `bnpo`, d1's sum over the batch's
+valid tokens divided by their count; `dr_grpo`, the sum divided by the constant N * L
+(Dr. GRPO: no length normalisation).
 Rewards that are infrastructure failures (NaN) are left out of every statistic and get
 advantage 0, so they contribute nothing.
 """
@@ -58,6 +62,19 @@ def _masked_mean(x, mask):
     return ((x * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
 
 
+def _token_mean(x, mask):
+    """bnpo (d1): sum over the batch's valid tokens / their count."""
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def _constant_norm(x, mask):
+    """dr_grpo: sum over valid tokens / (N * L), the same constant for every batch of this shape."""
+    return (x * mask).sum() / mask.numel()
+
+
+AGGREGATIONS = {"grpo": _masked_mean, "bnpo": _token_mean, "dr_grpo": _constant_norm}
+
+
 def _clip_stats(ratio, mask, eps):
     clipped = ((ratio < 1 - eps) | (ratio > 1 + eps)).float()
     return _masked_mean(clipped, mask)
@@ -72,7 +89,7 @@ def loss_grpo(logp, old_logp, ref_logp, adv, valid, weights, cfg: LossConfig):
     kl = _k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(logp)
     if cfg.beta:
         per_token = per_token + cfg.beta * kl
-    return _masked_mean(per_token, mask), {"kl": _masked_mean(kl, mask).item(),
+    return AGGREGATIONS[cfg.loss_type](per_token, mask), {"kl": _masked_mean(kl, mask).item(),
                                            "clip_frac": _clip_stats(ratio, mask, cfg.epsilon).item()}
 
 
@@ -85,7 +102,7 @@ def loss_gspo(logp, old_logp, ref_logp, adv, valid, weights, cfg: LossConfig):
     loss = -surrogate.mean()
     kl = _k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(logp)
     if cfg.beta:
-        loss = loss + cfg.beta * _masked_mean(kl, mask)
+        loss = loss + cfg.beta * AGGREGATIONS[cfg.loss_type](kl, mask)
     clip = ((s < 1 - cfg.epsilon_seq) | (s > 1 + cfg.epsilon_seq)).float().mean()
     return loss, {"kl": _masked_mean(kl, mask).item(), "clip_frac": clip.item()}
 
@@ -98,7 +115,7 @@ def loss_reinforce_pp(logp, old_logp, ref_logp, adv, valid, weights, cfg: LossCo
         a = a - cfg.beta * kl  # KL as a per-token reward penalty
     ratio = (logp - old_logp).exp()
     surrogate = torch.min(ratio * a, ratio.clamp(1 - cfg.epsilon, 1 + cfg.epsilon) * a)
-    return _masked_mean(-weights * surrogate, mask), {"kl": _masked_mean(kl, mask).item(),
+    return AGGREGATIONS[cfg.loss_type](-weights * surrogate, mask), {"kl": _masked_mean(kl, mask).item(),
                                                       "clip_frac": _clip_stats(ratio, mask, cfg.epsilon).item()}
 
 

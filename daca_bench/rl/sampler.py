@@ -12,7 +12,9 @@ block whose confidence exceeds the threshold is committed (at least one per step
     batch.texts, batch.trajectory.commit_step, batch.trajectory.conf   # (N, L), (N, T, L)
 
 `commit_logp` and `conf` are read from the model's own (untempered) distribution, the
-quantity every likelihood estimator in `likelihood.py` also targets.
+quantity every likelihood estimator in `likelihood.py` also targets; logsumexp and max over
+the vocabulary are taken in chunks (`likelihood.logsumexp_max`), never on a float32 copy
+of the whole (N, L, V) logits.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import torch
 
 from ..config import SamplerConfig
 from ..models import ModelAdapter
+from .likelihood import logsumexp_max, target_logprobs
 
 
 @dataclass
@@ -120,21 +123,23 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
         i = 0
         while (x[:, p + lo:p + hi] == mask_id).any():
             t += 1
-            logits = adapter.logits(x, attn)[:, p:].float()  # (N, L, V)
+            logits = adapter.logits(x, attn)[:, p:]  # (N, L, V) in the model's dtype: never copied whole
             masked = x[:, p:] == mask_id  # (N, L): M_t
+            blk = logits[:, lo:hi]  # (N, b, V)
             if record:  # confidences at every masked position: max_v p = exp(max logit - logsumexp)
-                lse = torch.logsumexp(logits, dim=-1)  # (N, L)
-                conf_t = (logits.max(-1).values - lse).exp()
-                conf_rec[:, t - 1] = torch.where(masked, conf_t, torch.tensor(math.nan, device=device))
-                logp_blk = logits[:, lo:hi] - lse[:, lo:hi, None]  # (N, b, V)
+                lse, top = logsumexp_max(logits)  # (N, L) float32
+                conf_rec[:, t - 1] = torch.where(masked, (top - lse).exp(), torch.tensor(math.nan, device=device))
+                lse_blk = lse[:, lo:hi]
             else:
-                logp_blk = torch.log_softmax(logits[:, lo:hi], dim=-1)  # (N, b, V)
-            choice_logits = logits[:, lo:hi].double()
+                lse_blk = logsumexp_max(blk)[0]  # (N, b)
+            # exact: every float32 / bf16 value is a float64; greedy needs no float64 copy (same argmax)
+            choice_logits = blk.double() if cfg.temperature > 0 else blk.clone()
             choice_logits[..., banned] = -math.inf
             if cfg.temperature > 0:
                 choice_logits = choice_logits / cfg.temperature + _gumbel(choice_logits.shape, gen, device)
             x0 = choice_logits.argmax(-1)  # (N, b)
-            x0_logp = logp_blk.gather(-1, x0[..., None]).squeeze(-1)  # (N, b)
+            del choice_logits
+            x0_logp = blk.gather(-1, x0[..., None]).squeeze(-1).float() - lse_blk  # (N, b)
             if cfg.remasking == "low_confidence":
                 score = x0_logp.double()
             elif cfg.remasking == "random":
@@ -204,8 +209,7 @@ def replay_commit_logp(adapter: ModelAdapter, batch: RolloutBatch) -> torch.Tens
     for t in range(1, int(step.max()) + 1):
         canvas = ids.clone()
         canvas[:, p:] = torch.where(step < t, comp, torch.full_like(comp, adapter.mask_token_id))
-        logp = torch.log_softmax(adapter.logits(canvas, attn)[:, p:].float(), dim=-1)
-        tok_logp = logp.gather(-1, comp[..., None]).squeeze(-1)
+        tok_logp = target_logprobs(adapter.logits(canvas, attn)[:, p:], comp)
         out = torch.where(step == t, tok_logp, out)
     return out.cpu()
 

@@ -30,11 +30,12 @@ from tqdm.auto import tqdm
 from .. import __version__
 from ..checkpoint import RunState, find_checkpoint, save_checkpoint
 from ..config import RLConfig, load_config, pick, to_dict
-from ..models import load_model, load_pretrained, require_available
+from ..models import chat_prompts, load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
-from .losses import ADVANTAGES, LOSSES
+from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
+from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
 from .sampler import sample
 from .sft import truncate_metrics
 
@@ -103,6 +104,7 @@ def _versions() -> dict:
 
 def validate(cfg: RLConfig) -> None:
     pick(LOSSES, cfg.loss.base, "loss.base")
+    pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
     from .credit import SCORES
 
@@ -131,6 +133,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
     adapter = load_policy(cfg, ckpt)
     adapter.model.to(device)
+    if t.gradient_checkpointing:
+        enable_gradient_checkpointing(adapter.model)
     reference = None
     if cfg.loss.beta > 0:  # with LoRA the reference is the adapter-disabled base model
         reference = adapter if t.lora else load_initial(cfg)
@@ -139,9 +143,11 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     counter = PassCounter(adapter.model)
     train_task = training_task(cfg)
     test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
+    if t.chat_template:  # d1: every prompt is one user message of the model's chat template
+        train_task, test_task = (_chat_task(adapter, task) for task in (train_task, test_task))
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
+    opt = torch.optim.AdamW(trainable, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, t.warmup_steps)))
     run = RunState(opt, sched, len(samples), t.seed)
     if ckpt:
@@ -169,8 +175,11 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             idx = run.next_batch(t.prompts_per_step)
             per_rank = t.prompts_per_step // world
             my = idx[rank * per_rank:(rank + 1) * per_rank]
-            metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, opt, counter,
-                                 first_prompt=rank * per_rank)
+            try:
+                metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, opt,
+                                     counter, first_prompt=rank * per_rank)
+            except torch.OutOfMemoryError as exc:
+                raise out_of_memory(run.step, exc) from None
             sched.step()
             run.step += 1
             step = run.step
@@ -271,6 +280,11 @@ def training_task(cfg: RLConfig):
                           "use train.reward=exact") from None
 
 
+def _chat_task(adapter, task):
+    wrapped = chat_prompts(adapter, [s.prompt for s in task.samples])
+    return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
+
+
 def load_initial(cfg: RLConfig):
     """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed)."""
     name = cfg.train.init or cfg.model.name
@@ -281,14 +295,14 @@ def load_policy(cfg: RLConfig, ckpt):
     """The policy to train: from the checkpoint when resuming; wrapped with LoRA (peft) when train.lora."""
     t = cfg.train
     if not t.lora:
-        return load_pretrained(str(ckpt)) if ckpt else load_initial(cfg)
+        return load_pretrained(str(ckpt), cfg.model.trust_remote_code, cfg.model.dtype) if ckpt else load_initial(cfg)
     from peft import LoraConfig, PeftModel, get_peft_model
 
     base = load_initial(cfg)
     if ckpt:
         model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
     else:
-        model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=0.0,
+        model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
                                                       target_modules="all-linear"))
     return replace(base, model=model)
 
@@ -329,7 +343,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
-               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=cfg.sml.chunk or None)
+               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step,
+               chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
+               logit_chunk=cfg.sml.logit_chunk)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision):
         old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None

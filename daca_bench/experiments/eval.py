@@ -1,0 +1,146 @@
+"""`daca-bench eval`: a checkpoint on a task at one or more generation lengths, d1's protocol.
+
+    daca-bench eval --model GSAI-ML/LLaDA-8B-Instruct --trust-remote-code --dtype bfloat16 \\
+        --task gsm8k --gen-length 128 256 512 --output-dir runs/eval-llada-gsm8k
+
+d1's protocol by default: greedy decoding, low-confidence remasking, block 32 (or the whole
+canvas when shorter), steps = length / 2, zero-shot prompts wrapped as one user message with
+the tokenizer's chat template where it has one. `--threshold 0.9` decodes in parallel
+instead (every masked position above the confidence threshold per step). The model is
+`tiny`, a save_pretrained folder, a hub id or a LoRA adapter folder (merged into its base).
+Writes OUTPUT/samples.jsonl (one row per length and sample: id, gen_length, completion,
+reward, status), skipping rows already there (resumable), and OUTPUT/summary.{md,csv}.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from ..config import SamplerConfig
+from ..models import chat_prompts, load_checkpoint
+from ..rl.evaluate import score
+from ..rl.sampler import sample
+
+COLUMNS = ["gen_length", "n", "accuracy", "infra_failures", "block_length", "steps", "decoding"]
+
+
+def protocol(gen_length: int, block_length: int = 32, steps: int | None = None, threshold: float | None = None,
+             batch_size: int = 32) -> SamplerConfig:
+    """d1's evaluation sampler at one length: greedy, block min(b, L), steps L / 2 unless given."""
+    b = min(block_length, gen_length)
+    cfg = SamplerConfig(gen_length=gen_length, block_length=b, steps=steps or max(gen_length // 2, gen_length // b),
+                        temperature=0.0, threshold=threshold, batch_size=batch_size)
+    if gen_length % b or (threshold is None and cfg.steps % (gen_length // b)):
+        raise ValueError(f"--gen-length {gen_length} needs a multiple of the block {b} and steps a multiple of "
+                         f"{gen_length // b} blocks (got steps={cfg.steps})")
+    return cfg
+
+
+def read_done(path: Path) -> dict[tuple[int, str], dict]:
+    """Rows already written, keyed by (gen_length, sample id); a torn line (an interrupted write) is dropped."""
+    done, torn = {}, False
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                torn = True
+                continue
+            done[(int(row["gen_length"]), str(row["id"]))] = row
+    if torn:
+        path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
+    return done
+
+
+def summarise(rows: list[dict], cfgs: dict[int, SamplerConfig]) -> list[dict]:
+    out = []
+    for length, cfg in cfgs.items():
+        mine = [r for r in rows if r["gen_length"] == length]
+        scored = [r["reward"] for r in mine if r["reward"] is not None]
+        out.append({"gen_length": length, "n": len(mine),
+                    "accuracy": round(sum(scored) / len(scored), 4) if scored else math.nan,
+                    "infra_failures": len(mine) - len(scored), "block_length": cfg.block_length, "steps": cfg.steps,
+                    "decoding": f"threshold {cfg.threshold}" if cfg.threshold is not None else "greedy"})
+    return out
+
+
+def markdown(table: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in table]
+    return "\n".join(lines)
+
+
+def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out: Path, chat: bool,
+                     progress: bool = True) -> list[dict]:
+    """Sample and score every (length, sample) not yet in OUTPUT/samples.jsonl; return the summary table."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "samples.jsonl"
+    done = read_done(path)
+    todo = [(L, s) for L in cfgs for s in samples if (L, str(s.id)) not in done]
+    prompts = dict(zip([s.id for s in samples], chat_prompts(adapter, [s.prompt for s in samples]) if chat
+                       else [s.prompt for s in samples]))
+    adapter.model.eval()
+    bar = tqdm(total=len(todo), desc=f"eval {task.name}", disable=not progress)
+    with open(path, "a") as sink:
+        for L, cfg in cfgs.items():
+            mine = [s for length, s in todo if length == L]
+            for i in range(0, len(mine), cfg.batch_size):
+                part = mine[i:i + cfg.batch_size]
+                texts = sample(adapter, [prompts[s.id] for s in part], cfg, seed=0, record=False).texts
+                for s, text, r in zip(part, texts, score(task, part, texts)["rewards"]):
+                    row = {"id": s.id, "gen_length": L, "completion": text, "reward": r.as_json_value(),
+                           "status": r.status}
+                    sink.write(json.dumps(row) + "\n")
+                    done[(L, str(s.id))] = row
+                sink.flush()
+                bar.update(len(part))
+    bar.close()
+    ids = {str(s.id) for s in samples}
+    table = summarise([r for (L, sid), r in done.items() if sid in ids and L in cfgs], cfgs)
+    (out / "summary.md").write_text(markdown(table) + "\n")
+    with open(out / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(table)
+    return table
+
+
+# ---- CLI: `daca-bench eval` ---------------------------------------------------------------
+def configure(parser) -> None:
+    parser.add_argument("--model", default="tiny", help="tiny | a save_pretrained folder | a hub id | a LoRA adapter folder")
+    parser.add_argument("--base", default="", help="base model of a LoRA adapter folder that does not name one")
+    parser.add_argument("--task", required=True, help="a registered task (see `daca-bench tasks`)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--n", type=int, default=None, help="samples (default: the whole split)")
+    parser.add_argument("--gen-length", type=int, nargs="+", default=[256], help="one or more canvas lengths")
+    parser.add_argument("--block-length", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: length / 2)")
+    parser.add_argument("--threshold", type=float, default=None, help="parallel decoding above this confidence")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
+                        help="wrap prompts as a user message (auto: when the tokenizer has a template)")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--seed", type=int, default=0, help="seed of the task's sample selection")
+    parser.add_argument("--output-dir", default=None, help="default: runs/eval-<task>")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run(args) -> int:
+    from ..registry import get_task
+
+    cfgs = {L: protocol(L, args.block_length, args.steps, args.threshold, args.batch_size) for L in args.gen_length}
+    adapter = load_checkpoint(args.model, args.trust_remote_code, args.dtype, args.base)
+    task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
+    samples = list(task.samples)[: args.n] if args.n else list(task.samples)
+    chat = args.chat_template == "on" or (args.chat_template == "auto" and bool(getattr(adapter.tokenizer, "chat_template", None)))
+    out = Path(args.output_dir or f"runs/eval-{args.task}")
+    table = evaluate_lengths(adapter, task, samples, cfgs, out, chat, progress=not args.no_progress)
+    print(f"{args.task} ({args.split}, {len(samples)} samples), model {args.model}, chat template {'on' if chat else 'off'}")
+    print(markdown(table))
+    print(f"wrote {out / 'samples.jsonl'}, {out / 'summary.md'}, {out / 'summary.csv'}")
+    return 0
