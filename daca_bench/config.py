@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from .errors import ConfigError  # noqa: F401 - raised here, imported from here by many
+
 
 @dataclass(frozen=True)
 class DPSConfig:
@@ -133,10 +135,6 @@ class RLConfig:
     output_dir: str = "runs/train-tiny"
 
 
-class ConfigError(ValueError):
-    pass
-
-
 def _known_keys(cls, prefix="") -> list[str]:
     keys = []
     for f in fields(cls):
@@ -235,7 +233,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 def load_config(path: str | Path | None, overrides: list[str] | None = None, cls=RunConfig):
     cfg = cls()
     if path:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = read_yaml(path, "config") or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
         try:
@@ -243,6 +241,24 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, cls
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
     return apply(cfg, parse_overrides(overrides or []))
+
+
+def read_yaml(path: str | Path, what: str = "config"):
+    """A YAML file's data; a missing, unreadable or malformed file is a ConfigError naming it."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{path} is a folder; give the {what} YAML file")
+    try:
+        return yaml.safe_load(p.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such {what} file; check the path") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the {what} as UTF-8") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML{at}: {problem}; fix the {what} file") from None
 
 
 def to_dict(cfg) -> dict:

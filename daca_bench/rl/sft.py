@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checkpoint import RunState, find_checkpoint, save_checkpoint
-from ..config import RunConfig, SFTConfig, dump, load_config
+from ..config import ConfigError, RunConfig, SFTConfig, dump, load_config
 from ..models import ModelAdapter, load_model, load_pretrained
 from .evaluate import evaluate
 from .sampler import pad_prompts
@@ -38,7 +38,7 @@ def encode_completions(adapter: ModelAdapter, targets: list[str], length: int) -
     out = torch.full((len(targets), length), adapter.eos_token_id, dtype=torch.long)
     for i, ids in enumerate(adapter.encode(targets)):
         if len(ids) >= length:
-            raise ValueError(f"gold completion {targets[i]!r} has {len(ids)} tokens; sampler.gen_length={length} "
+            raise ConfigError(f"gold completion {targets[i]!r} has {len(ids)} tokens; sampler.gen_length={length} "
                              "leaves no room for EOS: raise sampler.gen_length")
         out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return out
@@ -145,7 +145,7 @@ def _split_dev(samples: list, n_dev: int, task: str) -> tuple[list, list]:
     if n_dev <= 0:
         return samples, []
     if n_dev >= len(samples) // 2:
-        raise ValueError(f"sft.n_dev={n_dev} would take half or more of the {len(samples)} {task} train samples; "
+        raise ConfigError(f"sft.n_dev={n_dev} would take half or more of the {len(samples)} {task} train samples; "
                          "lower sft.n_dev or raise sft.n_train")
     return samples[:-n_dev], samples[-n_dev:]
 

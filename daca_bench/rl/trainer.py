@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from .. import __version__
 from ..checkpoint import RunState, find_checkpoint, save_checkpoint
-from ..config import RLConfig, load_config, pick, to_dict
+from ..config import ConfigError, RLConfig, load_config, pick, to_dict
+from ..errors import UnavailableError
 from ..models import load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score
@@ -110,7 +111,7 @@ def validate(cfg: RLConfig) -> None:
     pick({"none": 0, "tensorboard": 1}, cfg.train.report_to, "train.report_to")
     _, world = _world()
     if cfg.train.prompts_per_step % world:
-        raise ValueError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
+        raise ConfigError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
 
 
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
@@ -242,7 +243,7 @@ def _tensorboard(report_to: str, out: Path):
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as exc:
-        raise RuntimeError("train.report_to=tensorboard needs the tensorboard package: pip install tensorboard") from exc
+        raise UnavailableError("train.report_to=tensorboard needs the tensorboard package: pip install tensorboard") from exc
     return SummaryWriter(str(out / "tensorboard"))
 
 

@@ -1,0 +1,91 @@
+"""Faults and bad input: every everyday mistake is one line and exit 2, JSONL input keeps
+every line, checkpoints survive damage and a full disk."""
+import pytest
+
+from daca_bench.cli import main
+
+TINY_RL = ["train.steps=1", "train.n_eval=2", "train.prompts_per_step=2", "train.num_generations=2",
+           "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4"]
+
+
+def _mistakes(d):
+    """(name, argv) for the everyday mistakes; `d` is a scratch folder with a few bad files in it."""
+    (d / "bad.yaml").write_text("train:\n  steps: [1\n")
+    (d / "latin1.yaml").write_bytes(b"# caf\xe9\ntrain:\n  steps: 1\n")
+    (d / "grid_bad.yaml").write_text("axes: {variant: [a\n")
+    (d / "a_file").write_text("x")
+    (d / "good.jsonl").write_text('{"question": "1+1", "answer": "2", "completion": "2"}\n')
+    (d / "empty_dir").mkdir()
+    return [
+        ("verify: missing --input", ["verify", "arithmetic", "--input", f"{d}/nope.jsonl", "--output", f"{d}/o.jsonl"]),
+        ("verify: a folder as --input", ["verify", "arithmetic", "--input", str(d), "--output", f"{d}/o.jsonl"]),
+        ("verify: --output in a missing folder",
+         ["verify", "arithmetic", "--input", f"{d}/good.jsonl", "--output", f"{d}/no/such/o.jsonl"]),
+        ("verify: unknown task", ["verify", "arithmetc", "--input", f"{d}/good.jsonl", "--output", f"{d}/o.jsonl"]),
+        ("train: unknown task", ["train", "--no-progress", "--output-dir", f"{d}/r1", "train.task=nope", *TINY_RL]),
+        ("sft: unknown task", ["sft", "--no-progress", "--output-dir", f"{d}/r2", "sft.task=nope"]),
+        ("sample: unknown task", ["sample", "--task", "nope"]),
+        ("train: missing --config", ["train", "--config", f"{d}/nope.yaml"]),
+        ("train: YAML syntax error", ["train", "--config", f"{d}/bad.yaml"]),
+        ("sft: a folder as --config", ["sft", "--config", str(d)]),
+        ("sft: a config that is not UTF-8", ["sft", "--config", f"{d}/latin1.yaml"]),
+        ("train: unknown override key", ["train", "train.stpes=3"]),
+        ("train: train.init a missing folder",
+         ["train", "--no-progress", "--output-dir", f"{d}/r3", f"train.init={d}/sft/final", *TINY_RL]),
+        ("train: train.init a folder without a model",
+         ["train", "--no-progress", "--output-dir", f"{d}/r4", f"train.init={d}/empty_dir", *TINY_RL]),
+        ("sample: --model a missing folder", ["sample", "--task", "arithmetic", "--model", f"{d}/missing"]),
+        ("sample: --output in a missing folder", ["sample", "--task", "arithmetic", "--output", f"{d}/no/x.jsonl"]),
+        ("likelihood-bias: --model a missing folder", ["likelihood-bias", "--model", f"{d}/missing"]),
+        ("ablate: missing grid", ["ablate", f"{d}/nogrid.yaml"]),
+        ("ablate: grid YAML syntax error", ["ablate", f"{d}/grid_bad.yaml"]),
+        ("table: missing results folder", ["table", f"{d}/nothing"]),
+        ("plot: missing results folder", ["plot", f"{d}/nothing"]),
+        ("train: --output-dir is a file", ["train", "--no-progress", "--output-dir", f"{d}/a_file", *TINY_RL]),
+        ("sft: --output-dir under a file", ["sft", "--no-progress", "--output-dir", f"{d}/a_file/run"]),
+        ("reproduce: unknown preset", ["reproduce", "--preset", "tinyy"]),
+    ]
+
+
+def test_every_everyday_mistake_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DACA_BENCH_TRACEBACK", raising=False)
+    cases = _mistakes(tmp_path)
+    assert len(cases) >= 16
+    for name, argv in cases:
+        code = main(argv)
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2, f"{name}: exit {code}\n{err}"
+        assert "Traceback" not in err, f"{name}:\n{err}"
+        assert len(lines) == 1, f"{name}: {len(lines)} lines\n{err}"
+        assert lines[0].startswith(f"daca-bench {argv[0]}: "), f"{name}: {lines[0]}"
+
+
+def test_messages_name_the_input(tmp_path, capsys):
+    cases = dict(_mistakes(tmp_path))
+    for name, needle in [("verify: missing --input", "nope.jsonl"), ("train: YAML syntax error", "bad.yaml: not valid YAML at line"),
+                         ("verify: --output in a missing folder", "does not exist"),
+                         ("train: train.init a missing folder", f"{tmp_path}/sft/final"),
+                         ("ablate: missing grid", "nogrid.yaml: no such grid file"),
+                         ("sft: unknown task", "unknown task 'nope'")]:
+        assert main(cases[name]) == 2
+        assert needle in capsys.readouterr().err, name
+
+
+def test_traceback_flag_and_variable_show_it_and_a_bug_keeps_it(tmp_path, capsys, monkeypatch):
+    argv = ["ablate", str(tmp_path / "nogrid.yaml")]
+    assert main(["--traceback", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("daca-bench ablate: ")
+    monkeypatch.setenv("DACA_BENCH_TRACEBACK", "1")
+    assert main(argv) == 2 and "Traceback" in capsys.readouterr().err
+    monkeypatch.delenv("DACA_BENCH_TRACEBACK")
+
+    import daca_bench.experiments.ablation as ablation
+
+    def buggy(args):  # a unit-test double for a bug deep in a command
+        return {}["missing"]
+
+    monkeypatch.setattr(ablation, "run", buggy)
+    with pytest.raises(KeyError):
+        main(argv)
