@@ -14,7 +14,7 @@ def _mistakes(d):
     (d / "latin1.yaml").write_bytes(b"# caf\xe9\ntrain:\n  steps: 1\n")
     (d / "grid_bad.yaml").write_text("axes: {variant: [a\n")
     (d / "a_file").write_text("x")
-    (d / "good.jsonl").write_text('{"question": "1+1", "answer": "2", "completion": "2"}\n')
+    (d / "good.jsonl").write_text('{"expression": "1+1", "answer": "2", "completion": "2"}\n')
     (d / "empty_dir").mkdir()
     return [
         ("verify: missing --input", ["verify", "arithmetic", "--input", f"{d}/nope.jsonl", "--output", f"{d}/o.jsonl"]),
@@ -89,3 +89,87 @@ def test_traceback_flag_and_variable_show_it_and_a_bug_keeps_it(tmp_path, capsys
     monkeypatch.setattr(ablation, "run", buggy)
     with pytest.raises(KeyError):
         main(argv)
+
+
+# ---- line-faithful JSONL ------------------------------------------------------------------
+def _mixed_file(path):
+    """Good lines mixed with every kind of bad line; returns the expected status per line."""
+    import json
+
+    good = [{"expression": "1+1", "answer": "2", "completion": "2"}, {"expression": "2+3", "answer": "5", "completion": "4"}]
+    lines = [
+        (json.dumps(good[0]).encode(), "correct"),
+        (b'{"expression": "1+1", "answer": "2", "completion": "caf\xff\xfe"}', "bad_input"),  # invalid UTF-8
+        (b"{not json", "bad_input"),
+        (b'{"expression": "1+1", "answer": "2", "completion": "2", "n": ' + b"9" * 1_000_000 + b"}", "bad_input"),
+        (b"", "bad_input"),  # blank line
+        (b"   ", "bad_input"),  # blank line of spaces
+        (b'{"expression": "1+1", "answer": "2", "completion": "2 \\ud800"}', None),  # lone surrogate: scored
+        (b'{"expression": "1+1", "answer": "2", "completion": "\xe2\x80\xa8 2 \xc3\xa9"}', None),  # U+2028 inside a line
+        (b"[1, 2]", "bad_input"),
+        (b'{"expression": "1+1", "answer": "2"}', "bad_input"),  # no completion
+        (b'{"expression": "1+1", "answer": "2", "completion": NaN}', "bad_input"),
+        (b'{"answer": "2", "completion": 7}', "bad_input"),  # a completion that is not text
+        (json.dumps(good[1]).encode() + b"\r", "wrong"),  # a CRLF line
+    ]
+    path.write_bytes(b"\n".join(raw for raw, _ in lines) + b"\n")
+    return [status for _, status in lines], good
+
+
+def test_verify_writes_one_record_per_input_line_in_order(tmp_path, capsys):
+    import json
+
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    expected, good = _mixed_file(src)
+    assert main(["verify", "arithmetic", "--input", str(src), "--output", str(dst)]) == 2
+    err = capsys.readouterr().err
+    raw = dst.read_bytes()
+    raw.decode("utf-8")  # valid UTF-8 throughout
+    rows = [json.loads(line) for line in raw.decode("utf-8").split("\n")[:-1]]
+    assert len(rows) == len(expected)
+    for number, (row, status) in enumerate(zip(rows, expected), 1):
+        if status is not None:
+            assert row["status"] == status, (number, row)
+        if row["status"] == "bad_input":
+            assert row["error"].startswith(f"{src}:{number}: "), row
+            assert f"{src}:{number}: bad_input" in err
+    assert rows[4]["error"].endswith("blank line") and rows[1]["error"].split(": ", 1)[1].startswith("not UTF-8")
+    assert "Exceeds the limit" in rows[3]["error"] and len(rows[3]["raw"]) <= 2000
+    assert rows[6]["completion"] == "2 \ud800" and rows[6]["status"] in ("correct", "wrong")
+    assert "\\ud800" in raw.decode("utf-8").split("\n")[6]  # escaped, never a broken byte sequence
+    assert rows[7]["completion"] == "\u2028 2 \u00e9"
+    # the good lines score exactly as they would alone
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text("".join(json.dumps(g) + "\n" for g in good))
+    assert main(["verify", "arithmetic", "--input", str(alone), "--output", str(tmp_path / "alone_out.jsonl")]) == 0
+    by_itself = [json.loads(x) for x in (tmp_path / "alone_out.jsonl").read_text().splitlines()]
+    assert [rows[0], rows[-1]] == by_itself
+
+
+def test_jsonl_writer_is_valid_utf8_json_for_odd_strings():
+    import json
+
+    from daca_bench.jsonl import dumps_line
+
+    for record in [{"c": "\ud800x"}, {"c": "\udfff\ud800"}, {"c": "é\u2028"}, {"r": float("nan"), "x": [float("inf")]},
+                   {"c": "\x00\x1f"}]:
+        line = dumps_line(record)
+        assert line.endswith("\n") and line.count("\n") == 1
+        back = json.loads(line.encode("utf-8").decode("utf-8"))
+        assert back == {k: (None if isinstance(v, float) else [None] if isinstance(v, list) else v)
+                        for k, v in record.items()}
+
+
+def test_a_local_task_file_reads_through_the_same_reader(tmp_path):
+    from daca_bench.config import ConfigError
+    from daca_bench.registry import get_task
+
+    fix = __import__("pathlib").Path(__file__).parent / "fixtures" / "gsm8k.jsonl"
+    text = fix.read_bytes()
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_bytes(text.replace(b"\n", b"\n\n", 1))  # a blank line is skipped
+    assert len(get_task("gsm8k", path=data).samples) == len(get_task("gsm8k", path=fix).samples)
+    data.write_bytes(text + b"{broken\n\xff\n")
+    n = len(text.splitlines())
+    with pytest.raises(ConfigError, match=rf"gsm8k.jsonl:{n + 1}: not JSON.*and 1 more bad lines"):
+        get_task("gsm8k", path=data)
