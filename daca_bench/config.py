@@ -74,6 +74,7 @@ class SFTConfig:
     grad_clip: float = 1.0
     eps: float = 1e-3  # t ~ U(eps, 1)
     save_every: int = 250  # steps between checkpoints
+    save_total_limit: int = 2  # checkpoints kept (OUTPUT/checkpoint-STEP); the newest always
     eval_every: int = 0  # steps between greedy evaluations on the dev set; 0 = only the final test
     n_dev: int = 256  # dev prompts held out of the train split (used when eval_every > 0)
     target_accuracy: float = 0.0  # stop at the first dev evaluation at or above this; 0 = run all steps
@@ -114,6 +115,7 @@ class TrainConfig:
     n_eval: int = 256
     eval_every: int = 0  # 0 = only at the end
     save_every: int = 25
+    save_total_limit: int = 2  # checkpoints kept (OUTPUT/checkpoint-STEP); the newest always
     seed: int = 0
     threads: int = 0
     lora: bool = False

@@ -173,3 +173,149 @@ def test_a_local_task_file_reads_through_the_same_reader(tmp_path):
     n = len(text.splitlines())
     with pytest.raises(ConfigError, match=rf"gsm8k.jsonl:{n + 1}: not JSON.*and 1 more bad lines"):
         get_task("gsm8k", path=data)
+
+
+# ---- checkpoints that can be trusted -------------------------------------------------------
+def _sft(run, steps, *flags):
+    """`daca-bench sft` argv for a tiny run with a checkpoint every 2 steps."""
+    return ["sft", "--no-progress", *flags, "--output-dir", str(run), f"sft.steps={steps}", "sft.save_every=2",
+            "sft.n_train=64", "sft.batch_size=8", "sft.n_eval=4", "sft.threads=1"]
+
+
+@pytest.fixture(scope="module")
+def sft_run(tmp_path_factory):
+    """A finished 4-step SFT run with checkpoint-2 and checkpoint-4."""
+    run = tmp_path_factory.mktemp("sft") / "run"
+    assert main(_sft(run, 4)) == 0
+    return run
+
+
+def _copy(run, tmp_path):
+    import shutil
+
+    shutil.copytree(run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def _truncate(f):
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
+
+def _garbage(f):
+    f.write_bytes(b"\x00garbage" * 10)
+
+
+DAMAGE = {
+    "weights truncated": lambda c: _truncate(c / "model.safetensors"),
+    "weights missing": lambda c: (c / "model.safetensors").unlink(),
+    "weights garbage of the same size": lambda c: (c / "model.safetensors").write_bytes(
+        b"\xff" * (c / "model.safetensors").stat().st_size),
+    "state truncated": lambda c: _truncate(c / "trainer_state.pt"),
+    "state garbage": lambda c: _garbage(c / "trainer_state.pt"),
+    "state missing": lambda c: (c / "trainer_state.pt").unlink(),
+    "config garbage": lambda c: _garbage(c / "config.json"),
+    "config missing": lambda c: (c / "config.json").unlink(),
+    "tokenizer missing": lambda c: (c / "tokenizer.json").unlink(),
+    "manifest garbage": lambda c: _garbage(c / "manifest.json"),
+    "state of another step": lambda c: (c / "trainer_state.pt").write_bytes(
+        (c.parent / "checkpoint-2" / "trainer_state.pt").read_bytes()),
+}
+
+
+def test_limit_keeps_the_newest_and_a_finished_run_has_them(sft_run):
+    assert sorted(p.name for p in sft_run.iterdir() if p.name.startswith(("checkpoint", ".checkpoint"))) == \
+        ["checkpoint-2", "checkpoint-4"]
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_a_damaged_newest_checkpoint_falls_back_to_the_older_one(kind, sft_run, tmp_path, capsys):
+    from daca_bench.checkpoint import resume_point
+
+    run = _copy(sft_run, tmp_path)
+    DAMAGE[kind](run / "checkpoint-4")
+    assert resume_point(run) == run / "checkpoint-2"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "checkpoint-4 is damaged" in err[0] and "resuming from checkpoint-2" in err[0]
+
+
+def test_resume_after_damage_continues_from_the_older_checkpoint(sft_run, tmp_path, capsys):
+    import json
+
+    run = _copy(sft_run, tmp_path)
+    DAMAGE["state missing"](run / "checkpoint-4")
+    assert main(_sft(run, 6)) == 0
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]  # never started from step 0: 1-2 kept, 3-6 retrained
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
+    assert "resuming from checkpoint-2" in capsys.readouterr().err
+
+
+def test_no_intact_checkpoint_or_none_at_all_refuses_in_one_line(sft_run, tmp_path, capsys):
+    run = _copy(sft_run, tmp_path)
+    DAMAGE["state garbage"](run / "checkpoint-4")
+    DAMAGE["weights truncated"](run / "checkpoint-2")
+    metrics = (run / "metrics.jsonl").read_text()
+    assert main(_sft(run, 6)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no intact checkpoint" in err[0] and "--fresh" in err[0] and "Traceback" not in err[0]
+    for c in run.glob("checkpoint-*"):
+        __import__("shutil").rmtree(c)
+    assert main(_sft(run, 6)) == 2  # a run without checkpoints: not silently anew
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already holds a run" in err[0] and "--fresh" in err[0]
+    assert (run / "metrics.jsonl").read_text() == metrics  # nothing overwritten
+    assert main(_sft(run, 2, "--fresh")) == 0
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_an_old_single_checkpoint_folder_still_resumes(sft_run, tmp_path):
+    from daca_bench.checkpoint import resume_point
+
+    run = _copy(sft_run, tmp_path)
+    (run / "checkpoint-4").rename(run / "checkpoint")
+    (run / "checkpoint" / "manifest.json").unlink()  # the old layout had none
+    __import__("shutil").rmtree(run / "checkpoint-2")
+    assert resume_point(run) == run / "checkpoint"
+
+
+# ---- a full disk ---------------------------------------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path, request):
+    """A real tmpfs of `request.param` (default 16 MB: room for one tiny checkpoint of about 10 MB, not two)."""
+    import subprocess
+
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    size = getattr(request, "param", "16m")
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if res.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip() or 'mount failed'}; needs root)")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_full_disk_is_one_line_and_the_previous_checkpoint_survives(small_disk, capsys):
+    import subprocess
+
+    from daca_bench.checkpoint import find_checkpoint
+
+    run = small_disk / "run"
+    assert main(_sft(run, 6)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "disk full" in err[0] and str(run) in err[0] and " MB needed" in err[0], err
+    assert "checkpoint-2 is intact" in err[0]
+    assert not list(run.glob(".checkpoint-*"))  # the partial temporary folder is gone
+    assert find_checkpoint(run) == run / "checkpoint-2"
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)  # space freed
+    assert main(_sft(run, 6)) == 0
+    assert [p.name for p in sorted(run.glob("checkpoint-*"))] == ["checkpoint-4", "checkpoint-6"]
+
+
+@pytest.mark.parametrize("small_disk", ["12m"], indirect=True)
+def test_a_full_disk_while_saving_the_final_model_is_one_line(small_disk, capsys):
+    run = small_disk / "run"
+    assert main(_sft(run, 2)) == 2  # checkpoint-2 fits, final/ does not
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"disk full while saving {run}/final" in err[0], err
+    assert not list(run.glob(".final*")) and not (run / "final").exists()
+    assert (run / "checkpoint-2").is_dir()

@@ -26,6 +26,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..checkpoint import checkpoints
 from ..config import ConfigError, RLConfig, apply, load_config, read_yaml, to_dict
 from ..errors import UnavailableError
 from .jobs import Job, run_jobs, split_cores
@@ -121,7 +122,7 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
         error = ""
         for attempt in range(retries + 1):
             try:
-                train(cell.config, folder, resume=True, progress=False)
+                train(cell.config, folder, resume=bool(checkpoints(folder)), progress=False)  # never saved: anew
                 (folder / "error.txt").unlink(missing_ok=True)
                 return {"cell": cell.name, "status": "done", "attempts": attempt + 1,
                         **({"replaced": stale} if stale else {})}
