@@ -1,18 +1,37 @@
-"""Atomic, resumable checkpoints: the model folder (save_pretrained) plus a state file with
-the optimizer, scheduler, every RNG, the step and the data position.
+"""Resumable checkpoints that can be trusted: `RUN/checkpoint-<step>/` folders (the model
+folder from save_pretrained, a state file with the optimizer, scheduler, every RNG, the step
+and the data position, and a manifest of the files and their sizes).
 
-A checkpoint is written to `<dir>.tmp` and swapped in with renames, so a crash mid-write
-leaves the previous checkpoint intact.
+    save_checkpoint(run_dir, adapter, state, limit=2)  # atomic; keeps the newest `limit`
+    ckpt = resume_point(run_dir)                       # newest intact one, None for a new run
+
+Each checkpoint is written to a hidden temporary folder and renamed into place, so a crash or
+a full disk mid-write leaves the previous ones intact (a full disk is one DiskFullError line).
+On resume the newest is checked (every file present with its size, weights, state and JSON
+loadable, the step matching its name); a damaged one is reported in one line and the newest
+intact one is used. A run folder that holds a run but no intact checkpoint is never started
+over silently: that needs `fresh=True` (`--fresh`). An older single `checkpoint/` folder is
+still found.
 """
 from __future__ import annotations
 
+import errno
+import json
 import os
 import random
+import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from .errors import CheckpointError, DiskFullError
+
+PREFIX = "checkpoint-"
+MANIFEST = "manifest.json"
+RUN_FILES = ("config.json", "metrics.jsonl", "summary.json")  # a folder holding any of these holds a run
 
 
 def rng_state() -> dict:
@@ -28,25 +47,162 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(path: Path, adapter, state: dict) -> None:
+def _disk_full(exc: BaseException, folder: Path, needed: int) -> bool:
+    """A save failure caused by a full disk: ENOSPC anywhere in the chain, or too little space left
+    (torch and safetensors report it as an iostream or serialization error)."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if any(s in str(seen) for s in ("No space left", "StorageFull", "os error 28")):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    try:
+        return shutil.disk_usage(folder).free < max(needed, 1 << 20)
+    except OSError:
+        return False
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.0f} MB" if n >= 2**20 else f"{n / 2**10:.0f} KB"
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    """The run's checkpoint folders, newest first (an older single `checkpoint/` last)."""
+    run_dir = Path(run_dir)
+    found = [p for p in run_dir.glob(PREFIX + "*") if p.is_dir() and re.fullmatch(PREFIX + r"\d+", p.name)]
+    found.sort(key=lambda p: int(p.name[len(PREFIX):]), reverse=True)
+    return found + [p for p in (run_dir / "checkpoint", run_dir / "checkpoint.old") if p.is_dir()]
+
+
+def write_folder(path: Path, write, needed: int = 0) -> Path:
+    """Build a folder with `write(tmp)` in a hidden temporary sibling and rename it into place
+    (replacing an older one). On failure the temporary folder is removed; a full disk is a
+    DiskFullError naming the folder and about how much space (`needed`, else what was written)."""
     path = Path(path)
-    tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
+    tmp, old = path.with_name(f".{path.name}.tmp"), path.with_name(f".{path.name}.old")
     shutil.rmtree(tmp, ignore_errors=True)
-    adapter.save(tmp)
-    torch.save({**state, "rng": rng_state()}, tmp / "trainer_state.pt")
-    if path.exists():
+    try:
+        write(tmp)
+    except Exception as exc:
+        written = _size(tmp) if tmp.exists() else 0
+        shutil.rmtree(tmp, ignore_errors=True)
+        needed = needed or written
+        if _disk_full(exc, path.parent, needed):
+            raise DiskFullError(f"disk full while saving {path}: about {_mb(needed)} needed in {path.parent}") from exc
+        raise
+    if path.exists():  # saved again (say, the same step at the end and on a stop signal)
         shutil.rmtree(old, ignore_errors=True)
         os.replace(path, old)
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
+    return path
 
 
-def find_checkpoint(path: Path) -> Path | None:
-    """The newest complete checkpoint: `path`, or `path.old` when a swap was interrupted."""
+def save_checkpoint(run_dir: Path, adapter, state: dict, limit: int = 2) -> Path:
+    """Write RUN/checkpoint-<step>/ atomically, then keep only the newest `limit` (at least one)."""
+    run_dir = Path(run_dir)
+    for stale in run_dir.glob(f".{PREFIX}*.tmp"):  # left by a crash mid-save
+        shutil.rmtree(stale, ignore_errors=True)
+    previous = checkpoints(run_dir)
+
+    def write(tmp: Path) -> None:
+        adapter.save(tmp)
+        torch.save({**state, "rng": rng_state()}, tmp / "trainer_state.pt")
+        sizes = {f.relative_to(tmp).as_posix(): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps({"step": state["step"], "files": sizes}, indent=1) + "\n")
+
+    try:
+        path = write_folder(run_dir / f"{PREFIX}{state['step']}", write, _size(previous[0]) if previous else 0)
+    except DiskFullError as exc:
+        kept = f"; {previous[0].name} is intact" if previous else ""
+        raise DiskFullError(f"{exc}{kept}; free some space and rerun the same command to resume") from exc.__cause__
+    for extra in checkpoints(run_dir)[max(1, limit):]:
+        shutil.rmtree(extra, ignore_errors=True)
+    return path
+
+
+def damage(path: Path) -> str | None:
+    """Why the checkpoint cannot be resumed from, or None when it is intact."""
     path = Path(path)
-    for cand in (path, path.with_name(path.name + ".old")):
-        if (cand / "trainer_state.pt").exists():
+    manifest = path / MANIFEST
+    try:
+        if manifest.exists():
+            meta = json.loads(manifest.read_text())
+            for name, size in meta["files"].items():
+                if not (path / name).is_file():
+                    return f"{name} is missing"
+                if (path / name).stat().st_size != size:
+                    return f"{name} has {(path / name).stat().st_size} bytes, not {size}"
+        if not (path / "trainer_state.pt").is_file():
+            return "trainer_state.pt is missing"
+        weights = sorted(path.glob("*.safetensors"))
+        if not weights:
+            return "no weights (*.safetensors)"
+        if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
+            return "config.json is missing"
+        for f in sorted(path.glob("*.json")):
+            json.loads(f.read_text())
+        from safetensors import safe_open
+
+        for f in weights:
+            with safe_open(str(f), "pt") as handle:
+                list(handle.keys())
+        state = torch.load(path / "trainer_state.pt", weights_only=False, mmap=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to read it is damage, named by its first line
+        where = getattr(exc, "filename", None) or ""
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        return f"unreadable ({type(exc).__name__}{': ' + first if first else ''}{' in ' + where if where else ''})"
+    if not isinstance(state, dict) or "step" not in state:
+        return "trainer_state.pt holds no step"
+    if path.name.startswith(PREFIX) and state["step"] != int(path.name[len(PREFIX):]):
+        return f"trainer_state.pt is for step {state['step']}"
+    return None
+
+
+def find_checkpoint(run_dir: Path, report=None) -> Path | None:
+    """The newest intact checkpoint of the run (None when there is none); each damaged newer
+    one is passed to `report` as a one-line message."""
+    for cand in checkpoints(run_dir):
+        why = damage(cand)
+        if why is None:
             return cand
+        if report:
+            report(f"checkpoint {cand} is damaged: {why}")
+    return None
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether the folder already holds a run (its config, metrics, summary or checkpoints)."""
+    run_dir = Path(run_dir)
+    return any((run_dir / f).exists() for f in RUN_FILES) or bool(checkpoints(run_dir))
+
+
+def resume_point(run_dir: Path, fresh: bool = False) -> Path | None:
+    """The checkpoint to resume from, or None to start a new run. A damaged newest checkpoint is
+    reported in one line on stderr; a run folder with a run but no intact checkpoint is a
+    CheckpointError unless `fresh`."""
+    if fresh:
+        return None
+    damaged = []
+    ckpt = find_checkpoint(run_dir, damaged.append)
+    if ckpt is not None:
+        if damaged:
+            more = f" (and {len(damaged) - 1} more damaged)" if len(damaged) > 1 else ""
+            print(f"{damaged[0]}{more}; resuming from {ckpt.name}", file=sys.stderr)
+        return ckpt
+    if damaged:
+        raise CheckpointError(f"no intact checkpoint in {run_dir} ({damaged[0].removeprefix('checkpoint ')}"
+                              f"{f' and {len(damaged) - 1} more' if len(damaged) > 1 else ''}); "
+                              "rerun with --fresh to start the run over")
+    if holds_run(run_dir):
+        present = ", ".join(f for f in RUN_FILES if (Path(run_dir) / f).exists())
+        raise CheckpointError(f"{run_dir} already holds a run ({present}) but no checkpoint to resume from; rerun with --fresh to start it over, or choose "
+                              "another --output-dir")
     return None
 
 

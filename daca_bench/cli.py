@@ -1,15 +1,20 @@
 """`daca-bench` command line: one subcommand per module, imported only when it runs.
 
 Each module named in SUBCOMMANDS defines `configure(parser)` and `run(args) -> int`.
-Unknown options are errors that name the close matches.
+Unknown options are errors that name the close matches. Expected failures (a missing or
+wrong file, a bad config, an unknown name, a model that cannot be loaded: see
+`daca_bench.errors.explain`) end in one line and exit code 2; a bug keeps its traceback.
+`--traceback` (anywhere on the line) or DACA_BENCH_TRACEBACK=1 shows it for both.
 """
 from __future__ import annotations
 
 import argparse
 import difflib
 import importlib
+import os
 import re
 import sys
+import traceback
 
 # name -> (module, one-line help). A module that does not exist yet says so when run.
 SUBCOMMANDS = {
@@ -68,6 +73,8 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser(only: str | None = None) -> Parser:
     parser = Parser(prog="daca-bench", description="Benchmark and ablation harness for RL on diffusion LMs (DACA-GRPO).")
+    parser.add_argument("--traceback", action="store_true",
+                        help="show the full traceback of an expected failure too (or set DACA_BENCH_TRACEBACK=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, (modname, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -91,6 +98,9 @@ def _import(modname: str, name: str):
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    show = "--traceback" in argv[:cut] or os.environ.get("DACA_BENCH_TRACEBACK", "") not in ("", "0")
+    argv = [a for i, a in enumerate(argv) if not (a == "--traceback" and i < cut)]
     command = next((a for a in argv if not a.startswith("-")), None)
     if command is not None and command not in SUBCOMMANDS:
         close = difflib.get_close_matches(command, list(SUBCOMMANDS), n=3)
@@ -105,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if module is None:
         print(f"daca-bench {args.command}: not built yet in this version.", file=sys.stderr)
         return 2
-    from .config import ConfigError
+    from .errors import explain
 
     if args.tasks_dir:  # through the environment, so that worker processes see the same tasks
         import os
@@ -114,8 +124,13 @@ def main(argv: list[str] | None = None) -> int:
             [*args.tasks_dir, *filter(None, os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep))])
     try:
         return int(module.run(args) or 0)
-    except ConfigError as exc:  # a wrong key, value or name: one clear line, no traceback
-        print(f"daca-bench {args.command}: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - the one boundary: expected failures become one line
+        line = explain(exc)
+        if line is None:
+            raise
+        if show:
+            traceback.print_exc()
+        print(f"daca-bench {args.command}: {' '.join(line.split())}", file=sys.stderr)
         return 2
 
 

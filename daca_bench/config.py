@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from .errors import ConfigError  # noqa: F401 - raised here, imported from here by many
+
 
 @dataclass(frozen=True)
 class DPSConfig:
@@ -73,6 +75,7 @@ class SFTConfig:
     grad_clip: float = 1.0
     eps: float = 1e-3  # t ~ U(eps, 1)
     save_every: int = 250  # steps between checkpoints
+    save_total_limit: int = 2  # checkpoints kept (OUTPUT/checkpoint-STEP); the newest always
     eval_every: int = 0  # steps between greedy evaluations on the dev set; 0 = only the final test
     n_dev: int = 256  # dev prompts held out of the train split (used when eval_every > 0)
     target_accuracy: float = 0.0  # stop at the first dev evaluation at or above this; 0 = run all steps
@@ -118,6 +121,7 @@ class TrainConfig:
     n_eval: int = 256
     eval_every: int = 0  # 0 = only at the end
     save_every: int = 25
+    save_total_limit: int = 2  # checkpoints kept (OUTPUT/checkpoint-STEP); the newest always
     seed: int = 0  # the run's seed: train prompts and their order, rollout noise, SML masks
     test_seed: int = 0  # the test set's seed, apart from `seed`: every cell of a grid is scored on one set
     reward: str = "exact"  # training reward: exact | dense (the task's partial credit) | d1; the test stays exact
@@ -141,10 +145,6 @@ class RLConfig:
     dps: DPSConfig = field(default_factory=DPSConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     output_dir: str = "runs/train-tiny"
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def _known_keys(cls, prefix="") -> list[str]:
@@ -292,7 +292,7 @@ def _preset_path(path: str | Path) -> Path:
 def load_config(path: str | Path | None, overrides: list[str] | None = None, cls=RunConfig):
     cfg = cls()
     if path:
-        data = yaml.safe_load(_preset_path(path).read_text()) or {}
+        data = read_yaml(_preset_path(path), "config") or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
         try:
@@ -303,6 +303,24 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, cls
     if cls is RLConfig:
         updates = trl_aliases(updates)
     return apply(cfg, updates)
+
+
+def read_yaml(path: str | Path, what: str = "config"):
+    """A YAML file's data; a missing, unreadable or malformed file is a ConfigError naming it."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{path} is a folder; give the {what} YAML file")
+    try:
+        return yaml.safe_load(p.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such {what} file; check the path") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the {what} as UTF-8") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML{at}: {problem}; fix the {what} file") from None
 
 
 def to_dict(cfg) -> dict:

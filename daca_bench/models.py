@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
+from .errors import ConfigError, UnavailableError
 
 MASK, PAD, EOS, UNK = "[MASK]", "[PAD]", "[EOS]", "[UNK]"
 TINY_CHARS = string.printable[:95] + "\n"  # printable ASCII (digits, letters, punctuation, space) and newline
@@ -131,7 +132,18 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
 
     hf_logging.disable_progress_bar()
     torch_dtype = getattr(torch, dtype)
-    config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+    try:
+        config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:  # a missing folder, a malformed hub id, not cached offline
+        if "trust_remote_code" in str(exc):
+            raise ConfigError(f"{name} ships its own model code; pass model.trust_remote_code=true "
+                              "(--trust-remote-code on the command line)") from exc
+        if Path(name).is_dir():
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UnavailableError(f"cannot load the model folder {name}: {first} Point it at a save_pretrained "
+                                   "folder (e.g. an SFT run's final/)") from exc
+        raise UnavailableError(f"cannot load model {name!r}: it is neither a save_pretrained folder nor a hub id "
+                               "in the local cache; check the path (model.name, train.init or --model)") from exc
     tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     model_type = str(getattr(config, "model_type", "")).lower()
     is_dream = "dream" in model_type
@@ -152,16 +164,20 @@ def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
     import torch as _torch
 
     if need_gpu and not _torch.cuda.is_available():
-        raise RuntimeError(f"this preset needs a CUDA GPU ({cfg.name}); none is visible here. "
-                           "Run it on a GPU machine, or use configs/tiny.yaml on a CPU.")
+        raise UnavailableError(f"this preset needs a CUDA GPU ({cfg.name}); none is visible here. "
+                               "Run it on a GPU machine, or use configs/tiny.yaml on a CPU.")
     if cfg.name == "tiny" or Path(cfg.name).is_dir():
         return
     from huggingface_hub import try_to_load_from_cache
 
-    if not isinstance(try_to_load_from_cache(cfg.name, "config.json"), str):
-        raise RuntimeError(f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
-                           f"Download them where the hub is reachable (`huggingface-cli download {cfg.name}`) "
-                           "or set model.name to a local save_pretrained folder.")
+    try:
+        cached = isinstance(try_to_load_from_cache(cfg.name, "config.json"), str)
+    except ValueError:  # not even a valid hub id: a folder path that does not exist
+        raise UnavailableError(f"no such model folder {cfg.name}; check the path (model.name or train.init)") from None
+    if not cached:
+        raise UnavailableError(f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
+                               f"Download them where the hub is reachable (`huggingface-cli download {cfg.name}`) "
+                               "or set model.name to a local save_pretrained folder.")
 
 
 def load_model(cfg: ModelConfig) -> ModelAdapter:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .errors import UnknownTaskError
 from .resources import data_dir
 from .types import Task
 
@@ -101,7 +102,7 @@ def task_spec(name: str) -> TaskSpec:
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_REGISTRY))}"
-        raise KeyError(f"unknown task {name!r}{hint}")
+        raise UnknownTaskError(f"unknown task {name!r}{hint}; `daca-bench tasks` lists them")
     return _REGISTRY[name]
 
 

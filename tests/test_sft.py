@@ -24,7 +24,9 @@ def test_sft_learns(tmp_path):
 def test_resumed_sft_equals_uninterrupted(tmp_path):
     train_sft(_cfg(steps=12), tmp_path / "straight", progress=False)
     train_sft(_cfg(steps=7), tmp_path / "resumed", progress=False)  # checkpoint at step 5, "crash" after 7
-    (tmp_path / "resumed" / "checkpoint").rename(tmp_path / "resumed" / "checkpoint.old")  # an interrupted swap
+    assert sorted(p.name for p in (tmp_path / "resumed").glob("checkpoint-*")) == ["checkpoint-5", "checkpoint-7"]
+    weights = tmp_path / "resumed" / "checkpoint-7" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])  # the newest is damaged: resume from step 5
     train_sft(_cfg(steps=12), tmp_path / "resumed", progress=False)
     a = load_file(tmp_path / "straight" / "final" / "model.safetensors")
     b = load_file(tmp_path / "resumed" / "final" / "model.safetensors")

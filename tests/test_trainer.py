@@ -132,7 +132,7 @@ def test_lora_trains_with_the_adapter_disabled_base_as_reference(tmp_path):
     train(cfg, tmp_path / "a", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["kl"] > 0  # the policy has moved away from the base model
-    assert (tmp_path / "a" / "checkpoint" / "adapter_model.safetensors").exists()
+    assert (tmp_path / "a" / "checkpoint-2" / "adapter_model.safetensors").exists()
     merged = _weights(tmp_path / "a")  # final/ holds the merged model, loadable without peft
     assert not any("lora" in k for k in merged)
     train(apply(cfg, {"train.steps": 3}), tmp_path / "a", progress=False)  # resumes the adapter
@@ -180,6 +180,6 @@ def test_sigterm_checkpoints_and_the_rerun_resumes(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "checkpoint saved" in err
     done = len(metrics.read_text().splitlines())
-    assert (tmp_path / "checkpoint" / "trainer_state.pt").exists() and not (tmp_path / "summary.json").exists()
-    state = torch.load(tmp_path / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert (tmp_path / f"checkpoint-{done}" / "trainer_state.pt").exists() and not (tmp_path / "summary.json").exists()
+    state = torch.load(tmp_path / f"checkpoint-{done}" / "trainer_state.pt", weights_only=False)
     assert state["step"] == done

@@ -42,11 +42,12 @@ def test_cli_countdown_with_a_malformed_line(tmp_path, capsys):
     rows = _read(out)
     assert [(r["reward"], r["status"]) for r in rows] == [
         (1.0, "correct"), (0.0, "wrong"), (None, "bad_input"), (None, "bad_input"), (None, "bad_input"),
-        (0.0, "no_answer")]
+        (None, "bad_input"), (0.0, "no_answer")]  # the blank line 4 keeps its place
     assert rows[0]["id"] == "a" and rows[0]["completion"] == "<answer>3*5+7</answer>"  # input kept
     assert rows[2]["line"] == 3 and rows[2]["raw"] == "{this is not json"
-    assert f"{src}:3:" in err.err and f"{src}:5:" in err.err and f"{src}:6:" in err.err
-    assert "6 lines" in err.out and "mean reward 0.3333" in err.out and "bad_input=3" in err.out
+    assert rows[3]["line"] == 4 and rows[3]["error"] == f"{src}:4: blank line"
+    assert all(f"{src}:{n}:" in err.err for n in (3, 4, 5, 6))
+    assert "7 lines" in err.out and "mean reward 0.3333" in err.out and "bad_input=4" in err.out
 
 
 def test_cli_clean_file_exits_zero_with_workers(tmp_path, capsys):

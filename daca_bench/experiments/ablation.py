@@ -26,9 +26,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from ..config import ConfigError, RLConfig, apply, load_config, to_dict
+from ..checkpoint import checkpoints
+from ..config import ConfigError, RLConfig, apply, load_config, read_yaml, to_dict
+from ..errors import UnavailableError
 from .jobs import Job, run_jobs, split_cores
 
 VARIANTS = {
@@ -76,7 +76,7 @@ def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
 
 
 def load_grid(path: str | Path) -> dict:
-    data = yaml.safe_load(Path(path).read_text())
+    data = read_yaml(path, "grid")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a grid is a mapping with base, overrides and axes")
     return data
@@ -122,7 +122,7 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
         error = ""
         for attempt in range(retries + 1):
             try:
-                train(cell.config, folder, resume=True, progress=False)
+                train(cell.config, folder, resume=bool(checkpoints(folder)), progress=False)  # never saved: anew
                 (folder / "error.txt").unlink(missing_ok=True)
                 return {"cell": cell.name, "status": "done", "attempts": attempt + 1,
                         **({"replaced": stale} if stale else {})}
@@ -159,7 +159,7 @@ def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus
     try:
         import ray
     except ImportError as exc:
-        raise RuntimeError("--executor ray needs Ray: pip install 'daca-bench[ray]'") from exc
+        raise UnavailableError("--executor ray needs Ray: pip install 'daca-bench[ray]'") from exc
     from tqdm.auto import tqdm
 
     started = not ray.is_initialized()

@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from ..checkpoint import checkpoints
 from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, pick, to_dict
 from ..resources import data_dir
 from .ablation import VARIANTS, Cell, expand, run_local, run_ray
@@ -113,7 +114,7 @@ def _sft_job(cfg: RunConfig, folder: str) -> dict:
     done = Path(folder) / "summary.json"
     if done.exists():
         return {**json.loads(done.read_text()), "status": "cached"}
-    return {**train_sft(cfg, folder, resume=True, progress=False), "status": "done"}
+    return {**train_sft(cfg, folder, resume=bool(checkpoints(folder)), progress=False), "status": "done"}
 
 
 def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dict[str, dict]:

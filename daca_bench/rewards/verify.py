@@ -3,8 +3,10 @@ reward function for other GRPO trainers.
 
     daca-bench verify gsm8k --input completions.jsonl --output scored.jsonl --workers 2
 Each input line holds the task's fields plus `completion`; each output line is the input plus
-`reward` (a number, or null when it could not be scored) and `status`. A malformed line is
-reported as FILE:LINE, written with status bad_input, and the exit code is then 2.
+`reward` (a number, or null when it could not be scored) and `status`. Output line N is input
+line N: a line that cannot be decoded, parsed or scored (a blank one too) is written with
+status bad_input and an `error` naming FILE:LINE and the reason (a line that is not a JSON
+object as {"line", "raw"}), reported on stderr, and the exit code is then 2.
 
     from daca_bench.rewards.verify import reward_function
     trainer = GRPOTrainer(..., reward_funcs=[reward_function("gsm8k")])  # f(prompts, completions, **columns)
@@ -20,10 +22,12 @@ import warnings
 from collections import Counter
 from typing import Any, Callable, Sequence
 
+from ..jsonl import dumps_line, read_jsonl
 from ..registry import task_spec
 from ..types import BAD_INPUT, INFRA_ERROR, STATUSES, Reward, Sample
 from .scoring import bad_input, infra_error
 
+RAW_CHARS = 2000  # a bad line's text is written back up to this length
 BUILD_ERRORS = (KeyError, ValueError, TypeError, IndexError, AttributeError, json.JSONDecodeError)
 
 
@@ -222,23 +226,17 @@ def configure(parser) -> None:
 
 
 def _read(path: str) -> list[tuple[int, Any, str | None]]:
-    """(line number, record or raw text, error) for every non-blank line."""
+    """(line number, record or the line's text, error) for every line, blank ones included."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                out.append((number, line.rstrip("\n"), f"not JSON: {exc}"))
-                continue
-            if not isinstance(record, dict):
-                out.append((number, record, "line must be a JSON object"))
-            elif "completion" not in record:
-                out.append((number, record, "line has no `completion` field"))
-            else:
-                out.append((number, record, None))
+    for line in read_jsonl(path):
+        if line.error:
+            out.append((line.number, line.text, line.error))
+        elif not isinstance(line.record, dict):
+            out.append((line.number, line.text, "line must be a JSON object"))
+        elif "completion" not in line.record:
+            out.append((line.number, line.record, "line has no `completion` field"))
+        else:
+            out.append((line.number, line.record, None))
     return out
 
 
@@ -250,24 +248,24 @@ def run(args) -> int:
         print(f"daca-bench verify: {str(exc).strip(chr(39))}", file=sys.stderr)
         return 2
     lines = _read(args.input)
+    out = open(args.output, "w", encoding="utf-8")  # a bad output path fails before the scoring
     good = [(i, rec) for i, (_, rec, err) in enumerate(lines) if err is None]
     rows = [{k: v for k, v in rec.items() if k != "completion"} for _, rec in good]
     rewards = score_records(args.task, rows, [rec["completion"] for _, rec in good], args.workers, **kw)
     by_line: dict[int, Reward] = {i: r for (i, _), r in zip(good, rewards)}
     statuses, values, bad = Counter(), [], 0
-    with open(args.output, "w", encoding="utf-8") as out:
+    with out:
         for i, (number, record, error) in enumerate(lines):
             reward = by_line.get(i) or bad_input(error)
-            if reward.status == BAD_INPUT:
-                bad += 1
-                print(f"{args.input}:{number}: bad_input: {reward.details.get('error', '')}", file=sys.stderr)
-            record = dict(record) if isinstance(record, dict) else {"line": number, "raw": record}
+            record = dict(record) if isinstance(record, dict) else {"line": number, "raw": record[:RAW_CHARS]}
             record["reward"], record["status"] = json_value(reward), reward.status
             if reward.status == BAD_INPUT:
-                record["error"] = reward.details.get("error", "")
+                bad += 1
+                record["error"] = f"{args.input}:{number}: {reward.details.get('error', '')}"
+                print(f"{args.input}:{number}: bad_input: {reward.details.get('error', '')}", file=sys.stderr)
             if args.details:
                 record["details"] = dict(reward.details)
-            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            out.write(dumps_line(record))
             statuses[reward.status] += 1
             if record["reward"] is not None:
                 values.append(record["reward"])

@@ -232,11 +232,11 @@ def run(args) -> int:
     from ..registry import get_task
 
     cfg = load_config(None, args.overrides, RunConfig)
+    sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
     adapter = load_model(ModelConfig(name=args.model, trust_remote_code=args.trust_remote_code))
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n]
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)
-    sink = open(args.output, "w") if args.output else sys.stdout
     for i, s in enumerate(samples):
         r = task.verify(s, batch.texts[i])
         row = {"id": s.id, "prompt": s.prompt, "completion": batch.texts[i], "reward": r.as_json_value(),

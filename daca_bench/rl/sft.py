@@ -6,8 +6,9 @@ ELBO's weighting), normalised by the completion length. The completion is the go
 then EOS, then EOS to the canvas length L (as LLaDA pads its answers).
 
     daca-bench sft --config configs/tiny_sft.yaml sft.steps=500
-Checkpoints (save_pretrained + optimizer/RNG/step) go to OUTPUT/checkpoint every
-`sft.save_every` steps; running the same command again resumes from there.
+Checkpoints (save_pretrained + optimizer/RNG/step) go to OUTPUT/checkpoint-STEP every
+`sft.save_every` steps (the newest `sft.save_total_limit` are kept); running the same command
+again resumes from the newest intact one.
 
 With `sft.eval_every=N` the model is greedy-evaluated every N steps on `sft.n_dev` prompts
 held out of the train split (never the test split; the generated tasks deduplicate by the
@@ -26,8 +27,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..checkpoint import RunState, find_checkpoint, save_checkpoint
-from ..config import RunConfig, SFTConfig, dump, load_config
+from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
+from ..config import ConfigError, RunConfig, SFTConfig, dump, load_config
 from ..models import ModelAdapter, load_model, load_pretrained
 from .evaluate import evaluate
 from .sampler import pad_prompts
@@ -38,7 +39,7 @@ def encode_completions(adapter: ModelAdapter, targets: list[str], length: int) -
     out = torch.full((len(targets), length), adapter.eos_token_id, dtype=torch.long)
     for i, ids in enumerate(adapter.encode(targets)):
         if len(ids) >= length:
-            raise ValueError(f"gold completion {targets[i]!r} has {len(ids)} tokens; sampler.gen_length={length} "
+            raise ConfigError(f"gold completion {targets[i]!r} has {len(ids)} tokens; sampler.gen_length={length} "
                              "leaves no room for EOS: raise sampler.gen_length")
         out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return out
@@ -71,7 +72,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     out.mkdir(parents=True, exist_ok=True)
     if s.threads:
         torch.set_num_threads(s.threads)
-    ckpt = find_checkpoint(out / "checkpoint") if resume else None
+    ckpt = resume_point(out, fresh=not resume)
     adapter = load_pretrained(str(ckpt)) if ckpt else load_model(cfg.model)
     train_task = get_task(s.task, split="train", n=s.n_train, seed=s.seed)
     train, dev = _split_dev(list(train_task.samples), s.n_dev if s.eval_every else 0, s.task)
@@ -119,12 +120,12 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{run.extra.get('dev_accuracy', math.nan):.3f}")
             if run.step % s.save_every == 0 or run.step == s.steps or run.extra.get("stopped_early"):
-                save_checkpoint(out / "checkpoint", adapter, run.state_dict())
+                save_checkpoint(out, adapter, run.state_dict(), s.save_total_limit)
     bar.close()
     seconds = time.perf_counter() - t0
     test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed)
     result = evaluate(adapter, test, cfg.sampler, n=s.n_eval)
-    adapter.save(out / "final")
+    write_folder(out / "final", adapter.save)
     summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
                "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
                "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
@@ -145,7 +146,7 @@ def _split_dev(samples: list, n_dev: int, task: str) -> tuple[list, list]:
     if n_dev <= 0:
         return samples, []
     if n_dev >= len(samples) // 2:
-        raise ValueError(f"sft.n_dev={n_dev} would take half or more of the {len(samples)} {task} train samples; "
+        raise ConfigError(f"sft.n_dev={n_dev} would take half or more of the {len(samples)} {task} train samples; "
                          "lower sft.n_dev or raise sft.n_train")
     return samples[:-n_dev], samples[-n_dev:]
 
@@ -161,7 +162,7 @@ def _trim_left(ids: torch.Tensor, mask: torch.Tensor):
 def configure(parser) -> None:
     parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny_sft.yaml)")
     parser.add_argument("--output-dir", default=None, help="run folder (default: output_dir of the config)")
-    parser.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint and start over")
+    parser.add_argument("--fresh", action="store_true", help="start over, overwriting the run in OUTPUT")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE overrides, e.g. sft.steps=500")
 

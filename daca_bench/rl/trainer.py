@@ -28,8 +28,9 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..checkpoint import RunState, find_checkpoint, save_checkpoint
-from ..config import RLConfig, load_config, pick, to_dict
+from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
+from ..config import ConfigError, RLConfig, load_config, pick, to_dict
+from ..errors import UnavailableError
 from ..models import chat_prompts, load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
@@ -114,7 +115,7 @@ def validate(cfg: RLConfig) -> None:
     pick(PRECISIONS, cfg.train.precision, "train.precision")
     _, world = _world()
     if cfg.train.prompts_per_step % world:
-        raise ValueError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
+        raise ConfigError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
 
 
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
@@ -129,7 +130,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     if t.threads:
         torch.set_num_threads(t.threads)
     require_available(cfg.model if not t.init else replace(cfg.model, name=t.init), t.require_gpu)
-    ckpt = find_checkpoint(out / "checkpoint") if resume else None
+    ckpt = resume_point(out, fresh=not resume)
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
     adapter = load_policy(cfg, ckpt)
     adapter.model.to(device)
@@ -165,7 +166,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
 
     def checkpoint():
         if rank == 0:
-            save_checkpoint(out / "checkpoint", adapter, run.state_dict())
+            save_checkpoint(out, adapter, run.state_dict(), t.save_total_limit)
 
     bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
@@ -212,7 +213,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         if rank == 0:
             write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
             final = replace(adapter, model=copy.deepcopy(adapter.model).merge_and_unload()) if t.lora else adapter
-            final.save(out / "final")
+            write_folder(out / "final", final.save)
             tmp = out / "summary.json.tmp"
             tmp.write_text(json.dumps(summary, indent=2) + "\n")
             os.replace(tmp, out / "summary.json")
@@ -255,7 +256,7 @@ def _tensorboard(report_to: str, out: Path):
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as exc:
-        raise RuntimeError("train.report_to=tensorboard needs the tensorboard package: pip install tensorboard") from exc
+        raise UnavailableError("train.report_to=tensorboard needs the tensorboard package: pip install tensorboard") from exc
     return SummaryWriter(str(out / "tensorboard"))
 
 
@@ -439,8 +440,9 @@ def _split(n: int, parts: int) -> list[slice]:
 def configure(parser) -> None:
     parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny.yaml)")
     parser.add_argument("--output-dir", default=None)
-    parser.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint (the default when one exists)")
-    parser.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest intact OUTPUT/checkpoint-STEP (the default when one exists)")
+    parser.add_argument("--fresh", action="store_true", help="start over, overwriting the run in OUTPUT")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--print-config", action="store_true", help="list every key, its value and help, then stop")
     parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE, e.g. loss.base=gspo dps.enabled=true sml.k=4 "
