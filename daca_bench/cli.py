@@ -118,8 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import explain
 
     if args.tasks_dir:  # through the environment, so that worker processes see the same tasks
-        import os
-
         os.environ["DACA_BENCH_TASKS"] = os.pathsep.join(
             [*args.tasks_dir, *filter(None, os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep))])
     try:
