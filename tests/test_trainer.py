@@ -183,3 +183,19 @@ def test_sigterm_checkpoints_and_the_rerun_resumes(tmp_path):
     assert (tmp_path / f"checkpoint-{done}" / "trainer_state.pt").exists() and not (tmp_path / "summary.json").exists()
     state = torch.load(tmp_path / f"checkpoint-{done}" / "trainer_state.pt", weights_only=False)
     assert state["step"] == done
+
+
+def test_cells_of_one_seed_share_prompts_noise_and_test_set(tmp_path):
+    """Common random numbers: a baseline and a +DACA run of one seed draw the same first rollouts
+    (same prompts, same noise, hence the same rewards before any update) and are scored on the same
+    test prompts, whatever their seed; another train.seed draws other rollouts but the same test set."""
+    runs = {}
+    for name, over in {"base": {}, "daca": {"dps.enabled": True, "sml.k": 4}, "seed1": {"train.seed": 1}}.items():
+        out = tmp_path / name
+        train(_cfg(**{"train.steps": 1, **over}), out, progress=False)
+        first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+        ids = [json.loads(line)["id"] for line in (out / "eval.jsonl").read_text().splitlines()]
+        runs[name] = (first["reward_mean"], first["completion_length"], ids)
+    assert runs["base"][:2] == runs["daca"][:2]
+    assert runs["base"][2] == runs["daca"][2] == runs["seed1"][2] and len(runs["base"][2]) == 8
+    assert runs["base"][:2] != runs["seed1"][:2]
