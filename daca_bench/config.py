@@ -298,6 +298,25 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, cls
     return apply(cfg, updates)
 
 
+def command_config(overrides: list[str], sections: tuple[str, ...], options: dict[str, Any] | None = None,
+                   base=None):
+    """The RunConfig of a command that reads only some sections (`sample`: model, sampler).
+
+    `options` are the command's own flags as dotted keys (`{"model.name": args.model}`; None = not
+    given), applied before the KEY=VALUE overrides. An override outside `sections` is an error
+    naming the keys the command takes; so is a key set both by a flag and by an override."""
+    keys = [k for k in _known_keys(RunConfig) if k.split(".")[0] in sections]
+    updates = parse_overrides(overrides)
+    for key in updates:
+        if key.split(".")[0] not in sections:
+            raise ConfigError(f"{key} is not used by this command; it takes {', '.join(keys)}")
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    both = sorted(given.keys() & updates.keys())
+    if both:
+        raise ConfigError(f"{both[0]} is set both by an option and by an override; set it once")
+    return apply(apply(base or RunConfig(), given), updates)
+
+
 def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 

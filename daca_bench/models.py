@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .config import ModelConfig
+from .config import ModelConfig, pick
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MASK, PAD, EOS, UNK = "[MASK]", "[PAD]", "[EOS]", "[UNK]"
 TINY_CHARS = string.printable[:95] + "\n"  # printable ASCII (digits, letters, punctuation, space) and newline
 
@@ -130,7 +132,7 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    torch_dtype = getattr(torch, dtype)
+    torch_dtype = pick(DTYPES, dtype, "model.dtype")
     config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
     tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     model_type = str(getattr(config, "model_type", "")).lower()
@@ -164,10 +166,15 @@ def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
                            "or set model.name to a local save_pretrained folder.")
 
 
+def default_device() -> torch.device:
+    """This process's CUDA device (LOCAL_RANK under torchrun) when there is one, else the CPU."""
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+
+
 def load_model(cfg: ModelConfig) -> ModelAdapter:
     if cfg.name == "tiny":
         tok = build_char_tokenizer()
-        model = build_tiny_model(cfg, tok)
+        model = build_tiny_model(cfg, tok).to(pick(DTYPES, cfg.dtype, "model.dtype"))
         return ModelAdapter(model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny")
     return load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
 
