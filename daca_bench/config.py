@@ -120,7 +120,7 @@ class TrainConfig:
     lora: bool = False
     lora_r: int = 128
     lora_alpha: int = 64
-    report_to: str = "none"  # none | tensorboard
+    report_to: str = "none"  # none | tensorboard | wandb, or a list: tensorboard,wandb
     require_gpu: bool = False  # paper-scale presets: stop at once on a machine without CUDA
 
 
