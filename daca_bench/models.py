@@ -162,7 +162,7 @@ def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
 
     if not isinstance(try_to_load_from_cache(cfg.name, "config.json"), str):
         raise RuntimeError(f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
-                           f"Download them where the hub is reachable (`huggingface-cli download {cfg.name}`) "
+                           f"Download them where the hub is reachable (`hf download {cfg.name}`) "
                            "or set model.name to a local save_pretrained folder.")
 
 
