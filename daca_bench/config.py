@@ -44,7 +44,7 @@ class ModelConfig:
     intermediate_size: int = 512
     max_positions: int = 128
     trust_remote_code: bool = False  # needed for LLaDA / Dream
-    dtype: str = "float32"  # float32 | bfloat16
+    dtype: str = "float32"  # float32 | bfloat16 | float16 (the tiny model too)
     seed: int = 0
 
 
