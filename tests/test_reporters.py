@@ -1,5 +1,6 @@
 import json
 import struct
+import time
 
 import pytest
 
@@ -29,6 +30,8 @@ def _wandb_records(path):
             pos += block - pos % block
             continue
         _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if pos + 7 + length > len(data):  # a chunk still being written
+            break
         parts += data[pos + 7:pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):
@@ -37,6 +40,17 @@ def _wandb_records(path):
             records.append(rec)
             parts = b""
     return records
+
+
+def _finished_run(path, timeout=60.0):
+    """The records once the run's exit record is on disk: wandb's service process may still be
+    writing the file when `finish()` returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = _wandb_records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.2)
 
 
 def test_a_run_reports_to_tensorboard_and_wandb_offline(tmp_path, monkeypatch):
@@ -48,7 +62,7 @@ def test_a_run_reports_to_tensorboard_and_wandb_offline(tmp_path, monkeypatch):
     logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
 
     (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
-    records = _wandb_records(run_file)
+    records = _finished_run(run_file)
     history = {}
     for r in records:
         if r.WhichOneof("record_type") == "history":
