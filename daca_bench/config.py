@@ -47,7 +47,7 @@ class ModelConfig:
     intermediate_size: int = 512
     max_positions: int = 128
     trust_remote_code: bool = False  # needed for LLaDA / Dream
-    dtype: str = "float32"  # float32 | bfloat16
+    dtype: str = "float32"  # float32 | bfloat16 | float16 (the tiny model too)
     seed: int = 0
 
 
@@ -131,7 +131,7 @@ class TrainConfig:
     lora_r: int = 128
     lora_alpha: int = 64
     lora_dropout: float = 0.0  # d1: 0.05
-    report_to: str = "none"  # none | tensorboard
+    report_to: str = "none"  # none | tensorboard | wandb, or a list: tensorboard,wandb
     require_gpu: bool = False  # paper-scale presets: stop at once on a machine without CUDA
 
 
@@ -321,6 +321,25 @@ def read_yaml(path: str | Path, what: str = "config"):
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}: not valid YAML{at}: {problem}; fix the {what} file") from None
+
+
+def command_config(overrides: list[str], sections: tuple[str, ...], options: dict[str, Any] | None = None,
+                   base=None):
+    """The RunConfig of a command that reads only some sections (`sample`: model, sampler).
+
+    `options` are the command's own flags as dotted keys (`{"model.name": args.model}`; None = not
+    given), applied before the KEY=VALUE overrides. An override outside `sections` is an error
+    naming the keys the command takes; so is a key set both by a flag and by an override."""
+    keys = [k for k in _known_keys(RunConfig) if k.split(".")[0] in sections]
+    updates = parse_overrides(overrides)
+    for key in updates:
+        if key.split(".")[0] not in sections:
+            raise ConfigError(f"{key} is not used by this command; it takes {', '.join(keys)}")
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    both = sorted(given.keys() & updates.keys())
+    if both:
+        raise ConfigError(f"{both[0]} is set both by an option and by an override; set it once")
+    return apply(apply(base or RunConfig(), given), updates)
 
 
 def to_dict(cfg) -> dict:

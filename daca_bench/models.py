@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .config import ModelConfig
+from .config import ModelConfig, pick
 from .errors import ConfigError, UnavailableError
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MASK, PAD, EOS, UNK = "[MASK]", "[PAD]", "[EOS]", "[UNK]"
 TINY_CHARS = string.printable[:95] + "\n"  # printable ASCII (digits, letters, punctuation, space) and newline
 
@@ -131,7 +133,7 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    torch_dtype = getattr(torch, dtype)
+    torch_dtype = pick(DTYPES, dtype, "model.dtype")
     try:
         config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:  # a missing folder, a malformed hub id, not cached offline
@@ -176,14 +178,19 @@ def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
         raise UnavailableError(f"no such model folder {cfg.name}; check the path (model.name or train.init)") from None
     if not cached:
         raise UnavailableError(f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
-                               f"Download them where the hub is reachable (`huggingface-cli download {cfg.name}`) "
+                               f"Download them where the hub is reachable (`hf download {cfg.name}`) "
                                "or set model.name to a local save_pretrained folder.")
+
+
+def default_device() -> torch.device:
+    """This process's CUDA device (LOCAL_RANK under torchrun) when there is one, else the CPU."""
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
 
 
 def load_model(cfg: ModelConfig) -> ModelAdapter:
     if cfg.name == "tiny":
         tok = build_char_tokenizer()
-        model = build_tiny_model(cfg, tok)
+        model = build_tiny_model(cfg, tok).to(pick(DTYPES, cfg.dtype, "model.dtype"))
         return ModelAdapter(model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny")
     return load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
 

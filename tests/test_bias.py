@@ -84,3 +84,12 @@ def test_command_runs_end_to_end_on_the_tiny_model(tmp_path, capsys, reference):
     data = json.loads(out.read_text())
     assert len(data["estimators"]) == 6 and data["meta"]["reference"] == reference
     assert (tmp_path / "bias.csv").exists() and (tmp_path / "bias.png").stat().st_size > 1000
+
+
+def test_command_honours_model_and_sampler_overrides(tmp_path, capsys):
+    out = tmp_path / "bias.json"
+    assert main(["likelihood-bias", "--task", "arithmetic", "--n", "4", "--draws", "1", "--gen-length", "4",
+                 "sampler.steps=2", "model.hidden_size=32", "--no-progress", "--json", str(out)]) == 0
+    config = json.loads(out.read_text())["meta"]["config"]
+    assert config["sampler"] == {**config["sampler"], "gen_length": 4, "block_length": 4, "steps": 2, "temperature": 0.9}
+    assert config["model"]["hidden_size"] == 32

@@ -1,5 +1,9 @@
+import json
 import subprocess
 import sys
+
+import pytest
+import torch
 
 from daca_bench.cli import SUBCOMMANDS, main
 
@@ -26,3 +30,37 @@ def test_unknown_command_names_close_match(capsys):
 def test_tasks_lists_the_tiny_arithmetic_family(capsys):
     assert main(["tasks", "--family", "math"]) == 0
     assert "arithmetic" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["sample", "--task", "arithmetic"], ["sft"], ["likelihood-bias"]])
+def test_an_override_the_command_does_not_use_is_an_error_naming_its_keys(capsys, command):
+    assert main([*command, "train.lr=9" if command[0] == "sft" else "sft.lr=9"]) == 2
+    err = capsys.readouterr().err
+    assert "is not used by this command" in err and "model.dtype" in err and "sampler.temperature" in err
+    assert ("sft.lr," in err) == (command[0] == "sft")
+
+
+def test_sample_honours_model_and_sampler_keys_and_moves_the_model_to_the_device(tmp_path, monkeypatch, capsys):
+    import daca_bench.models as models
+
+    loaded = []
+    real = models.load_model
+    monkeypatch.setattr(models, "load_model", lambda cfg: loaded.append(real(cfg)) or loaded[-1])
+    out = tmp_path / "s.jsonl"
+    assert main(["sample", "--task", "arithmetic", "--n", "2", "--output", str(out), "model.dtype=bfloat16",
+                 "model.hidden_size=32", "sampler.gen_length=12", "sampler.block_length=4", "sampler.steps=6"]) == 0
+    (adapter,) = loaded
+    assert adapter.model.dtype == torch.bfloat16 and adapter.model.config.hidden_size == 32
+    assert adapter.device == models.default_device()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(len(r["commit_step"]) == 12 and max(r["commit_step"]) == 6 for r in rows)
+
+
+def test_an_option_and_an_override_for_one_key_is_an_error(capsys):
+    assert main(["sample", "--task", "arithmetic", "--model", "tiny", "model.name=tiny"]) == 2
+    assert "model.name is set both by an option and by an override" in capsys.readouterr().err
+
+
+def test_an_unknown_dtype_names_the_known_ones(capsys):
+    assert main(["sample", "--task", "arithmetic", "model.dtype=bf16"]) == 2
+    assert "did you mean bfloat16?" in capsys.readouterr().err

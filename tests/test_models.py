@@ -1,4 +1,5 @@
 import json
+import re
 import textwrap
 
 import pytest
@@ -110,3 +111,14 @@ def test_remote_code_models_load_with_mask_id_from_config(tmp_path, model_type, 
     got = adapter.logits(ids, torch.ones_like(ids))
     expected = torch.cat([raw[:, :1], raw[:, :-1]], 1) if shifted else raw
     assert torch.allclose(got, expected)
+
+
+def test_missing_weights_name_a_download_command_that_exists():
+    from importlib.metadata import entry_points
+
+    from daca_bench.models import require_available
+
+    with pytest.raises(RuntimeError, match=r"`hf download no-such-org/no-such-model`") as info:
+        require_available(ModelConfig(name="no-such-org/no-such-model"))
+    command = re.search(r"`(\S+) download", str(info.value))[1]
+    assert command in {ep.name for ep in entry_points(group="console_scripts") if ep.value.startswith("huggingface_hub")}

@@ -51,7 +51,49 @@ FORMATS = [  # format, valid, invalid
     ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"), ("uri", "https://x.org/a?b=1", "not a uri"),
     ("hostname", "api.example.com", "-bad-.com"), ("duration", "P3DT4H", "3 days"),
     ("json-pointer", "/a/b~1c", "a/b"),
+    # what a hand-written `scheme:...` regex let through
+    ("uri", "urn:isbn:0451450523", "http:%zz"), ("uri", "mailto:a@b.org", "http://a:b:c/"),
+    ("uri", "http://[::1]:80/", "http://[::1"), ("uri", "https://x.org", "/relative/path"),
+    ("uri-reference", "../x?y#z", "%zz"), ("iri", "https://例え.jp/パス", "http://[x"),
+    ("iri-reference", "パス/x", "a b"), ("email", "first.last+tag@sub.example.co", "a.example.org"),
+    ("ipv4", "255.255.255.255", "01.2.3.4"), ("ipv4", "1.2.3.4", "1.2.3"), ("ipv6", "2001:db8::8a2e:370:7334", "12345::"),
+    ("uuid", "00000000-0000-0000-0000-000000000000", "123e4567e89b12d3a456426614174000"),
+    ("date", "2000-02-29", "2024-1-2"), ("date-time", "2024-01-02t03:04:05+01:00", "2024-01-02T03:04:05"),
+    ("time", "23:59:59.5-05:00", "03:04"), ("duration", "P1W", "PT"), ("hostname", "localhost", "under_score.com"),
+    ("hostname", "a-b.c", "a..b"), ("idn-hostname", "例え.jp", "-x-.com"), ("relative-json-pointer", "1#", "-1/a"),
+    ("uri-template", "http://x.org/{id}", "http://x.org/{id"), ("regex", "^a+$", "(unclosed"),
 ]
+
+
+def test_a_json_string_answer_may_hold_brackets():
+    assert score_json({"type": "string", "pattern": "^see"}, '"see [1] and {x}"').status == "correct"
+    assert score_json({"type": "array"}, 'the list: [1, 2] (done)').status == "correct"
+
+
+@pytest.mark.parametrize("draft,fmt,good,bad", [
+    ("http://json-schema.org/draft-07/schema#", "uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
+    ("http://json-schema.org/draft-04/schema#", "uri-reference", "../x", "%zz"),
+    ("http://json-schema.org/draft-04/schema#", "date", "2024-02-29", "2023-02-29"),
+])
+def test_formats_of_newer_drafts_are_asserted_under_older_ones(draft, fmt, good, bad):
+    schema = {"$schema": draft, "type": "string", "format": fmt}
+    assert score_json(schema, json.dumps(good)).status == "correct"
+    assert score_json(schema, json.dumps(bad)).status == "wrong"
+
+
+def test_a_missing_format_package_is_an_error_not_a_pass(monkeypatch):
+    from jsonschema import Draft202012Validator
+
+    from daca_bench.rewards.jsoncheck import format_checker
+
+    checkers = {k: v for k, v in Draft202012Validator.FORMAT_CHECKER.checkers.items() if k != "uri"}
+    monkeypatch.setattr(Draft202012Validator.FORMAT_CHECKER, "checkers", checkers)
+    format_checker.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"formats uri: .*jsonschema\[format-nongpl\]"):
+            format_checker(Draft202012Validator)
+    finally:
+        format_checker.cache_clear()
 
 
 @pytest.mark.parametrize("fmt,good,bad", FORMATS)

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import ModelConfig, SamplerConfig
-from ..models import load_model
+from ..config import RunConfig, SamplerConfig, command_config, to_dict
+from ..models import default_device, load_model
 from ..rl.likelihood import elbo_logprobs, sml_logprobs
 from ..rl.sampler import replay_commit_logp, sample
 from ..rl.sft import sft_loss
@@ -88,7 +88,7 @@ def nearby_policy(adapter, batch, lr: float, seed: int):
 def sequence_scores(adapter, batch, fn, draws: int) -> np.ndarray:
     """(draws, N) sequence log-likelihood estimates, one row per mask draw."""
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
-    return np.stack([fn(adapter, *args, d).sum(1).numpy() for d in range(draws)])
+    return np.stack([fn(adapter, *args, d).sum(1).float().cpu().numpy() for d in range(draws)])
 
 
 def reference_scores(adapter, other, batch, reference: str) -> tuple[np.ndarray, np.ndarray]:
@@ -186,34 +186,40 @@ def write_outputs(rows: list[dict], meta: dict, json_path: Path) -> list[Path]:
 
 # ---- CLI: `daca-bench likelihood-bias` ----------------------------------------------------
 def configure(parser) -> None:
-    parser.add_argument("--model", default="tiny", help="tiny | a save_pretrained folder (e.g. runs/sft-tiny/final)")
+    parser.add_argument("--model", default=None, help="tiny | a save_pretrained folder, e.g. runs/sft-tiny/final (model.name)")
     parser.add_argument("--task", default="arithmetic")
     parser.add_argument("--n", type=int, default=64, help="completions to score")
     parser.add_argument("--draws", type=int, default=8, help="mask draws per estimator")
     parser.add_argument("--reference", choices=("trajectory", "elbo"), default="trajectory")
-    parser.add_argument("--gen-length", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--temperature", type=float, default=0.9)
+    parser.add_argument("--gen-length", type=int, default=None,
+                        help="sampler.gen_length and sampler.block_length (one block; default 8)")
+    parser.add_argument("--steps", type=int, default=None, help="sampler.steps (default 8)")
+    parser.add_argument("--temperature", type=float, default=None, help="sampler.temperature (default 0.9)")
     parser.add_argument("--lr", type=float, default=1e-3, help="step size between the two nearby policies")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the table as JSON (CSV and PNG beside it)")
-    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--trust-remote-code", action="store_true", default=None, help="model.trust_remote_code=true")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("overrides", nargs="*", help="model.KEY=VALUE and sampler.KEY=VALUE (e.g. model.dtype=bfloat16)")
 
 
 def run(args) -> int:
     from ..registry import get_task
 
-    adapter = load_model(ModelConfig(name=args.model, trust_remote_code=args.trust_remote_code))
+    options = {"model.name": args.model, "model.trust_remote_code": args.trust_remote_code,
+               "sampler.gen_length": args.gen_length, "sampler.block_length": args.gen_length,
+               "sampler.steps": args.steps, "sampler.temperature": args.temperature}
+    cfg = command_config(args.overrides, ("model", "sampler"), options,
+                         base=RunConfig(sampler=SamplerConfig(temperature=0.9)))
+    adapter = load_model(cfg.model)
+    adapter.model.to(default_device())
     task = get_task(args.task, split="test", seed=args.seed)
     prompts = [s.prompt for s in list(task.samples)[: args.n]]
-    cfg = SamplerConfig(gen_length=args.gen_length, block_length=args.gen_length, steps=args.steps,
-                        temperature=args.temperature)
-    rows = study(adapter, prompts, cfg, draws=args.draws, reference=args.reference, seed=args.seed, lr=args.lr,
+    rows = study(adapter, prompts, cfg.sampler, draws=args.draws, reference=args.reference, seed=args.seed, lr=args.lr,
                  progress=not args.no_progress)
     print(format_table(rows))
     if args.json:
-        meta = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+        meta = {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "config": to_dict(cfg)}
         paths = write_outputs(rows, meta, args.json)
         print("wrote " + ", ".join(map(str, paths)))
     return 0

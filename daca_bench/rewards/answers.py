@@ -136,8 +136,15 @@ def fenced_blocks(text: str, languages: tuple[str, ...] | None = None) -> list[s
 
 
 def first_json_value(text: str) -> tuple[str | None, bool]:
-    """(candidate text, found): the first balanced {...} or [...] (string-aware), else the whole
-    stripped text if it is a JSON scalar. found=False means nothing JSON-like was there."""
+    """(candidate text, found): the whole stripped text if it is JSON (a string may hold brackets),
+    else the first balanced {...} or [...] (string-aware). found=False means nothing JSON-like was there."""
+    stripped = text.strip()
+    if stripped:
+        try:
+            loads_strict(stripped)
+            return stripped, True
+        except (ValueError, RecursionError):
+            pass
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
     for start in sorted(starts):
         end = _json_end(text, start)
@@ -145,13 +152,6 @@ def first_json_value(text: str) -> tuple[str | None, bool]:
             return text[start:end], True
     if starts:  # an opening bracket that never closes: an answer, but not valid JSON
         return text[min(starts):].strip(), True
-    stripped = text.strip()
-    if stripped:
-        try:
-            loads_strict(stripped)
-            return stripped, True
-        except ValueError:
-            pass
     return None, False
 
 

@@ -1,78 +1,40 @@
 """JSON-schema adherence: does a completion's JSON value validate under a schema?
 
 The schema's declared draft (`$schema`) picks the validator, 2020-12 by default, and formats
-are ASSERTED: jsonschema only checks the formats whose optional packages are installed and
-silently passes the rest, so this module adds strict checkers of its own for date-time, time,
-duration, hostname, uri, uri-reference, iri, iri-reference, json-pointer and
-relative-json-pointer. Unknown (custom) formats are annotations, as the specification says.
+are ASSERTED with jsonschema's own format checkers (the `format-nongpl` extra supplies the
+strict ones: date-time, time, duration, hostname, uri, iri, json-pointer, uri-template...).
+A format that the schema's draft does not define but a newer draft does (`uuid` under
+draft-07, `uri-reference` under draft-04) is checked by the newest draft's checker. A
+missing checker package is an error, never a format that silently passes. Unknown (custom)
+formats are annotations, as the specification says.
     score_json({"type": "integer"}, "<answer>3</answer>").status  # 'correct'
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import re
 from functools import lru_cache
 
 from ..types import Reward
 from .answers import json_answer, loads_strict
 from .scoring import bad_input, correct_if, no_answer, wrong
 
-_DATE_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))")
-_TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))")
-_DURATION = re.compile(r"P(?:\d+W|(?=\d|T\d)(?:\d+Y)?(?:\d+M)?(?:\d+D)?(?:T(?=\d)(?:\d+H)?(?:\d+M)?(?:\d+S)?)?)")
-_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|\\^`]*")
-_URI_REF = re.compile(r"[^\s<>\"{}|\\^`]*")
-_POINTER = re.compile(r"(?:/(?:[^~/]|~[01])*)*")
-_REL_POINTER = re.compile(r"(?:0|[1-9]\d*)(?:#|(?:/(?:[^~/]|~[01])*)*)")
-
-
-def _times_ok(h, m, s, oh=None, om=None) -> bool:
-    return int(h) < 24 and int(m) < 60 and int(s) <= 60 and (oh is None or (int(oh) < 24 and int(om) < 60))
-
-
-def _date_time(v: str) -> bool:
-    m = _DATE_TIME.fullmatch(v)
-    if not m:
-        return False
-    try:
-        _dt.date(int(m[1]), int(m[2]), int(m[3]))
-    except ValueError:
-        return False
-    return _times_ok(m[4], m[5], m[6], m[9], m[10])
-
-
-def _time(v: str) -> bool:
-    m = _TIME.fullmatch(v)
-    return bool(m) and _times_ok(m[1], m[2], m[3], m[6], m[7])
-
-
-def _hostname(v: str) -> bool:
-    name = v[:-1] if v.endswith(".") else v
-    return 0 < len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split("."))
-
-
-_OWN_FORMATS = {
-    "date-time": _date_time, "time": _time, "duration": lambda v: bool(_DURATION.fullmatch(v)),
-    "hostname": _hostname, "uri": lambda v: bool(_URI.fullmatch(v)),
-    "uri-reference": lambda v: bool(_URI_REF.fullmatch(v)), "iri": lambda v: bool(_URI.fullmatch(v)),
-    "iri-reference": lambda v: bool(_URI_REF.fullmatch(v)),
-    "json-pointer": lambda v: bool(_POINTER.fullmatch(v)),
-    "relative-json-pointer": lambda v: bool(_REL_POINTER.fullmatch(v)),
-}
+# the 2020-12 formats that need jsonschema[format-nongpl]'s packages to be checked at all
+NEEDS_PACKAGES = ("date-time", "time", "duration", "hostname", "idn-hostname", "uri", "uri-reference", "iri",
+                  "iri-reference", "uri-template", "json-pointer", "relative-json-pointer")
 
 
 @lru_cache(maxsize=None)
 def format_checker(validator_cls):
-    """The draft's own format checker plus ours for every format it would leave unchecked."""
-    from jsonschema import FormatChecker
+    """The draft's own format checker, plus the newest draft's for every format it leaves unchecked."""
+    from jsonschema import Draft202012Validator, FormatChecker
 
+    newest = Draft202012Validator.FORMAT_CHECKER.checkers
+    missing = [name for name in NEEDS_PACKAGES if name not in newest]
+    if missing:
+        raise RuntimeError(f"jsonschema cannot check the formats {', '.join(missing)}: their packages are missing; "
+                           "pip install 'jsonschema[format-nongpl]'")
     checker = FormatChecker(formats=())
-    checker.checkers = dict(validator_cls.FORMAT_CHECKER.checkers)
-    for name, fn in _OWN_FORMATS.items():
-        if name not in checker.checkers:
-            checker.checks(name)(lambda v, fn=fn: not isinstance(v, str) or fn(v))
+    checker.checkers = {**newest, **validator_cls.FORMAT_CHECKER.checkers}
     return checker
 
 

@@ -216,24 +216,27 @@ def replay_commit_logp(adapter: ModelAdapter, batch: RolloutBatch) -> torch.Tens
 
 # ---- CLI: `daca-bench sample` -------------------------------------------------------------
 def configure(parser) -> None:
-    parser.add_argument("--model", default="tiny", help="tiny | a save_pretrained folder | a hub id")
+    parser.add_argument("--model", default=None, help="tiny | a save_pretrained folder | a hub id (model.name)")
     parser.add_argument("--task", required=True, help="task whose prompts to sample (see `daca-bench tasks`)")
     parser.add_argument("--split", default="test")
     parser.add_argument("--n", type=int, default=8, help="number of prompts")
     parser.add_argument("--output", help="JSONL file for the completions and their trajectory record")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("overrides", nargs="*", help="sampler.KEY=VALUE (e.g. sampler.temperature=0.9)")
+    parser.add_argument("--trust-remote-code", action="store_true", default=None, help="model.trust_remote_code=true")
+    parser.add_argument("overrides", nargs="*",
+                        help="model.KEY=VALUE and sampler.KEY=VALUE (e.g. sampler.temperature=0.9 model.dtype=bfloat16)")
 
 
 def run(args) -> int:
-    from ..config import ModelConfig, RunConfig, load_config
-    from ..models import load_model
+    from ..config import command_config
+    from ..models import default_device, load_model
     from ..registry import get_task
 
-    cfg = load_config(None, args.overrides, RunConfig)
+    cfg = command_config(args.overrides, ("model", "sampler"),
+                         {"model.name": args.model, "model.trust_remote_code": args.trust_remote_code})
     sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
-    adapter = load_model(ModelConfig(name=args.model, trust_remote_code=args.trust_remote_code))
+    adapter = load_model(cfg.model)
+    adapter.model.to(default_device()).eval()
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n]
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)

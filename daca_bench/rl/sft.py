@@ -28,8 +28,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
-from ..config import ConfigError, RunConfig, SFTConfig, dump, load_config
-from ..models import ModelAdapter, load_model, load_pretrained
+from ..config import ConfigError, RunConfig, SFTConfig, command_config, dump, load_config
+from ..models import ModelAdapter, default_device, load_model, load_pretrained
 from .evaluate import evaluate
 from .sampler import pad_prompts
 
@@ -74,6 +74,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         torch.set_num_threads(s.threads)
     ckpt = resume_point(out, fresh=not resume)
     adapter = load_pretrained(str(ckpt)) if ckpt else load_model(cfg.model)
+    adapter.model.to(default_device())
     train_task = get_task(s.task, split="train", n=s.n_train, seed=s.seed)
     train, dev = _split_dev(list(train_task.samples), s.n_dev if s.eval_every else 0, s.task)
     dev_task = dataclasses.replace(train_task, samples=dev, split="dev")
@@ -168,7 +169,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    cfg = load_config(args.config, args.overrides, RunConfig)
+    cfg = command_config(args.overrides, ("model", "sampler", "sft", "output_dir"), base=load_config(args.config))
     out = args.output_dir or cfg.output_dir
     summary = train_sft(cfg, out, resume=not args.fresh, progress=not args.no_progress)
     print(f"{summary['task']}: greedy test accuracy {summary['accuracy']:.3f} on {summary['n_eval']} held-out "

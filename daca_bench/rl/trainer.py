@@ -30,13 +30,13 @@ from tqdm.auto import tqdm
 from .. import __version__
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
-from ..errors import UnavailableError
 from ..models import chat_prompts, load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
+from .reporters import open_reporters, reporter_names
 from .sampler import sample
 from .sft import truncate_metrics
 
@@ -110,7 +110,7 @@ def validate(cfg: RLConfig) -> None:
     from .credit import SCORES
 
     pick(SCORES, cfg.dps.score, "dps.score")
-    pick({"none": 0, "tensorboard": 1}, cfg.train.report_to, "train.report_to")
+    reporter_names(cfg.train.report_to)
     pick(REWARDS, cfg.train.reward, "train.reward")
     pick(PRECISIONS, cfg.train.precision, "train.precision")
     _, world = _world()
@@ -170,7 +170,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
 
     bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
-    board = _tensorboard(t.report_to, out) if rank == 0 else None
+    board = open_reporters(t.report_to, out, to_dict(cfg)) if rank == 0 else None
     try:
         while run.step < t.steps and stop["signal"] is None:
             idx = run.next_batch(t.prompts_per_step)
@@ -190,9 +190,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             if log:
                 log.write(json.dumps(metrics) + "\n")
                 if board:
-                    for k, v in metrics.items():
-                        if isinstance(v, (int, float)) and k != "step":
-                            board.add_scalar(k, v, step)
+                    board.log(metrics, step)
                 log.flush()
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
@@ -245,19 +243,6 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
                      "tokens": [adapter.tokenizer.decode([t]) for t in ids], "weights": w[i, :n].tolist(),
                      "commit_step": batch.trajectory.commit_step[i, :n].tolist(), "score": dps.score})
     path.write_text(json.dumps(rows, indent=2) + "\n")
-
-
-def _tensorboard(report_to: str, out: Path):
-    """A TensorBoard writer for train.report_to=tensorboard (offline, files under OUTPUT/tensorboard)."""
-    if report_to == "none":
-        return None
-    if report_to != "tensorboard":
-        raise ValueError(f"train.report_to={report_to!r} is not supported; use none or tensorboard")
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError as exc:
-        raise UnavailableError("train.report_to=tensorboard needs the tensorboard package: pip install tensorboard") from exc
-    return SummaryWriter(str(out / "tensorboard"))
 
 
 REWARDS = {"exact": None, "dense": "dense", "d1": "d1"}  # train.reward -> the task's `shaping`
