@@ -333,7 +333,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
                logit_chunk=cfg.sml.logit_chunk)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
-    with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision):
+    # the same precision as the update, so that the first inner step has ratio exactly 1
+    with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
         old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
             ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
