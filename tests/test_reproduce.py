@@ -4,6 +4,7 @@ import time
 import pytest
 
 from daca_bench.cli import main
+from daca_bench.registry import task_spec
 from daca_bench.experiments import reproduce
 from daca_bench.experiments.jobs import Job, run_jobs, steps_done
 from daca_bench.experiments.reproduce import (
@@ -86,12 +87,19 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
     tiny = PRESETS["tiny"]
     sft = {label: {"folder": str(tmp_path / label)} for label in tiny.families}
     cells = reproduce.tiny_cells(tiny, sft)
-    assert len(cells) == 5 * 4 * len(tiny.seeds) and len(tiny.seeds) >= 2
+    assert len(cells) == len(tiny.families) * 4 * len(tiny.seeds) and len(tiny.seeds) >= 4
     assert {c.config.loss.base for c in cells} == {"grpo"}
     assert {c.axes["variant"] for c in cells} == {"baseline", "+DPS", "+SML", "+DACA"}
     sudoku = next(c for c in cells if c.config.train.task == "sudoku_tiny")
     assert sudoku.config.rollout.gen_length == sudoku.config.eval.gen_length == FIVE["sudoku"].gen_length
     assert sudoku.config.train.init.endswith("sudoku/final")
+    assert sudoku.config.train.reward == "dense" and sudoku.config.train.steps == FIVE["sudoku"].rl["train.steps"]
+    # one test set for every cell of a family, whatever the seed
+    assert {c.config.train.test_seed for c in cells} == {0} and len({c.config.train.seed for c in cells}) >= 4
+    # tiny-full keeps one family for each of the paper's four areas
+    full = PRESETS["tiny-full"]
+    assert {spec.family for spec in (task_spec(f.task) for f in full.families.values())} == {"math", "code",
+                                                                                           "constraint", "json"}
 
 
 def _slow_job(folder: str, steps: int) -> dict:
