@@ -22,8 +22,9 @@ import torch
 
 from daca_bench.config import RLConfig, apply, load_config
 from daca_bench.registry import get_task
+from daca_bench.rl.runtime import autocast
 from daca_bench.rl.sampler import sample
-from daca_bench.rl.trainer import PassCounter, autocast, load_initial, train_step
+from daca_bench.rl.trainer import PassCounter, load_initial, train_step
 
 PHASES = ("rollout", "likelihood_old", "update")
 

@@ -28,7 +28,14 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
-from ..config import ConfigError, RunConfig, SFTConfig, command_config, dump, load_config
+from ..config import (
+    ConfigError,
+    RunConfig,
+    SFTConfig,
+    command_config,
+    dump,
+    load_config,
+)
 from ..models import ModelAdapter, default_device, load_model, load_pretrained
 from .evaluate import evaluate
 from .sampler import pad_prompts

@@ -15,7 +15,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -24,10 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from .. import __version__
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
 from ..models import chat_prompts, load_model, load_pretrained, require_available
@@ -37,6 +34,17 @@ from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
 from .reporters import open_reporters, reporter_names
+from .runtime import (
+    PRECISIONS,
+    allreduce_grads,
+    autocast,
+    gather_rewards,
+    git_hash,
+    init_distributed,
+    is_main_thread,
+    rank_and_world,
+    versions,
+)
 from .sampler import sample
 from .sft import truncate_metrics
 
@@ -56,51 +64,8 @@ class PassCounter:
         self.phase = prev
 
 
-def _world():
-    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-
-
-def _init_distributed():
-    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-
-
-def _allreduce_grads(model):
-    rank, world = _world()
-    if world == 1:
-        return
-    for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad)
-            p.grad /= world
-
-
-def _gather_rewards(r: torch.Tensor) -> torch.Tensor:
-    rank, world = _world()
-    if world == 1:
-        return r
-    parts = [torch.empty_like(r) for _ in range(world)]
-    dist.all_gather(parts, r)
-    return torch.cat(parts)
-
-
 def _seed(*key) -> int:
     return int(keyed_generator(*key).initial_seed() % (2**62))
-
-
-def _git_hash() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def _versions() -> dict:
-    import transformers
-
-    return {"daca_bench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": sys.version.split()[0]}
 
 
 def validate(cfg: RLConfig) -> None:
@@ -113,7 +78,7 @@ def validate(cfg: RLConfig) -> None:
     reporter_names(cfg.train.report_to)
     pick(REWARDS, cfg.train.reward, "train.reward")
     pick(PRECISIONS, cfg.train.precision, "train.precision")
-    _, world = _world()
+    _, world = rank_and_world()
     if cfg.train.prompts_per_step % world:
         raise ConfigError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
 
@@ -121,9 +86,9 @@ def validate(cfg: RLConfig) -> None:
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
     from ..registry import get_task
 
-    _init_distributed()
+    init_distributed()
     validate(cfg)
-    rank, world = _world()
+    rank, world = rank_and_world()
     t = cfg.train
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,13 +121,13 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         if rank == 0:
             truncate_metrics(out / "metrics.jsonl", run.step)
     elif rank == 0:
-        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": _git_hash(), "versions": _versions(),
+        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_hash(), "versions": versions(),
                                                      "world_size": world}, indent=2) + "\n")
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / "summary.json").unlink(missing_ok=True)
     stop = {"signal": None}
     old_handlers = {s: signal.signal(s, lambda num, _: stop.update(signal=num)) for s in (signal.SIGTERM, signal.SIGINT)} \
-        if rank == 0 and _is_main_thread() else {}
+        if rank == 0 and is_main_thread() else {}
 
     def checkpoint():
         if rank == 0:
@@ -293,12 +258,6 @@ def load_policy(cfg: RLConfig, ckpt):
     return replace(base, model=model)
 
 
-def _is_main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter, first_prompt: int = 0) -> dict:
     """One rollout batch and its mu inner updates; returns the step's metrics."""
     t, G = cfg.train, cfg.train.num_generations
@@ -317,9 +276,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     rewards = torch.tensor([r.value if r.scored else math.nan for r in scored["rewards"]], dtype=torch.float32)
     timer["verify"] = time.perf_counter() - tick
     # 3. advantages over groups (all processes' rewards when the method normalises over the batch)
-    all_r = _gather_rewards(rewards).view(-1, G)
+    all_r = gather_rewards(rewards).view(-1, G)
     adv_all = ADVANTAGES[cfg.loss.base](all_r, cfg.loss)
-    rank, world = _world()
+    rank, world = rank_and_world()
     adv = adv_all.view(world, -1)[rank] if world > 1 else adv_all
     # 4. DPS weights from the record: constants, no forward pass
     tick = time.perf_counter()
@@ -362,7 +321,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             (loss * (sl.stop - sl.start) / len(rows)).backward()
             losses.append(loss.item())
             stats.update(st)
-        _allreduce_grads(adapter.model)
+        allreduce_grads(adapter.model)
         gnorm = float(torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.grad_clip))
         if not math.isfinite(gnorm):
             raise FloatingPointError(f"gradient norm is {gnorm} at step {step}; stopping with the last checkpoint intact")
@@ -393,29 +352,6 @@ TRL_METRICS = {"reward": "reward_mean", "frac_reward_zero_std": "zero_std_groups
                "completions/mean_length": "completion_length", "clip_ratio/region_mean": "clip_frac"}
 
 
-PRECISIONS = {"auto": "auto", "bf16": "bf16", "fp32": "fp32"}
-
-
-def bf16_is_fast(device) -> bool:
-    """CUDA, or a CPU with AMX or AVX-512 bf16 (where bf16 matmuls run in hardware)."""
-    if device.type == "cuda":
-        return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " amx_bf16" in flags or " avx512_bf16" in flags
-
-
-def autocast(device, precision: str = "auto", grad: bool = False):
-    """bf16 autocast (train.precision), fp32 master weights either way. auto: bf16 for the passes
-    without gradients (rollouts, old/reference log-probs) where the hardware runs bf16, and for
-    the update only on CUDA: on CPU, bf16 backward was slower than fp32 (BENCHMARKS.md)."""
-    fast = bf16_is_fast(device)
-    use = precision == "bf16" or (precision == "auto" and fast and (not grad or device.type == "cuda"))
-    return torch.autocast(device.type, dtype=torch.bfloat16) if use else nullcontext()
-
-
 def _split(n: int, parts: int) -> list[slice]:
     parts = max(1, min(parts, n))
     edges = [round(i * n / parts) for i in range(parts + 1)]
@@ -443,7 +379,7 @@ def run(args) -> int:
         print_config(cfg)
         return 0
     summary = train(cfg, args.output_dir or cfg.output_dir, resume=not args.fresh, progress=not args.no_progress)
-    if "test_accuracy" in summary and _world()[0] == 0:
+    if "test_accuracy" in summary and rank_and_world()[0] == 0:
         print(f"{summary['task']} {summary['base']} dps={summary['dps']} sml.k={summary['sml_k']}: "
               f"greedy test accuracy {summary['test_accuracy']:.3f} after {summary['steps']} steps")
     return 0
