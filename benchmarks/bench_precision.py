@@ -42,6 +42,7 @@ def main() -> None:
     ap.add_argument("--gen-length", type=int, default=18)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--compile", action="store_true", help="also time a torch.compile'd rollout against eager")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     root = Path(__file__).resolve().parent.parent
@@ -87,6 +88,25 @@ def main() -> None:
     same = sum(a == b for a, b in zip(out["fp32_texts"], out["bf16_texts"]))
     print(f"\ngreedy decoding of 256 test prompts: fp32 {min(out['fp32']):.2f} s, bf16 {min(out['bf16']):.2f} s; "
           f"identical completions {same}/256")
+    if args.compile:
+        _compare_compile(adapter, prompts, cfg)
+
+
+def _compare_compile(adapter, prompts, cfg) -> None:
+    """One rollout batch (B x G completions, fp32) eager, then torch.compile'd: warm-up and speed."""
+    rows = [s.prompt for s in prompts for _ in range(cfg.train.num_generations)]
+
+    def rollout() -> float:
+        t0 = time.perf_counter()
+        sample(adapter, rows, cfg.rollout, seed=0, record=False)
+        return time.perf_counter() - t0
+
+    eager = min(rollout() for _ in range(4))
+    adapter.model = torch.compile(adapter.model, dynamic=True)
+    first = rollout()
+    compiled = min(rollout() for _ in range(4))
+    print(f"rollout of {len(rows)} completions: eager {eager:.3f} s; torch.compile first call {first:.1f} s, "
+          f"then {compiled:.3f} s ({eager / compiled:.2f}x)")
 
 
 if __name__ == "__main__":
