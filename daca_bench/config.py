@@ -110,7 +110,7 @@ class TrainConfig:
     mu: int = 1  # inner updates per rollout batch
     lr: float = 5e-5
     weight_decay: float = 0.0
-    adam_beta1: float = 0.9
+    adam_beta1: float = 0.9  # AdamW beta1 (d1: 0.9)
     adam_beta2: float = 0.999  # d1: 0.99
     warmup_steps: int = 0
     grad_clip: float = 1.0

@@ -189,7 +189,9 @@ def test_llada_shape_one_lora_step_with_checkpointing(llada_dir, tmp_path):
     assert summary["steps"] == 1 and summary["forward_passes"]["likelihood"] == 1  # K*N canvases, one batch
     row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(row["loss"]) and row["passes_rollout"] == 4
-    assert json.loads((tmp_path / "checkpoint" / "adapter_config.json").read_text())["r"] == 4
+    from daca_bench.checkpoint import checkpoints
+
+    assert json.loads((checkpoints(tmp_path)[0] / "adapter_config.json").read_text())["r"] == 4
     # the random policy's rewards may tie within groups (zero advantage): check the gradient path directly
     policy = load_policy(cfg, None)
     enable_gradient_checkpointing(policy.model)
