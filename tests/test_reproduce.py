@@ -123,3 +123,15 @@ def test_jobs_read_progress_from_metrics_and_survive_a_failing_job(tmp_path):
     results = run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
     assert results[0] == {"status": "done", "steps": 5}
     assert results[1]["status"] == "failed" and "boom" in results[1]["error"]
+
+
+def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(PRESETS, "mini", MINI)
+    args = ["reproduce", "--preset", "mini", "--work-dir", str(tmp_path), "--calibrate", "math", "--lrs", "1e-4",
+            "1e-3", "--steps", "2", "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "math (arithmetic): RL start" in out
+    rows = [line for line in out.splitlines() if line.startswith("| baseline |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["0.0001", "0.001"]
+    assert all("| 1:" in r for r in rows)  # a test evaluation every fifth of the run (the last one is "final")
