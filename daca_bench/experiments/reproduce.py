@@ -281,6 +281,8 @@ def configure(parser) -> None:
     parser.add_argument("--workers", type=int, default=0, help="parallel processes (default: one per core)")
     parser.add_argument("--steps", type=int, default=None, help="RL steps per cell (default: the preset's)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: the preset's)")
+    parser.add_argument("--families", nargs="+", default=None,
+                        help="run only these families of a tiny preset (e.g. tiny-full's first families)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     parser.add_argument("--gpus-per-cell", type=float, default=1, help="GPUs per cell on Ray (paper presets)")
@@ -297,6 +299,10 @@ def run(args) -> int:
             print(f"{name:18s} {p.description}")
         return 0
     preset = pick(PRESETS, args.preset, "--preset")
+    if args.families:
+        if not isinstance(preset, TinyPreset):
+            raise ConfigError("--families works on the tiny presets")
+        preset = replace(preset, families={f: pick(preset.families, f, "--families") for f in args.families})
     out = Path(args.output_dir or f"results/{args.preset}")
     work = Path(args.work_dir or "runs/reproduce")
     progress = not args.no_progress
