@@ -135,3 +135,8 @@ def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys)
     rows = [line for line in out.splitlines() if line.startswith("| baseline |")]
     assert [r.split("|")[2].strip() for r in rows] == ["0.0001", "0.001"]
     assert all("| 1:" in r for r in rows)  # a test evaluation every fifth of the run (the last one is "final")
+
+
+def test_families_picks_a_tiny_preset_s_families_and_names_the_known_ones(capsys):
+    assert main(["reproduce", "--preset", "tiny-full", "--families", "countdwn", "--no-progress"]) == 2
+    assert "did you mean countdown" in capsys.readouterr().err
