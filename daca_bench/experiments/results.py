@@ -146,7 +146,9 @@ def to_markdown(table: pd.DataFrame) -> str:
         lines += [f"### base method: {base}", "", "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * 7]
         for _, r in t.iterrows():
             has = "delta_pp" in r and not (isinstance(r.get("delta_pp"), float) and math.isnan(r["delta_pp"]))
-            delta = (_num(r["delta_pp"], "+.1f") + (" *" if r.get("sig") is True else "")) if has else "-"
+            sig = r.get("sig")
+            marked = isinstance(sig, (bool, np.bool_)) and bool(sig)  # NaN (no comparison) is no mark
+            delta = (_num(r["delta_pp"], "+.1f") + (" *" if marked else "")) if has else "-"
             ci = f"[{_num(r['lo'], '+.1f')}, {_num(r['hi'], '+.1f')}]" if has else "-"
             paper = f"+{r['paper_gain_pp']:.1f}" if r["variant"] == "baseline" and not math.isnan(r["paper_gain_pp"]) else ""
             cells = [r["family"], r["task"], r["variant"], _num(r["acc"], ".1f"), delta, r.get("vs") if has else "",
