@@ -13,13 +13,7 @@ import re
 
 from daca_bench.registry import register_task
 from daca_bench.rewards.mathcheck import score_math
-from daca_bench.rewards.scoring import (
-    check_shaping,
-    dense,
-    digit_credit,
-    field,
-    hash_split,
-)
+from daca_bench.rewards.scoring import digit_credit, field, hash_split, with_shaping
 from daca_bench.types import Reward, Sample, Task
 
 VERSION = 2  # 2: shared answer extraction (a minus glued to a digit is an operator, not a sign)
@@ -59,9 +53,7 @@ def partial(sample: Sample, completion: str, reward: Reward) -> float:
 
 
 def _verifier(shaping: str | None):
-    if check_shaping(shaping) == "d1":
-        raise ValueError("arithmetic has no d1 shaping (d1's format terms need <reasoning> tags); use 'dense'")
-    return dense(verify, partial) if shaping == "dense" else verify
+    return with_shaping(verify, shaping, partial=partial)  # no d1 shaping: d1's format terms need <reasoning> tags
 
 
 def _sample(expr: str, answer: int) -> Sample:

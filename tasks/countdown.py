@@ -20,15 +20,13 @@ from daca_bench.registry import register_task
 from daca_bench.rewards.answers import tagged
 from daca_bench.rewards.scoring import (
     LazySamples,
-    check_shaping,
     correct_if,
     d1_countdown,
-    dense,
     field,
     hash_split,
     no_answer,
-    shaped,
     stable_seed,
+    with_shaping,
     wrong,
 )
 from daca_bench.types import Reward, Sample, Task
@@ -161,8 +159,7 @@ def partial(sample: Sample, completion: str, reward: Reward) -> float:
 
 
 def _verifier(shaping: str | None):
-    shaping = check_shaping(shaping)
-    return {None: verify, "d1": shaped(verify, d1_countdown), "dense": dense(verify, partial)}[shaping]
+    return with_shaping(verify, shaping, partial=partial, d1=d1_countdown)
 
 
 def parse_numbers(raw) -> list[int]:
@@ -247,13 +244,13 @@ def from_record(name: str, row: dict, index: int, tiny: bool) -> Sample:
 
 
 def _build(name, split, n, seed, records, shaping, tiny, **gen) -> Task:
-    check_shaping(shaping)
+    reward = _verifier(shaping)
     if records is not None:
         samples = [from_record(name, row, i, tiny) for i, row in enumerate(records)]
     else:
         count = n if n is not None else (256 if split == "test" else 4096)
         samples = LazySamples(count, lambda: _generate(name, split, count, seed, tiny=tiny, **gen))
-    return Task(name, "constraint", VERSION, samples, _verifier(shaping), split)
+    return Task(name, "constraint", VERSION, samples, reward, split)
 
 
 @register_task("countdown", family="constraint", version=VERSION,

@@ -21,11 +21,10 @@ from daca_bench.registry import register_task
 from daca_bench.rewards.jsoncheck import load_schema, partial_json, score_json
 from daca_bench.rewards.scoring import (
     LazySamples,
-    check_shaping,
-    dense,
     field,
     hash_split,
     stable_seed,
+    with_shaping,
 )
 from daca_bench.types import Sample, Task
 
@@ -232,9 +231,7 @@ def partial(sample: Sample, completion: str, reward) -> float:
 
 
 def _verifier(shaping: str | None):
-    if check_shaping(shaping) == "d1":
-        raise ValueError("json tasks have no d1 shaping (d1 has no JSON task); use shaping='dense' or None")
-    return dense(verify, partial) if shaping == "dense" else verify
+    return with_shaping(verify, shaping, partial=partial)  # no d1 shaping: d1 has no JSON task
 
 
 def _generate(name: str, split: str, n: int, seed: int, levels: tuple[int, ...]) -> list[Sample]:

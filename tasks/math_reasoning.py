@@ -15,7 +15,7 @@ from daca_bench.loaders import load_rows, select
 from daca_bench.registry import register_task
 from daca_bench.rewards.answers import gold_math_answer
 from daca_bench.rewards.mathcheck import score_math
-from daca_bench.rewards.scoring import check_shaping, d1_math, field, shaped
+from daca_bench.rewards.scoring import d1_math, field, with_shaping
 from daca_bench.types import Sample, Task
 
 VERSION = 1
@@ -45,15 +45,14 @@ def from_record(name: str, row: dict, index: int, split: str) -> Sample:
 
 
 def _build(name, hub_id, config, split, n, records, path, data_files, shaping, timeout) -> Task:
-    check_shaping(shaping)
-    rows = records if records is not None else load_rows(hub_id, config=config, split=split,
-                                                         path=path, data_files=data_files)
-    samples = [from_record(name, row, i, split) for i, row in enumerate(select(list(rows), n))]
-
     def verify(sample: Sample, completion: str):
         return score_math(sample.metadata["answer"], completion, timeout)
 
-    return Task(name, "math", VERSION, samples, shaped(verify, d1_math if shaping == "d1" else None), split)
+    reward = with_shaping(verify, shaping, d1=d1_math)  # an unknown shaping fails before any data loads
+    rows = records if records is not None else load_rows(hub_id, config=config, split=split,
+                                                         path=path, data_files=data_files)
+    samples = [from_record(name, row, i, split) for i, row in enumerate(select(list(rows), n))]
+    return Task(name, "math", VERSION, samples, reward, split)
 
 
 @register_task("gsm8k", family="math", version=VERSION, splits=("train", "test"),

@@ -18,15 +18,13 @@ from daca_bench.rewards.answers import digit_run, tagged
 from daca_bench.rewards.scoring import (
     LazySamples,
     bad_input,
-    check_shaping,
     correct_if,
     d1_sudoku,
-    dense,
     field,
     hash_split,
     no_answer,
-    shaped,
     stable_seed,
+    with_shaping,
     wrong,
 )
 from daca_bench.types import Reward, Sample, Task
@@ -224,13 +222,13 @@ def _generate(name: str, split: str, n_samples: int, seed: int, sizes: tuple[int
 
 
 def _build(name, split, n, seed, records, sizes, blanks, shaping, tiny, default_n) -> Task:
-    check_shaping(shaping)
+    reward = _verifier(shaping)
     if records is not None:
         samples = [from_record(name, row, i, tiny) for i, row in enumerate(records)]
     else:
         count = n if n is not None else default_n[split]
         samples = LazySamples(count, lambda: _generate(name, split, count, seed, sizes, blanks, tiny))
-    return Task(name, "constraint", VERSION, samples, _verifier(shaping), split)
+    return Task(name, "constraint", VERSION, samples, reward, split)
 
 
 def partial(sample: Sample, completion: str, reward: Reward) -> float:
@@ -239,8 +237,7 @@ def partial(sample: Sample, completion: str, reward: Reward) -> float:
 
 
 def _verifier(shaping: str | None):
-    shaping = check_shaping(shaping)
-    return {None: verify, "d1": shaped(verify, d1_sudoku), "dense": dense(verify, partial)}[shaping]
+    return with_shaping(verify, shaping, partial=partial, d1=d1_sudoku)
 
 
 @register_task("sudoku", family="constraint", version=VERSION,

@@ -51,3 +51,9 @@ def test_training_task_picks_the_reward_and_refuses_a_task_without_it():
         training_task(apply(RLConfig(), {"train.task": "python_tiny", "train.reward": "dense"}))
     with pytest.raises(ConfigError, match="train.reward"):
         training_task(apply(RLConfig(), {"train.reward": "shaped"}))
+
+
+@pytest.mark.parametrize("name,shaping", [("gsm8k", "dense"), ("arithmetic", "d1"), ("json_tiny", "d1")])
+def test_a_shaping_the_task_does_not_define_is_an_error_not_the_exact_reward(name, shaping):
+    with pytest.raises(ValueError, match=f"no '{shaping}' shaping"):
+        get_task(name, split="test", records=[], shaping=shaping)

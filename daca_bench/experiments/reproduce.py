@@ -186,8 +186,9 @@ def evaluate_starts(cells, folder: Path) -> dict[str, float]:
         target = folder / START / t.task
         key = json.dumps({"init": t.init, "test_seed": t.test_seed, "n_eval": t.n_eval, "eval": to_dict(cfg.eval)},
                          sort_keys=True)
-        if (target / "summary.json").exists() and json.loads((target / "summary.json").read_text()).get("key") == key:
-            out[t.task] = json.loads((target / "summary.json").read_text())["test_accuracy"]
+        done = json.loads((target / "summary.json").read_text()) if (target / "summary.json").exists() else {}
+        if done.get("key") == key:
+            out[t.task] = done["test_accuracy"]
             continue
         target.mkdir(parents=True, exist_ok=True)
         result = evaluate(load_initial(cfg), get_task(t.task, split="test", n=t.n_eval, seed=t.test_seed), cfg.eval,

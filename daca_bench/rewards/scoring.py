@@ -181,6 +181,22 @@ def dense(verify: Callable[[Sample, str], Reward], partial: Callable[[Sample, st
     return dense_verify
 
 
+def with_shaping(verify: Callable[[Sample, str], Reward], shaping: str | None,
+                 partial: Callable[[Sample, str, Reward], float] | None = None,
+                 d1: Callable[[Reward, str], Reward] | None = None):
+    """A task's verifier under `shaping` (None, "d1" or "dense"): unchanged, d1's shaping, or the
+    dense partial credit. A shaping the task does not define is a ValueError, never a silent
+    fall-back to the exact reward."""
+    shaping = check_shaping(shaping)
+    if shaping is None:
+        return verify
+    if shaping == "d1" and d1 is not None:
+        return shaped(verify, d1)
+    if shaping == "dense" and partial is not None:
+        return dense(verify, partial)
+    raise ValueError(f"this task has no {shaping!r} shaping")
+
+
 def digit_credit(gold: str, answer: str | None) -> float:
     """Fraction of digit positions (aligned from the right, sign included) that agree."""
     if not answer:

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
-from ..models import chat_prompts, load_model, load_pretrained, require_available
+from ..models import chat_prompts, default_device, load_model, load_pretrained, require_available
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
@@ -96,7 +96,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         torch.set_num_threads(t.threads)
     require_available(cfg.model if not t.init else replace(cfg.model, name=t.init), t.require_gpu)
     ckpt = resume_point(out, fresh=not resume)
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    device = default_device()
     adapter = load_policy(cfg, ckpt)
     adapter.model.to(device)
     if t.gradient_checkpointing:
@@ -216,7 +216,6 @@ REWARDS = {"exact": None, "dense": "dense", "d1": "d1"}  # train.reward -> the t
 def training_task(cfg: RLConfig):
     """The train split with the reward RL trains on: exact match, or the task's dense partial
     credit / d1 shaping (the test split is always scored by exact match)."""
-    from ..config import ConfigError
     from ..registry import get_task
 
     t = cfg.train
