@@ -6,8 +6,11 @@ Stratified Masking Likelihood (docs/method.md, sections 5-7): the L completion p
 balanced strata; for stratum j one forward pass sees the completion with S_j masked, and
 log p(o_k | x^(j)) is read for k in S_j. K = 1 is d1's one-pass mean-field estimator
 (completion fully masked), K = 2 with `random` strata is DiffuCoder's coupled pair, K = L
-is the pseudo-likelihood. Masks come from generators keyed by (seed, sequence id, inner
-iteration) so the current, old and reference policies see the same masks.
+is the pseudo-likelihood. `causal` strata follow the sampler's commit order and the pass for
+stratum j masks S_j and every later stratum, so each token sees exactly the tokens committed
+before it: the step-merged decode-order likelihood (d2, TraceRL); with K = the sampler's steps
+it equals the recorded `commit_logp`. Masks come from generators keyed by (seed, sequence id,
+inner iteration) so the current, old and reference policies see the same masks.
 `elbo_logprobs` is LLaDA's Monte Carlo ELBO (l ~ U{1..L} masked tokens, weight L/l).
 
 Memory: log p(target) is read as `logit[target] - logsumexp(logits)` over at most
@@ -59,6 +62,19 @@ def strata_commit_order(L: int, K: int, gen=None, commit_step=None) -> torch.Ten
     rank = torch.empty(L, dtype=torch.long)
     rank[torch.argsort(commit_step, stable=True)] = torch.arange(L)
     return rank * K // L
+
+
+@_strata
+def strata_causal(L: int, K: int, gen=None, commit_step=None) -> torch.Tensor:
+    """The sampler's steps merged into K consecutive groups: stratum = (tau_k - 1) * K // T, with T
+    this sequence's number of steps; K = T gives one stratum per step. Scored cumulatively (CAUSAL)."""
+    if commit_step is None:
+        raise ValueError("sml.partition=causal needs the rollouts' trajectory record")
+    T = int(commit_step.max().clamp(min=1))
+    return ((commit_step - 1).clamp(min=0) * K) // T
+
+
+CAUSAL = {"causal"}  # partitions whose pass j masks every stratum >= j, not only stratum j
 
 
 def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int = 0,
@@ -155,7 +171,8 @@ def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)
     canvases = []
     for j in range(k):
-        noisy = torch.where(strata == j, torch.full_like(completion, adapter.mask_token_id), completion)
+        hide = strata >= j if partition in CAUSAL else strata == j  # (N, L): what pass j cannot see
+        noisy = torch.where(hide, torch.full_like(completion, adapter.mask_token_id), completion)
         canvases.append(torch.cat([prompt, noisy], dim=1))
     ids = torch.cat(canvases)  # (K*N, P+L), stratum-major
     logp = token_logprobs(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk, logit_chunk)

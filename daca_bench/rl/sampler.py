@@ -27,7 +27,7 @@ import torch
 
 from ..config import SamplerConfig
 from ..models import ModelAdapter
-from .likelihood import logsumexp_max, target_logprobs
+from .likelihood import logsumexp_max
 
 
 @dataclass
@@ -199,19 +199,14 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
 
 @torch.no_grad()
 def replay_commit_logp(adapter: ModelAdapter, batch: RolloutBatch) -> torch.Tensor:
-    """Recompute log p^{tau_k}_k(o_k) by rebuilding the canvas of every step: (N, L). Costs T passes."""
+    """Recompute log p^{tau_k}_k(o_k) by rebuilding the canvas of every step: (N, L). Costs T passes:
+    it is the `causal` SML estimator with one stratum per sampler step."""
+    from .likelihood import sml_logprobs
+
     traj = batch.trajectory
-    device = adapter.device
-    ids, attn = batch.input_ids.to(device), batch.attention_mask.to(device)
-    p = batch.prompt_ids.shape[1]
-    step, comp = traj.commit_step.to(device), batch.completion_ids.to(device)
-    out = torch.zeros(step.shape, dtype=torch.float32, device=device)
-    for t in range(1, int(step.max()) + 1):
-        canvas = ids.clone()
-        canvas[:, p:] = torch.where(step < t, comp, torch.full_like(comp, adapter.mask_token_id))
-        tok_logp = target_logprobs(adapter.logits(canvas, attn)[:, p:], comp)
-        out = torch.where(step == t, tok_logp, out)
-    return out.cpu()
+    steps = int(traj.commit_step.max())
+    return sml_logprobs(adapter, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, k=steps,
+                        partition="causal", commit_step=traj.commit_step).cpu()
 
 
 # ---- CLI: `daca-bench sample` -------------------------------------------------------------
