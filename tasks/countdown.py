@@ -23,6 +23,7 @@ from daca_bench.rewards.scoring import (
     correct_if,
     d1_countdown,
     field,
+    HASH_SPLITS,
     hash_split,
     no_answer,
     stable_seed,
@@ -31,7 +32,7 @@ from daca_bench.rewards.scoring import (
 )
 from daca_bench.types import Reward, Sample, Task
 
-VERSION = 1
+VERSION = 2  # 2: a dev split (12.5 % of keys) carved from train; test unchanged
 PROMPT = ("Using the numbers {numbers}, write an expression that equals {target}. Use each number "
           "exactly once and only + - * / and parentheses. Put the expression inside <answer></answer>.\n")
 TINY_PROMPT = "use {numbers} to make {target}\n"
@@ -248,12 +249,12 @@ def _build(name, split, n, seed, records, shaping, tiny, **gen) -> Task:
     if records is not None:
         samples = [from_record(name, row, i, tiny) for i, row in enumerate(records)]
     else:
-        count = n if n is not None else (256 if split == "test" else 4096)
+        count = n if n is not None else (256 if split != "train" else 4096)
         samples = LazySamples(count, lambda: _generate(name, split, count, seed, tiny=tiny, **gen))
     return Task(name, "constraint", VERSION, samples, reward, split)
 
 
-@register_task("countdown", family="constraint", version=VERSION,
+@register_task("countdown", family="constraint", version=VERSION, splits=HASH_SPLITS,
                description="Countdown: 3-4 numbers (1-99) to a target 10-100, exact arithmetic")
 def countdown(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
               shaping: str | None = None) -> Task:
@@ -261,7 +262,7 @@ def countdown(split: str = "test", n: int | None = None, seed: int = 0, *, recor
                   counts=(3, 4), num_range=(1, 99), target_range=(10, 100))
 
 
-@register_task("countdown_tiny", family="constraint", version=VERSION, tiny=True,
+@register_task("countdown_tiny", family="constraint", version=VERSION, splits=HASH_SPLITS, tiny=True,
                description="tiny Countdown: three numbers 1-15 to a target up to 99")
 def countdown_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
                    shaping: str | None = None) -> Task:

@@ -21,6 +21,7 @@ from daca_bench.rewards.scoring import (
     correct_if,
     d1_sudoku,
     field,
+    HASH_SPLITS,
     hash_split,
     no_answer,
     stable_seed,
@@ -29,7 +30,7 @@ from daca_bench.rewards.scoring import (
 )
 from daca_bench.types import Reward, Sample, Task
 
-VERSION = 1
+VERSION = 2  # 2: a dev split (12.5 % of keys) carved from train; test unchanged
 BOX = {4: 2, 9: 3}
 BLANKS = "0._*?"  # accepted blank marks in a puzzle (0 and . are the usual ones)
 PROMPT = ("Solve this {n}x{n} Sudoku. Replace every 0 with a digit 1-{n} so that each row, column "
@@ -240,7 +241,7 @@ def _verifier(shaping: str | None):
     return with_shaping(verify, shaping, partial=partial, d1=d1_sudoku)
 
 
-@register_task("sudoku", family="constraint", version=VERSION,
+@register_task("sudoku", family="constraint", version=VERSION, splits=HASH_SPLITS,
                description="4x4 and 9x9 Sudoku with unique solutions; splits disjoint by solution grid")
 def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
            sizes: tuple[int, ...] = (4, 9), shaping: str | None = None) -> Task:
@@ -248,12 +249,12 @@ def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=
     if not sizes or any(s not in BOX for s in sizes):
         raise ValueError(f"sizes must be drawn from {tuple(BOX)}")
     return _build("sudoku", split, n, seed, records, sizes, {4: (6, 10), 9: (40, 50)}, shaping,
-                  False, {"train": 2048, "test": 256})
+                  False, {"train": 2048, "dev": 256, "test": 256})
 
 
-@register_task("sudoku_tiny", family="constraint", version=VERSION, tiny=True,
+@register_task("sudoku_tiny", family="constraint", version=VERSION, splits=HASH_SPLITS, tiny=True,
                description="tiny 4x4 Sudoku: prompt `sudoku 1030 ...`, answer the 16 digits")
 def sudoku_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
                 shaping: str | None = None) -> Task:
     return _build("sudoku_tiny", split, n, seed, records, (4,), {4: (4, 10)}, shaping,
-                  True, {"train": 4096, "test": 256})
+                  True, {"train": 4096, "dev": 256, "test": 256})

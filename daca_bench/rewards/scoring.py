@@ -58,10 +58,15 @@ def infra_error(error: str, **details: Any) -> Reward:
     return Reward(math.nan, INFRA_ERROR, {"error": error, **details})
 
 
-def hash_split(key: str, test_share: int = 64) -> str:
-    """'test' for about test_share/256 of all keys (25 % by default), else 'train'. The key is
-    what must not leak across splits (a solution grid, an instance, an expression)."""
-    return "test" if hashlib.sha256(key.encode()).digest()[0] < test_share else "train"
+HASH_SPLITS = ("train", "dev", "test")
+
+
+def hash_split(key: str, test_share: int = 64, dev_share: int = 32) -> str:
+    """'test' for about test_share/256 of all keys (25 % by default), 'dev' for the next
+    dev_share/256 (12.5 %: for choosing settings without touching the test set), else 'train'.
+    The key is what must not leak across splits (a solution grid, an instance, an expression)."""
+    byte = hashlib.sha256(key.encode()).digest()[0]
+    return "test" if byte < test_share else "dev" if byte < test_share + dev_share else "train"
 
 
 def stable_seed(*parts: Any) -> int:

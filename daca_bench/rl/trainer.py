@@ -72,9 +72,10 @@ def validate(cfg: RLConfig) -> None:
     pick(LOSSES, cfg.loss.base, "loss.base")
     pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
-    from .credit import SCORES
+    from .credit import NORMS, SCORES
 
     pick(SCORES, cfg.dps.score, "dps.score")
+    pick(NORMS, cfg.dps.norm, "dps.norm")
     reporter_names(cfg.train.report_to)
     pick(REWARDS, cfg.train.reward, "train.reward")
     pick(PRECISIONS, cfg.train.precision, "train.precision")
@@ -101,6 +102,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     adapter.model.to(device)
     if t.gradient_checkpointing:
         enable_gradient_checkpointing(adapter.model)
+    if t.disable_dropout:  # old, current and reference passes then agree: the first inner ratio is exactly 1
+        disable_dropout(adapter.model)
     reference = None
     if cfg.loss.beta > 0:  # with LoRA the reference is the adapter-disabled base model
         reference = adapter if t.lora else load_initial(cfg)
@@ -108,7 +111,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             reference.model.to(device).eval().requires_grad_(False)
     counter = PassCounter(adapter.model)
     train_task = training_task(cfg)
-    test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
+    test_task = get_task(t.task, split=t.eval_split, n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
     if t.chat_template:  # d1: every prompt is one user message of the model's chat template
         train_task, test_task = (_chat_task(adapter, task) for task in (train_task, test_task))
     samples = list(train_task.samples)
@@ -172,6 +175,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             write_eval_records(out / "eval.jsonl", result)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
+                   "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
         if rank == 0:
             write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
@@ -194,12 +198,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
 def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> None:
     """A few real completions with their tokens and DPS weights (for the DPS picture), even
     when this run trained without DPS: the weights are what DPS would have given them."""
-    from ..config import DPSConfig
-
     adapter.model.eval()
     batch = sample(adapter, [s.prompt for s in prompts], cfg.rollout, seed=_seed(cfg.train.seed, "examples"))
-    dps = cfg.dps if cfg.dps.enabled else DPSConfig(enabled=True, score=cfg.dps.score)
-    w = dps_weights(batch.trajectory, batch.completion_mask, dps)
+    dps = replace(cfg.dps, enabled=True)
+    w = dps_weights(batch.trajectory, batch.completion_mask, dps, seed=cfg.train.seed)
     rows = []
     for i, s in enumerate(prompts):
         n = int(batch.completion_mask[i].sum())
@@ -208,6 +210,14 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
                      "tokens": [adapter.tokenizer.decode([t]) for t in ids], "weights": w[i, :n].tolist(),
                      "commit_step": batch.trajectory.commit_step[i, :n].tolist(), "score": dps.score})
     path.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def regime_means(path: Path) -> dict:
+    """The run's mean clip fraction, k3 KL and first-inner-step |log ratio| (what a reader needs to know
+    whether the ratio and the clip acted), from metrics.jsonl."""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    keys = ("clip_frac", "kl", "first_inner_max_abs_log_ratio")
+    return {f"{k}_mean": sum(r.get(k, 0.0) for r in rows) / len(rows) for k in keys} if rows else {}
 
 
 REWARDS = {"exact": None, "dense": "dense", "d1": "d1"}  # train.reward -> the task's `shaping`
@@ -233,6 +243,17 @@ def training_task(cfg: RLConfig):
 def _chat_task(adapter, task):
     wrapped = chat_prompts(adapter, [s.prompt for s in task.samples])
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
+
+
+def disable_dropout(model) -> None:
+    """Every dropout of the model (LoRA's included) set to 0, so the old, current and reference
+    log-probs of one mask draw agree and the first inner ratio is exactly 1 (TRL: disable_dropout)."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        for attr in ("dropout_prob", "attention_dropout", "dropout_p"):  # attention dropout kept as a float
+            if isinstance(getattr(m, attr, None), float):
+                setattr(m, attr, 0.0)
 
 
 def load_initial(cfg: RLConfig):
@@ -282,7 +303,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # 4. DPS weights from the record: constants, no forward pass
     tick = time.perf_counter()
     valid = batch.completion_mask
-    weights = dps_weights(batch.trajectory, valid, cfg.dps)
+    weights = dps_weights(batch.trajectory, valid, cfg.dps, seq_ids=seq_ids, seed=t.seed, warn_disabled=False)
     timer["credit"] = time.perf_counter() - tick
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
@@ -291,20 +312,20 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
                logit_chunk=cfg.sml.logit_chunk)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
-    # the same precision as the update, so that the first inner step has ratio exactly 1
+    # the same precision and mode as the update, so that the first inner step has ratio exactly 1
+    adapter.model.train()
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
         old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
             ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
     # 6. mu inner updates
-    adapter.model.train()
     tick = time.perf_counter()
     device = adapter.device
     adv, weights, valid = adv.to(device), weights.to(device), valid.to(device)
     loss_fn = LOSSES[cfg.loss.base]
     micro = _split(len(rows), t.grad_accum)
-    stats, losses, gnorm = Counter(), [], 0.0
+    stats, losses, gnorm, first_dev = Counter(), [], 0.0, 0.0
     for i in range(t.mu):
         opt.zero_grad(set_to_none=True)
         for sl in micro:
@@ -312,6 +333,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             with counter("likelihood"), autocast(device, t.precision, grad=True):
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
             old_i = old[i][sl].to(device) if old else logp.detach()  # on-policy: ratio exactly 1
+            if i == 0:  # 0 unless the passes disagree (dropout, precision): what docs/method.md promises
+                first_dev = max(first_dev, float((logp.detach() - old_i)[valid[sl]].abs().max()))
             ref_i = ref[i][sl].to(device) if ref else None
             loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
             if not torch.isfinite(loss):
@@ -338,7 +361,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
                "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
                "loss": sum(losses) / len(losses), "kl": stats["kl"] / n_parts, "clip_frac": stats["clip_frac"] / n_parts,
-               "grad_norm": gnorm, **weight_stats(weights, valid),
+               "grad_norm": gnorm, "first_inner_max_abs_log_ratio": first_dev, **weight_stats(weights, valid),
                "completion_length": valid.float().sum(1).mean().item(),
                **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
                "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
