@@ -213,10 +213,10 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
 
 
 def regime_means(path: Path) -> dict:
-    """The run's mean clip fraction, k3 KL and first-inner-step |log ratio| (what a reader needs to know
-    whether the ratio and the clip acted), from metrics.jsonl."""
+    """The run's mean clip fraction and k3 KL (what a reader needs to know whether the ratio, the
+    clip and the KL term acted), from metrics.jsonl."""
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
-    keys = ("clip_frac", "kl", "first_inner_max_abs_log_ratio")
+    keys = ("clip_frac", "kl")
     return {f"{k}_mean": sum(r.get(k, 0.0) for r in rows) / len(rows) for k in keys} if rows else {}
 
 
@@ -315,7 +315,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # the same precision and mode as the update, so that the first inner step has ratio exactly 1
     adapter.model.train()
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
-        old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
+        # inner 0 needs none: its own pass, detached, is the old policy (same weights, masks, mode and precision)
+        old = [None] + [sml_logprobs(adapter, *args, inner=i, **est) for i in range(1, t.mu)]
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
             ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
@@ -325,16 +326,14 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     adv, weights, valid = adv.to(device), weights.to(device), valid.to(device)
     loss_fn = LOSSES[cfg.loss.base]
     micro = _split(len(rows), t.grad_accum)
-    stats, losses, gnorm, first_dev = Counter(), [], 0.0, 0.0
+    stats, losses, gnorm = Counter(), [], 0.0
     for i in range(t.mu):
         opt.zero_grad(set_to_none=True)
         for sl in micro:
             sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
             with counter("likelihood"), autocast(device, t.precision, grad=True):
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
-            old_i = old[i][sl].to(device) if old else logp.detach()  # on-policy: ratio exactly 1
-            if i == 0:  # 0 unless the passes disagree (dropout, precision): what docs/method.md promises
-                first_dev = max(first_dev, float((logp.detach() - old_i)[valid[sl]].abs().max()))
+            old_i = old[i][sl].to(device) if old[i] is not None else logp.detach()  # inner 0: ratio exactly 1
             ref_i = ref[i][sl].to(device) if ref else None
             loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
             if not torch.isfinite(loss):
@@ -361,7 +360,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
                "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
                "loss": sum(losses) / len(losses), "kl": stats["kl"] / n_parts, "clip_frac": stats["clip_frac"] / n_parts,
-               "grad_norm": gnorm, "first_inner_max_abs_log_ratio": first_dev, **weight_stats(weights, valid),
+               "grad_norm": gnorm, **weight_stats(weights, valid),
                "completion_length": valid.float().sum(1).mean().item(),
                **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
                "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
