@@ -83,13 +83,13 @@ def test_dev_split_shares_no_puzzle_with_test(task, key):
 def test_the_rule_picks_by_dev_accuracy_and_builds_daca_and_the_control():
     acc = {("baseline", 5e-5): 0.20, ("baseline", 1e-4): 0.22,
            ("+DPS:progress", 5e-5): 0.21, ("+DPS:surprise", 1e-4): 0.25, ("+DPS:random", 1e-4): 0.30,
-           ("+SML:random", 5e-5): 0.19, ("+SML:causal", 5e-5): 0.23, ("+SML:coupled", 1e-4): 0.23}
+           ("+SML:random", 5e-5): 0.19, ("+SML:causal", 5e-5): 0.23, ("+SML:strided", 1e-4): 0.23}
     out = readings.pick(acc)["picks"]
     assert out["baseline"]["train.lr"] == 1e-4
     assert out["+DPS"]["reading"] == "+DPS:surprise"  # the random control is never picked
-    assert out["+SML"]["reading"] == "+SML:coupled"  # a tie goes to the cheaper reading (K = 2 < 4)
-    assert out["+DACA"] == {"reading": "+DPS:surprise with +SML:coupled", "train.lr": 1e-4, "dps.score": "surprise",
-                            "dps.norm": "rank", "sml.partition": "random", "sml.k": 2}
+    assert out["+SML"]["reading"] == "+SML:strided"  # a tie goes to the one listed first
+    assert out["+DACA"] == {"reading": "+DPS:surprise with +SML:strided", "train.lr": 1e-4, "dps.score": "surprise",
+                            "dps.norm": "rank", "sml.partition": "strided", "sml.k": 4}
     assert out["+DPS-random"]["dps.score"] == "random" and out["+DPS-random"]["train.lr"] == 1e-4
 
 

@@ -29,13 +29,11 @@ READINGS = {
     "+DPS:surprise": ("DPS", "+DPS", {"dps.score": "surprise", "dps.norm": "rank"}),
     "+DPS:commit_time": ("DPS", "+DPS", {"dps.score": "commit_time", "dps.norm": "rank"}),
     "+DPS:progress-zscore": ("DPS", "+DPS", {"dps.score": "progress", "dps.norm": "zscore"}),
-    "+DPS:surprise-ratio": ("DPS", "+DPS", {"dps.score": "surprise", "dps.norm": "ratio"}),
     "+DPS:random": ("control", "+DPS", {"dps.score": "random", "dps.norm": "rank"}),
     "+SML:random": ("SML", "+SML", {"sml.partition": "random", "sml.k": 4}),
     "+SML:strided": ("SML", "+SML", {"sml.partition": "strided", "sml.k": 4}),
     "+SML:commit_order": ("SML", "+SML", {"sml.partition": "commit_order", "sml.k": 4}),
     "+SML:causal": ("SML", "+SML", {"sml.partition": "causal", "sml.k": 4}),
-    "+SML:coupled": ("SML", "+SML", {"sml.partition": "random", "sml.k": 2}),
 }
 
 
