@@ -85,7 +85,7 @@ FIVE = {  # in the order their SFT is started: the longest first, so two workers
     "json": Family("json_tiny", 28, rl={**DENSE, "train.steps": 60}),
     "countdown": Family("countdown_tiny", 12, rl={**DENSE, "train.steps": 60}),
     "math": Family("arithmetic", 4, rl={**DENSE, "train.steps": 100}),
-    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20, rl={**DENSE, "train.steps": 40}),
+    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20, rl={**DENSE, "train.steps": 32}),
 }
 # The regime every tiny cell trains in (docs/reproducing.md, "The regime"): d1's shape at the
 # lowest mu at which the importance ratio acts (the second inner update sees a moved policy),
@@ -100,18 +100,18 @@ CONFIRM = FOUR + ("+DPS-random",)
 PRESETS = {
     "tiny": TinyPreset("the embedded default: the confirmatory sudoku table, grpo x {baseline, +DPS, +SML, +DACA, "
                        "+DPS-random} x 8 seeds in the d1-like regime with the readings tiny-readings picked",
-                       {"sudoku": FIVE["sudoku"]}, rl_steps=40, seeds=tuple(range(8)), rl=TINY_RL,
+                       {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
                        variants=CONFIRM, picks=PICKS),
     "tiny-confirm": TinyPreset("the confirmatory table on sudoku and countdown (tiny's cells plus countdown's)",
-                               {"sudoku": FIVE["sudoku"], "countdown": FIVE["countdown"]}, rl_steps=40,
+                               {"sudoku": FIVE["sudoku"], "countdown": FIVE["countdown"]}, rl_steps=32,
                                seeds=tuple(range(8)), rl=TINY_RL, variants=CONFIRM, picks=PICKS),
     "tiny-readings": TinyPreset("the readings sweep: every DPS / SML reading and the random control at 2 lrs, "
                                 "selection seeds 100-101, scored on the dev split; writes picks.json",
-                                {"sudoku": FIVE["sudoku"]}, rl_steps=40, seeds=SELECTION_SEEDS,
+                                {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=SELECTION_SEEDS,
                                 rl={**TINY_RL, "train.eval_split": "dev"}, readings=tuple(READINGS),
                                 lrs=(5e-5, 1e-4)),
     "tiny-quick": TinyPreset("a first look: the default's variants x sudoku x 2 seeds",
-                             {"sudoku": FIVE["sudoku"]}, rl_steps=40, seeds=(0, 1), rl=TINY_RL, variants=CONFIRM,
+                             {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=(0, 1), rl=TINY_RL, variants=CONFIRM,
                              picks=PICKS),
     "tiny-full": TinyPreset("every area: grpo x 4 variants x 5 tiny families x 8 seeds (hours on 2 cores; "
                             "--executor ray on more)", FIVE, rl_steps=40, seeds=tuple(range(8)), rl=TINY_RL, picks=PICKS),
