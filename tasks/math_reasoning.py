@@ -54,7 +54,11 @@ def _reasoning(name: str, row: dict) -> str:
 def from_record(name: str, row: dict, index: int, split: str) -> Sample:
     """A sample from a dataset record; KeyError/ValueError when the record is unusable."""
     question = str(field(row, "question", "problem"))
-    answer = field(row, "answer", required=False) or last_boxed(str(field(row, "solution")))  # MATH train: boxed
+    answer = field(row, "answer", required=False)
+    if answer is None:  # MATH train rows may hold only a worked solution: its boxed answer is the gold
+        answer = last_boxed(str(field(row, "answer", "solution")))
+        if answer is None:
+            raise ValueError("the solution has no \\boxed{} answer")
     gold = gold_math_answer(answer)
     if not question.strip() or not gold:
         raise ValueError("empty question or answer")
