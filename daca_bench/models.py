@@ -210,12 +210,12 @@ def chat_prompts(adapter: ModelAdapter, prompts: list[str], prefills: list[str] 
 
 
 def task_prompts(adapter: ModelAdapter, samples, chat: bool, max_tokens: int = 0) -> list[str]:
-    """The prompts the model sees for these samples: with `chat`, each one user message of the
-    chat template plus the sample's prefill (metadata["prefill"]: d1's `<reasoning>`); with
+    """The prompts the model sees for these samples: each prompt (with `chat`: one user message of
+    the chat template) followed by the sample's prefill (metadata["prefill"]: d1's `<reasoning>`); with
     `max_tokens`, cut to their last max_tokens tokens (d1 keeps the last 200 of a training prompt)."""
-    texts = [s.prompt for s in samples]
-    if chat:
-        texts = chat_prompts(adapter, texts, [str(s.metadata.get("prefill", "")) for s in samples])
+    prefills = [str(s.metadata.get("prefill", "")) for s in samples]
+    texts = chat_prompts(adapter, [s.prompt for s in samples], prefills) if chat else \
+        [s.prompt + f for s, f in zip(samples, prefills)]
     return [truncate_prompt(adapter, t, max_tokens) for t in texts] if max_tokens else texts
 
 

@@ -150,6 +150,7 @@ def test_d1_test_prompts_are_system_prompt_question_template_and_reasoning_prefi
     for task in (gsm, math, cd, sd):
         s = task.samples[0]
         assert task_prompts(llada, [s], chat=True) == [_llada_chat(s.prompt) + "<reasoning>"]
+        assert task_prompts(llada, [s], chat=False) == [s.prompt + "<reasoning>"]
     assert cd.samples[0].prompt.endswith("\n\nNumbers: [3, 5, 7]\nTarget: 22") and "\\boxed{" in cd.samples[0].prompt
     assert sd.samples[0].prompt.endswith("\n\nSolve the following Sudoku puzzle: 3102200002100320\n")
     assert "\\boxed{}" in math.samples[0].prompt
@@ -399,6 +400,17 @@ def test_each_d1_preset_evaluates_end_to_end_with_d1s_metric_beside_ours(stem, l
     lines = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert all(len(r["d1"]) == 2 for r in lines)
     assert "acc_d1" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_json_preset_evaluates_on_the_llada_shape_without_a_d1_metric(llada, tmp_path):
+    """The paper presets with no d1 run (code tasks need the sandbox; JSON does not) keep their own metric only."""
+    from daca_bench.experiments.eval import evaluate_lengths, protocol
+
+    cfg = load_config(ROOT / "configs/paper/llada_json_schema.yaml", [], RLConfig)
+    task = get_task(cfg.train.task, split="test", n=2)
+    table = evaluate_lengths(llada, task, list(task.samples), {16: protocol(16)}, tmp_path,
+                             chat=cfg.train.chat_template, progress=False)
+    assert table[0]["n"] == 2 and table[0]["acc_d1"] == ""
 
 
 def test_eval_command_reports_d1s_metric_beside_ours(llada_dir, d1_env, tmp_path, capsys):
