@@ -136,6 +136,10 @@ class TrainConfig:
     disable_dropout: bool = True  # dropout off during RL (TRL's disable_dropout): old, current and reference passes agree
     report_to: str = "none"  # none | tensorboard | wandb, or a list: tensorboard,wandb
     require_gpu: bool = False  # paper-scale presets: stop at once on a machine without CUDA
+    # d1 parity (docs/paper-presets.md):
+    max_prompt_length: int = 0  # keep the last N tokens of each training prompt (d1: 200); 0 = whole prompts
+    lora_target_modules: str = "all-linear"  # LoRA targets: all-linear, or module names joined by commas (d1: q_proj,k_proj,v_proj,o_proj,up_proj,down_proj,gate_proj)
+    load_in_4bit: bool = False  # LoRA base in bitsandbytes 4-bit NF4, as d1 (needs CUDA and bitsandbytes)
 
 
 @dataclass(frozen=True)

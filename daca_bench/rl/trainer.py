@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
-from ..models import chat_prompts, default_device, load_model, load_pretrained, require_available
+from ..models import default_device, load_model, load_pretrained, require_available, task_prompts
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
@@ -112,8 +112,9 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     counter = PassCounter(adapter.model)
     train_task = training_task(cfg)
     test_task = get_task(t.task, split=t.eval_split, n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
-    if t.chat_template:  # d1: every prompt is one user message of the model's chat template
-        train_task, test_task = (_chat_task(adapter, task) for task in (train_task, test_task))
+    if t.chat_template or t.max_prompt_length:  # d1: one user message of the chat template (+ prefill);
+        train_task = _chat_task(adapter, train_task, t.chat_template, t.max_prompt_length)  # train prompts cut
+        test_task = _chat_task(adapter, test_task, t.chat_template)
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
@@ -175,6 +176,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             write_eval_records(out / "eval.jsonl", result)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
+                   **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
                    "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
         if rank == 0:
@@ -240,8 +242,8 @@ def training_task(cfg: RLConfig):
                           "use train.reward=exact") from None
 
 
-def _chat_task(adapter, task):
-    wrapped = chat_prompts(adapter, [s.prompt for s in task.samples])
+def _chat_task(adapter, task, chat: bool = True, max_tokens: int = 0):
+    wrapped = task_prompts(adapter, task.samples, chat, max_tokens)
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
 
 
@@ -257,9 +259,41 @@ def disable_dropout(model) -> None:
 
 
 def load_initial(cfg: RLConfig):
-    """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed)."""
+    """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed);
+    with train.load_in_4bit, a LoRA base quantised to 4-bit NF4 as d1 loads it."""
     name = cfg.train.init or cfg.model.name
-    return load_model(replace(cfg.model, name=name))
+    if not cfg.train.load_in_4bit:
+        return load_model(replace(cfg.model, name=name))
+    return load_pretrained(name, cfg.model.trust_remote_code, cfg.model.dtype, quantization_config=nf4_config(cfg))
+
+
+def nf4_config(cfg: RLConfig):
+    """d1's 4-bit base: NF4 with double quantisation, computing in bfloat16. A one-line error where
+    it cannot run (no LoRA, the tiny model, no CUDA, no bitsandbytes)."""
+    import importlib.util
+
+    if not cfg.train.lora:
+        raise ConfigError("train.load_in_4bit=true needs train.lora=true (a 4-bit base cannot be trained itself)")
+    if (cfg.train.init or cfg.model.name) == "tiny":
+        raise ConfigError("train.load_in_4bit=true is for pretrained models; the built-in tiny model stays in full precision")
+    if not torch.cuda.is_available():
+        raise ConfigError("train.load_in_4bit=true needs a CUDA GPU (bitsandbytes 4-bit); none is visible here. "
+                          "Set train.load_in_4bit=false to train on a bfloat16 base")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ConfigError("train.load_in_4bit=true needs bitsandbytes (pip install bitsandbytes); "
+                          "or set train.load_in_4bit=false")
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def lora_targets(spec: str):
+    """train.lora_target_modules -> peft's target_modules: "all-linear" or a list of module names."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("train.lora_target_modules is empty; use all-linear or module names joined by commas")
+    return "all-linear" if names == ["all-linear"] else names
 
 
 def load_policy(cfg: RLConfig, ckpt):
@@ -274,7 +308,7 @@ def load_policy(cfg: RLConfig, ckpt):
         model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
     else:
         model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-                                                      target_modules="all-linear"))
+                                                      target_modules=lora_targets(t.lora_target_modules)))
     return replace(base, model=model)
 
 
