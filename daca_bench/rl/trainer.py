@@ -69,6 +69,7 @@ def _seed(*key) -> int:
 
 
 def validate(cfg: RLConfig) -> None:
+    from ..canvas import check_rl; check_rl(cfg)  # noqa: E702 - every canvas, before the first step
     pick(LOSSES, cfg.loss.base, "loss.base")
     pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
