@@ -101,9 +101,14 @@ def claim(out: Path, identity: dict, fresh: bool = False) -> None:
         except (OSError, ValueError):
             old = None
         if old != identity:
-            who = f"model {old.get('model')}" if isinstance(old, dict) else "a model it does not name"
-            raise ConfigError(f"{out} holds the rows of {who}, not of {identity['model']} (or of other weights, "
-                              "dtype or chat template); choose another --output-dir, or --fresh to start over there")
+            if not isinstance(old, dict):
+                who = "a model it does not name"
+            elif old.get("model") != identity["model"]:
+                who = f"model {old.get('model')}, not of {identity['model']}"
+            else:
+                names = {"fingerprint": "weights", "base": "base model", "dtype": "dtype", "chat_template": "chat template"}
+                who = f"{identity['model']} with other " + ", ".join(v for k, v in names.items() if old.get(k) != identity[k])
+            raise ConfigError(f"{out} holds the rows of {who}; choose another --output-dir, or --fresh to start over there")
     out.mkdir(parents=True, exist_ok=True)
     if fresh:
         rows.unlink(missing_ok=True)
