@@ -1,5 +1,6 @@
 """Canvas checks, run before any work: a sampler's canvas must decode (gen_length a multiple of
-block_length, steps a multiple of the blocks) and hold a task's longest gold answer plus EOS.
+block_length, steps a multiple of the blocks) and hold a task's longest gold answer plus EOS
+(SFT, RL) or at least the answer (`sample`, `eval`: a canvas decoded whole is scored whole).
 
     check(cfg.sampler, "sampler", gold=gold_lengths(task, adapter.encode), task=task.name)
     check_rl(cfg)   # rollout and eval canvases of a train config (trainer.validate)
@@ -26,8 +27,10 @@ def gold_lengths(task, encode) -> list[int]:
     return [len(ids) for ids in encode(targets)] if targets else []
 
 
-def check(cfg: SamplerConfig, prefix: str, gold: list[int] | None = None, task: str = "") -> None:
-    """Raise one ConfigError when the canvas cannot decode, or cannot hold the longest gold answer + EOS."""
+def check(cfg: SamplerConfig, prefix: str, gold: list[int] | None = None, task: str = "", eos: bool = True) -> None:
+    """Raise one ConfigError when the canvas cannot decode, or cannot hold the longest gold answer + EOS
+    (`eos=False`: the answer alone, enough to score a canvas decoded whole, as `sample` and `eval` do;
+    SFT trains on the EOS and RL's rollouts should have room for it)."""
     L, b, T = cfg.gen_length, cfg.block_length, cfg.steps
     gl, bl, st = (_key(prefix, k) for k in ("gen_length", "block_length", "steps"))
     for name, value in ((gl, L), (bl, b), (st, T)):
@@ -38,11 +41,12 @@ def check(cfg: SamplerConfig, prefix: str, gold: list[int] | None = None, task: 
     if cfg.threshold is None and T % (L // b):
         raise ConfigError(f"{st}={T} must be a multiple of the {L // b} blocks of {L // b}x{b} tokens: "
                           f"set {st}={-(-T // (L // b)) * (L // b)}")
-    need = max(gold) + 1 if gold else 0
+    need = max(gold) + int(eos) if gold else 0
     if need > L:
         fit = -(-need // b) * b
-        raise ConfigError(f"{gl}={L} cannot hold {task or 'the task'}'s longest gold answer ({need - 1} tokens) plus "
-                          f"EOS; set {gl}={fit} (a multiple of {bl}={b}; {st} a multiple of {fit // b})")
+        raise ConfigError(f"{gl}={L} cannot hold {task or 'the task'}'s longest gold answer ({max(gold)} tokens)"
+                          f"{' plus EOS' if eos else ''}; set {gl}={fit} (a multiple of {bl}={b}; {st} a multiple of "
+                          f"{fit // b})")
 
 
 def _tokenizer_encode(name: str):

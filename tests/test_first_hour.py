@@ -133,7 +133,7 @@ def test_sample_and_eval_take_the_canvas_of_the_run_that_trained_the_model(tmp_p
     # the tiny default canvas of 8 cannot hold a 16-digit grid and EOS: one line, before any sampling
     assert main(["sample", "--model", "tiny", "--task", "sudoku_tiny", "--n", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "sampler.gen_length=8 cannot hold sudoku_tiny's longest gold answer (16 tokens)" in err[0]
+    assert len(err) == 1 and "sampler.gen_length=8 cannot hold sudoku_tiny's longest gold answer (16 tokens);" in err[0]
 
 
 # ---- every canvas checked before the first step ------------------------------------------

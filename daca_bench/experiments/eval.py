@@ -225,7 +225,7 @@ def run(args) -> int:
     if task_spec(args.task).tiny:  # the gold is the whole answer: every canvas must hold it and EOS
         gold = gold_lengths(task, adapter.encode)
         for cfg in cfgs.values():
-            check(cfg, "--", gold, args.task)
+            check(cfg, "--", gold, args.task, eos=False)
     chat = args.chat_template == "on" or (args.chat_template == "auto" and bool(getattr(adapter.tokenizer, "chat_template", None)))
     out = Path(args.output_dir) if args.output_dir else default_output(args.task, args.model)
     claim(out, model_identity(args.model, args.base, args.dtype, chat), fresh=args.fresh)

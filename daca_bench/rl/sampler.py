@@ -247,7 +247,7 @@ def run(args) -> int:
     check(cfg.sampler, "sampler")
     adapter = load_model(cfg.model)
     if task_spec(args.task).tiny:  # the gold is the whole answer: the canvas must hold it and EOS
-        check(cfg.sampler, "sampler", gold_lengths(task, adapter.encode), args.task)
+        check(cfg.sampler, "sampler", gold_lengths(task, adapter.encode), args.task, eos=False)
     sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
     adapter.model.to(default_device()).eval()
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)
