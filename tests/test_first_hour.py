@@ -221,3 +221,29 @@ def test_verify_keeps_the_quotes_of_a_bad_record_and_says_what_arithmetic_takes(
     assert rows[0]["error"].endswith("joined by + and - only): '3*4'")
     assert rows[1]["status"] == "bad_input" and "blank line" in rows[1]["error"]  # as tasks/README.md says
     assert rows[2]["status"] == "correct"
+
+
+def _dies_once(folder: str) -> dict:
+    marker = Path(folder) / "tried"
+    if not marker.exists():
+        marker.write_text("1")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"status": "done"}
+
+
+def _always_dies(folder: str) -> dict:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_jobs_retry_a_job_whose_worker_died_once_then_report_it(tmp_path, capsys):
+    from daca_bench.experiments.jobs import Job, run_jobs
+
+    for name in ("once", "always"):
+        (tmp_path / name).mkdir()
+    jobs = [Job("once", _dies_once, (str(tmp_path / "once"),), tmp_path / "once", 1),
+            Job("always", _always_dies, (str(tmp_path / "always"),), tmp_path / "always", 1)]
+    once, always = run_jobs(jobs, workers=2, progress=False, poll_s=0.05, lost_retries=1)
+    assert once == {"status": "done", "worker_lost": 1}
+    assert always["status"] == "failed" and always["worker_lost"] == 2 and "SIGKILL" in always["error"]
+    err = capsys.readouterr().err
+    assert "the worker running once died (SIGKILL)" in err and "the worker running always died again (SIGKILL)" in err
