@@ -213,7 +213,8 @@ def run(args) -> int:
         results = run_local(cells, args.output_dir, args.workers, args.retries)
     failed = [r for r in results if r["status"] == "failed"]
     for r in failed:
-        print(f"FAILED {r['cell']}: {r['error']} (see {args.output_dir}/{r['cell']}/error.txt)")
+        trace = Path(args.output_dir) / r["cell"] / "error.txt"
+        print(f"FAILED {r['cell']}: {r['error']}" + (f" (see {trace})" if trace.exists() else ""))
     retried = [r["cell"] for r in results if r.get("worker_lost") and r["status"] != "failed"]
     again = f" ({', '.join(retried)} retried after its worker died)" if retried else ""
     print(f"{len(results) - len(failed)}/{len(results)} cells finished in {args.output_dir}{again}")
