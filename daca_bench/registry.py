@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import UnknownTaskError
+from .errors import ConfigError, UnknownTaskError
 from .resources import data_dir
 from .types import Task
 
@@ -72,7 +72,10 @@ def load_all() -> None:
         return
     for folder in _task_dirs():
         if not folder.is_dir():
-            continue
+            if folder == TASKS_DIR:
+                continue
+            raise ConfigError(f"DACA_BENCH_TASKS (or --tasks-dir) names {folder}, which is not a folder; "
+                              "give a folder of task files")
         for path in sorted(folder.glob("*.py")):
             if path.name.startswith("_"):
                 continue

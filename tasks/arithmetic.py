@@ -1,4 +1,5 @@
 """Tiny synthetic math family: short integer expressions such as `17+5-9=`, answered with the number.
+Only + and - of non-negative integers (no *, /, parentheses or signs); anything else is bad input.
 
 Train and test are disjoint by expression (a hash of the expression picks the split).
 Scoring follows the shared math rule (daca_bench.rewards.answers.math_answer: tag, boxed, ####, last
@@ -64,7 +65,8 @@ def _sample(expr: str, answer: int) -> Sample:
 def from_record(row: dict) -> Sample:
     expr = str(field(row, "expression", "prompt")).strip().rstrip("=").replace(" ", "")
     if not re.fullmatch(r"\d+(?:[+-]\d+)*", expr):
-        raise ValueError(f"not a +/- integer expression: {expr!r}")
+        raise ValueError(f"not a +/- integer expression (arithmetic takes non-negative integers joined by + and - "
+                         f"only): {expr!r}")
     answer = _value(expr)
     if row.get("answer") is not None and int(row["answer"]) != answer:
         raise ValueError(f"answer {row['answer']!r} does not match {expr} = {answer}")

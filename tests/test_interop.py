@@ -4,6 +4,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
 from daca_bench.registry import get_task
 from daca_bench.rewards.verify import reward_function
@@ -58,6 +59,9 @@ def test_plugging_in_example_runs():
     exec(compile(code, "docs/plugging-in.md", "exec"), scope)
     assert scope["w"].shape == scope["logp"].shape == scope["batch"].completion_ids.shape
     assert scope["loss"].requires_grad and scope["loss"].isfinite()
+    valid_w = scope["w"][scope["valid"]]
+    assert not torch.allclose(valid_w, torch.ones_like(valid_w))  # DPS applied: not the plain step
+    assert valid_w.min() < 0.9 and valid_w.max() > 1.1
 
 
 def test_evaluate_metric_scores_with_a_task_verifier_offline(monkeypatch):

@@ -150,9 +150,11 @@ def cell_jobs(cells: list[Cell], out: str | Path, threads: int, retries: int) ->
 
 def run_local(cells: list[Cell], out: str | Path, workers: int = 0, retries: int = 1, progress: bool = True,
               desc: str = "cells") -> list[dict]:
-    """Cells in `workers` processes with cores/workers threads each (not oversubscribed)."""
+    """Cells in `workers` processes with cores/workers threads each (not oversubscribed). A worker killed
+    under a cell (the OOM killer) costs no other cell: a new pool resumes them all and retries that one."""
     workers, threads = split_cores(len(cells), workers)
-    results = run_jobs(cell_jobs(cells, out, threads, retries), workers, desc=desc, progress=progress)
+    results = run_jobs(cell_jobs(cells, out, threads, retries), workers, desc=desc, progress=progress,
+                       lost_retries=retries)  # a killed worker's cell resumes from its checkpoint
     return sorted(({"cell": j, **r} for j, r in zip((c.name for c in cells), results)), key=lambda r: r["cell"])
 
 
@@ -169,7 +171,8 @@ def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("DACA_", "HF_"))}})
-    remote = ray.remote(num_cpus=cpus_per_cell, num_gpus=gpus_per_cell, max_retries=0)(_run_cell)
+    # a lost worker (node or process death) reruns its cell once, which resumes from its checkpoint
+    remote = ray.remote(num_cpus=cpus_per_cell, num_gpus=gpus_per_cell, max_retries=retries)(_run_cell)
     pending = {remote.remote(c, str(Path(out).resolve()), cpus_per_cell, retries): c for c in cells}
     results = []
     bar = tqdm(total=len(cells), desc="cells (ray)", disable=not progress, unit="cell")
@@ -213,6 +216,9 @@ def run(args) -> int:
         results = run_local(cells, args.output_dir, args.workers, args.retries)
     failed = [r for r in results if r["status"] == "failed"]
     for r in failed:
-        print(f"FAILED {r['cell']}: {r['error']} (see {args.output_dir}/{r['cell']}/error.txt)")
-    print(f"{len(results) - len(failed)}/{len(results)} cells finished in {args.output_dir}")
+        trace = Path(args.output_dir) / r["cell"] / "error.txt"
+        print(f"FAILED {r['cell']}: {r['error']}" + (f" (see {trace})" if trace.exists() else ""))
+    retried = [r["cell"] for r in results if r.get("worker_lost") and r["status"] != "failed"]
+    again = f" ({', '.join(retried)} retried after its worker died)" if retried else ""
+    print(f"{len(results) - len(failed)}/{len(results)} cells finished in {args.output_dir}{again}")
     return 1 if failed else 0

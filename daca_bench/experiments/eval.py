@@ -8,20 +8,29 @@ canvas when shorter), steps = length / 2, zero-shot prompts wrapped as one user 
 the tokenizer's chat template where it has one. `--threshold 0.9` decodes in parallel
 instead (every masked position above the confidence threshold per step). The model is
 `tiny`, a save_pretrained folder, a hub id or a LoRA adapter folder (merged into its base).
-Writes OUTPUT/samples.jsonl (one row per length and sample: id, gen_length, completion,
-reward, status), skipping rows already there (resumable), and OUTPUT/summary.{md,csv}.
+Writes OUTPUT/samples.jsonl (one row per length and sample: id, gen_length, decoding, completion,
+reward, status), skipping rows of the same decoding already there (resumable), OUTPUT/model.json
+(the model's identity: path or hub id, a fingerprint of its weights, dtype, chat template; a
+folder holding another model's rows is refused, `--fresh` starts over) and OUTPUT/summary.{md,csv}.
+OUTPUT defaults to runs/eval-<task>-<model>; the canvas defaults to the one the model was trained
+with when its run folder says (`final/` or `checkpoint-STEP/` beside the run's config.json).
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
+import re
+import sys
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ..canvas import check, gold_lengths
 from ..config import SamplerConfig
-from ..models import load_checkpoint, task_prompts
+from ..errors import ConfigError
+from ..models import load_checkpoint, run_canvas, task_prompts
 from ..rl.evaluate import score
 from ..rl.sampler import sample
 
@@ -34,14 +43,81 @@ def protocol(gen_length: int, block_length: int = 32, steps: int | None = None, 
     b = min(block_length, gen_length)
     cfg = SamplerConfig(gen_length=gen_length, block_length=b, steps=steps or max(gen_length // 2, gen_length // b),
                         temperature=0.0, threshold=threshold, batch_size=batch_size)
-    if gen_length % b or (threshold is None and cfg.steps % (gen_length // b)):
-        raise ValueError(f"--gen-length {gen_length} needs a multiple of the block {b} and steps a multiple of "
-                         f"{gen_length // b} blocks (got steps={cfg.steps})")
+    check(cfg, "--")
     return cfg
 
 
-def read_done(path: Path) -> dict[tuple[int, str], dict]:
-    """Rows already written, keyed by (gen_length, sample id); a torn line (an interrupted write) is dropped."""
+def decoding(cfg: SamplerConfig) -> str:
+    """The settings a cached row was decoded with (batch size aside, which changes no completion)."""
+    return json.dumps({k: getattr(cfg, k) for k in ("gen_length", "block_length", "steps", "temperature",
+                                                    "remasking", "threshold")}, sort_keys=True)
+
+
+def _fingerprint(folder: Path) -> str:
+    """config.json's bytes and each weight file's name, size and mtime: a retrained folder differs."""
+    h = hashlib.sha256()
+    for path in sorted(folder.iterdir()):
+        if path.name in ("config.json", "adapter_config.json"):
+            h.update(path.name.encode() + path.read_bytes())
+        elif path.suffix in (".safetensors", ".bin", ".pt", ".pth") and path.is_file():
+            st = path.stat()
+            h.update(f"{path.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def model_identity(name: str, base: str = "", dtype: str = "float32", chat: bool = False) -> dict:
+    """Who produced the rows: the model (a folder's absolute path and fingerprint, a hub id and its cached
+    revision, or tiny), a LoRA adapter's base, the dtype and the chat template."""
+    folder = Path(name)
+    if name != "tiny" and folder.is_dir():
+        model, print_ = str(folder.resolve()), _fingerprint(folder)
+    else:
+        model, print_ = name, ""
+        if name != "tiny":
+            try:
+                from huggingface_hub import try_to_load_from_cache
+
+                cached = try_to_load_from_cache(name, "config.json")
+                print_ = Path(cached).parent.name if isinstance(cached, str) else ""  # the snapshot's commit
+            except (ImportError, ValueError):
+                pass
+    return {"model": model, "fingerprint": print_, "base": base, "dtype": dtype, "chat_template": chat}
+
+
+def default_output(task: str, model: str) -> Path:
+    """runs/eval-<task>-<model>: the model's last two path parts (runs/sft-tiny/final -> sft-tiny-final)."""
+    parts = Path(model.rstrip("/")).parts[-2:] if model != "tiny" else ("tiny",)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(p for p in parts if p not in ("", ".", "..", "/")))
+    return Path("runs") / f"eval-{task}-{slug or 'model'}"
+
+
+def claim(out: Path, identity: dict, fresh: bool = False) -> None:
+    """Make OUTPUT the cache of this model's rows: a new folder (or --fresh) records the identity; a
+    folder holding another model's rows is refused in one line."""
+    stored, rows = out / "model.json", out / "samples.jsonl"
+    if not fresh and rows.exists() and rows.stat().st_size:
+        try:
+            old = json.loads(stored.read_text())
+        except (OSError, ValueError):
+            old = None
+        if old != identity:
+            if not isinstance(old, dict):
+                who = "a model it does not name"
+            elif old.get("model") != identity["model"]:
+                who = f"model {old.get('model')}, not of {identity['model']}"
+            else:
+                names = {"fingerprint": "weights", "base": "base model", "dtype": "dtype", "chat_template": "chat template"}
+                who = f"{identity['model']} with other " + ", ".join(v for k, v in names.items() if old.get(k) != identity[k])
+            raise ConfigError(f"{out} holds the rows of {who}; choose another --output-dir, or --fresh to start over there")
+    out.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        rows.unlink(missing_ok=True)
+    stored.write_text(json.dumps(identity, indent=2) + "\n")
+
+
+def read_done(path: Path) -> dict[tuple[int, str, str], dict]:
+    """Rows already written, keyed by (gen_length, decoding, sample id); a torn line (an interrupted write)
+    is dropped. A row of other decoding settings never stands in for this run's."""
     done, torn = {}, False
     if path.exists():
         for line in path.read_text().splitlines():
@@ -50,7 +126,7 @@ def read_done(path: Path) -> dict[tuple[int, str], dict]:
             except json.JSONDecodeError:
                 torn = True
                 continue
-            done[(int(row["gen_length"]), str(row["id"]))] = row
+            done[(int(row["gen_length"]), str(row.get("decoding", "")), str(row["id"]))] = row
     if torn:
         path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
     return done
@@ -83,7 +159,8 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
     out.mkdir(parents=True, exist_ok=True)
     path = out / "samples.jsonl"
     done = read_done(path)
-    todo = [(L, s) for L in cfgs for s in samples if (L, str(s.id)) not in done]
+    keys = {L: decoding(cfg) for L, cfg in cfgs.items()}
+    todo = [(L, s) for L in cfgs for s in samples if (L, keys[L], str(s.id)) not in done]
     prompts = dict(zip([s.id for s in samples], task_prompts(adapter, samples, chat)))  # + d1's prefill
     adapter.model.eval()
     bar = tqdm(total=len(todo), desc=f"eval {task.name}", disable=not progress)
@@ -94,15 +171,16 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
                 part = mine[i:i + cfg.batch_size]
                 texts = sample(adapter, [prompts[s.id] for s in part], cfg, seed=0, record=False).texts
                 for s, text, r in zip(part, texts, score(task, part, texts)["rewards"]):
-                    row = {"id": s.id, "gen_length": L, "completion": text, "reward": r.as_json_value(),
-                           "status": r.status, **({"d1": r.details["d1"]} if "d1" in r.details else {})}
+                    row = {"id": s.id, "gen_length": L, "decoding": keys[L], "completion": text,
+                           "reward": r.as_json_value(), "status": r.status,
+                           **({"d1": r.details["d1"]} if "d1" in r.details else {})}
                     sink.write(json.dumps(row) + "\n")
-                    done[(L, str(s.id))] = row
+                    done[(L, keys[L], str(s.id))] = row
                 sink.flush()
                 bar.update(len(part))
     bar.close()
     ids = {str(s.id) for s in samples}
-    table = summarise([r for (L, sid), r in done.items() if sid in ids and L in cfgs], cfgs)
+    table = summarise([r for (L, key, sid), r in done.items() if sid in ids and L in cfgs and key == keys[L]], cfgs)
     (out / "summary.md").write_text(markdown(table) + "\n")
     with open(out / "summary.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
@@ -118,9 +196,10 @@ def configure(parser) -> None:
     parser.add_argument("--task", required=True, help="a registered task (see `daca-bench tasks`)")
     parser.add_argument("--split", default="test")
     parser.add_argument("--n", type=int, default=None, help="samples (default: the whole split)")
-    parser.add_argument("--gen-length", type=int, nargs="+", default=[256], help="one or more canvas lengths")
-    parser.add_argument("--block-length", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: length / 2)")
+    parser.add_argument("--gen-length", type=int, nargs="+", default=None,
+                        help="one or more canvas lengths (default: the canvas of the run that trained --model, else 256)")
+    parser.add_argument("--block-length", type=int, default=None, help="default: that run's, else 32")
+    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: that run's, else length / 2)")
     parser.add_argument("--threshold", type=float, default=None, help="parallel decoding above this confidence")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
@@ -128,19 +207,31 @@ def configure(parser) -> None:
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--seed", type=int, default=0, help="seed of the task's sample selection")
-    parser.add_argument("--output-dir", default=None, help="default: runs/eval-<task>")
+    parser.add_argument("--output-dir", default=None, help="default: runs/eval-<task>-<model>")
+    parser.add_argument("--fresh", action="store_true", help="drop the rows already in the output folder")
     parser.add_argument("--no-progress", action="store_true")
 
 
 def run(args) -> int:
-    from ..registry import get_task
+    from ..registry import get_task, task_spec
 
-    cfgs = {L: protocol(L, args.block_length, args.steps, args.threshold, args.batch_size) for L in args.gen_length}
-    adapter = load_checkpoint(args.model, args.trust_remote_code, args.dtype, args.base)
+    trained = run_canvas(args.model)
+    lengths, block, steps = args.gen_length, args.block_length, args.steps
+    if trained and lengths is None and block is None and steps is None:
+        canvas, source = trained
+        lengths, block, steps = [canvas["gen_length"]], canvas["block_length"], canvas["steps"]
+        print(f"canvas from {source}: --gen-length {lengths[0]} --block-length {block} --steps {steps}", file=sys.stderr)
+    cfgs = {L: protocol(L, block or 32, steps, args.threshold, args.batch_size) for L in lengths or [256]}
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n] if args.n else list(task.samples)
+    adapter = load_checkpoint(args.model, args.trust_remote_code, args.dtype, args.base)
+    if task_spec(args.task).tiny:  # the gold is the whole answer: every canvas must hold it and EOS
+        gold = gold_lengths(task, adapter.encode)
+        for cfg in cfgs.values():
+            check(cfg, "--", gold, args.task, eos=False)
     chat = args.chat_template == "on" or (args.chat_template == "auto" and bool(getattr(adapter.tokenizer, "chat_template", None)))
-    out = Path(args.output_dir or f"runs/eval-{args.task}")
+    out = Path(args.output_dir) if args.output_dir else default_output(args.task, args.model)
+    claim(out, model_identity(args.model, args.base, args.dtype, chat), fresh=args.fresh)
     table = evaluate_lengths(adapter, task, samples, cfgs, out, chat, progress=not args.no_progress)
     print(f"{args.task} ({args.split}, {len(samples)} samples), model {args.model}, chat template {'on' if chat else 'off'}")
     print(markdown(table))

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
+import tempfile
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -58,11 +62,37 @@ def split_cores(n_jobs: int, workers: int = 0) -> tuple[int, int]:
     return workers, max(1, cores // workers)
 
 
+def _start(pid_file: str, fn: Callable, args: tuple):
+    """In the worker: note which process runs this job (to name the job a killed worker took), then run it."""
+    Path(pid_file).write_text(str(os.getpid()))
+    return fn(*args)
+
+
+def _killed(processes: dict) -> set[int]:
+    """Pids of the workers that died by a signal other than the pool's own SIGTERM (SIGKILL: the OOM killer)."""
+    out = set()
+    for pid, proc in processes.items():
+        proc.join(timeout=10)
+        if proc.exitcode is not None and proc.exitcode < 0 and proc.exitcode != -signal.SIGTERM:
+            out.add(pid)
+    return out
+
+
+def _signal_name(code: int | None) -> str:
+    try:
+        return signal.Signals(-code).name if code is not None and code < 0 else f"exit code {code}"
+    except ValueError:
+        return f"signal {-code}"
+
+
 def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bool = True,
-             poll_s: float = 1.0, left: str = "left") -> list[dict]:
+             poll_s: float = 1.0, left: str = "left", lost_retries: int = 1) -> list[dict]:
     """Run the jobs in `workers` spawned processes (cores // workers threads each); results in job order.
 
     A job that raises is returned as {"name", "status": "failed", "error"}; the others go on.
+    A worker that dies (SIGKILL from the OOM killer, a segfault) breaks the pool: a new pool then
+    resumes every unfinished job (they resume from their checkpoints), the job whose worker died
+    is named in one line and retried up to `lost_retries` times, then reported failed.
     `left` labels the estimate ("left at most" when jobs may stop before their steps)."""
     from tqdm.auto import tqdm
 
@@ -74,23 +104,79 @@ def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bo
                    for j in jobs)
 
     results: dict[str, dict] = {}
+    lost: dict[str, int] = {}  # job -> times its worker died under it
     fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ~{remaining} " + left + "{postfix}"
     bar = tqdm(total=total, initial=units(set()), desc=desc, disable=not progress, bar_format=fmt, smoothing=0)
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
+    with tempfile.TemporaryDirectory(prefix="daca-jobs-") as pids:
+        pid_file = {j.name: os.path.join(pids, str(i)) for i, j in enumerate(jobs)}
+        todo, breaks = list(jobs), 0
+        while todo:
+            broken = _run_pool(todo, workers, threads, pid_file, results, bar, units, poll_s, len(jobs))
+            todo = [j for j in jobs if j.name not in results]
+            if not broken or not todo:
+                break
+            breaks += 1
+            named = [j for j in todo if _read_pid(pid_file[j.name]) in broken]
+            for job in named:
+                lost[job.name] = lost.get(job.name, 0) + 1
+                why = _signal_name(broken[_read_pid(pid_file[job.name])])
+                os.unlink(pid_file[job.name])
+                if lost[job.name] > lost_retries:
+                    results[job.name] = {"name": job.name, "status": "failed", "worker_lost": lost[job.name],
+                                         "error": f"its worker process died ({why}) {lost[job.name]} times; "
+                                                  "out of memory? (the OOM killer sends SIGKILL)"}
+                    tqdm.write(f"{desc}: the worker running {job.name} died again ({why}); giving up on it",
+                               file=sys.stderr)
+                else:
+                    tqdm.write(f"{desc}: the worker running {job.name} died ({why}); retrying it from its "
+                               f"checkpoint in a new pool, beside the {len(todo) - 1} other unfinished", file=sys.stderr)
+            todo = [j for j in jobs if j.name not in results]
+            if not named and todo:  # a worker died that held no job we can name
+                if breaks > len(jobs) * (lost_retries + 1):
+                    for job in todo:
+                        results[job.name] = {"name": job.name, "status": "failed",
+                                             "error": f"worker processes kept dying ({breaks} times)"}
+                    break
+                tqdm.write(f"{desc}: a worker process died; resuming the {len(todo)} unfinished in a new pool",
+                           file=sys.stderr)
+    bar.close()
+    for name, n in lost.items():
+        if results[name].get("status") != "failed":
+            results[name] = {**results[name], "worker_lost": n}
+    return [results[j.name] for j in jobs]
+
+
+def _read_pid(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _run_pool(todo: list[Job], workers: int, threads: int, pid_file: dict, results: dict, bar, units,
+              poll_s: float, n_jobs: int) -> dict[int, int]:
+    """Run `todo` in one pool until done or broken; {pid: exit code} of the workers that killed it."""
+    processes: dict = {}
+    with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn"), initializer=_init_worker,
                              initargs=(threads,)) as pool:
-        pending = {pool.submit(j.fn, *j.args): j for j in jobs}
+        pending = {pool.submit(_start, pid_file[j.name], j.fn, j.args): j for j in todo}
+        broken = False
         while pending:
+            processes.update(getattr(pool, "_processes", None) or {})  # to read the dead worker's exit code
             done, _ = wait(pending, timeout=poll_s, return_when=FIRST_COMPLETED)
             for fut in done:
                 job = pending.pop(fut)
                 try:
                     results[job.name] = fut.result()
-                except Exception as exc:  # noqa: BLE001 - a dead worker fails its job, not the others
+                except BrokenProcessPool:
+                    broken = True
+                except Exception as exc:  # noqa: BLE001 - a failing job fails alone
                     results[job.name] = {"name": job.name, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             bar.n = units(set(results))
             failed = sum(1 for r in results.values() if r.get("status") == "failed")
-            bar.set_postfix_str(f"{len(results)}/{len(jobs)} done" + (f", {failed} failed" if failed else ""), refresh=False)
+            bar.set_postfix_str(f"{len(results)}/{n_jobs} done" + (f", {failed} failed" if failed else ""), refresh=False)
             bar.refresh()
-    bar.close()
-    return [results[j.name] for j in jobs]
-
+    if not broken:
+        return {}
+    killed = _killed(processes)
+    return {pid: processes[pid].exitcode for pid in killed} or {-1: None}

@@ -81,10 +81,17 @@ def build_samples(name: str, rows: Sequence[dict], **task_kw):
             out.append(task.samples[0])
             verify = verify or task.verify
         except BUILD_ERRORS as exc:
-            out.append(bad_input(f"{type(exc).__name__}: {str(exc).strip(chr(39))[:300]}"))
+            out.append(bad_input(f"{type(exc).__name__}: {_message(exc)[:300]}"))
     if verify is None:  # no good record: any build gives the verifier
         verify = spec.build(split=split, records=[], **kw).verify
     return verify, out
+
+
+def _message(exc: Exception) -> str:
+    """An exception's text; a KeyError's without the quotes its str() adds (other messages keep theirs)."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        return str(exc.args[0])
+    return str(exc)
 
 
 _pool_verify: Callable | None = None  # set before a fork pool starts; read in its children
@@ -245,7 +252,7 @@ def run(args) -> int:
     try:
         _build_kwargs(args.task, kw)
     except (KeyError, TypeError) as exc:
-        print(f"daca-bench verify: {str(exc).strip(chr(39))}", file=sys.stderr)
+        print(f"daca-bench verify: {_message(exc)}", file=sys.stderr)
         return 2
     lines = _read(args.input)
     out = open(args.output, "w", encoding="utf-8")  # a bad output path fails before the scoring

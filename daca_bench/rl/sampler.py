@@ -211,6 +211,9 @@ def replay_commit_logp(adapter: ModelAdapter, batch: RolloutBatch) -> torch.Tens
 
 
 # ---- CLI: `daca-bench sample` -------------------------------------------------------------
+CANVAS_KEYS = ("sampler.gen_length", "sampler.block_length", "sampler.steps")
+
+
 def configure(parser) -> None:
     parser.add_argument("--model", default=None, help="tiny | a save_pretrained folder | a hub id (model.name)")
     parser.add_argument("--task", required=True, help="task whose prompts to sample (see `daca-bench tasks`)")
@@ -224,17 +227,25 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from ..config import command_config
-    from ..models import default_device, load_model
-    from ..registry import get_task
+    from ..canvas import check, gold_lengths
+    from ..config import RunConfig, apply, command_config
+    from ..models import default_device, load_model, run_canvas
+    from ..registry import get_task, task_spec
 
-    cfg = command_config(args.overrides, ("model", "sampler"),
-                         {"model.name": args.model, "model.trust_remote_code": args.trust_remote_code})
-    sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
-    adapter = load_model(cfg.model)
-    adapter.model.to(default_device()).eval()
+    options = {"model.name": args.model, "model.trust_remote_code": args.trust_remote_code}
+    cfg = command_config(args.overrides, ("model", "sampler"), options)
+    trained = run_canvas(cfg.model.name)
+    if trained and not any(o.split("=")[0] in CANVAS_KEYS for o in args.overrides):
+        cfg = command_config(args.overrides, ("model", "sampler"), options, base=apply(RunConfig(), {"sampler": trained[0]}))
+        print(f"canvas from {trained[1]}: " + " ".join(f"sampler.{k}={v}" for k, v in trained[0].items()), file=sys.stderr)
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n]
+    check(cfg.sampler, "sampler")
+    adapter = load_model(cfg.model)
+    if task_spec(args.task).tiny:  # the gold is the whole answer: the canvas must hold it and EOS
+        check(cfg.sampler, "sampler", gold_lengths(task, adapter.encode), args.task, eos=False)
+    sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
+    adapter.model.to(default_device()).eval()
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)
     for i, s in enumerate(samples):
         r = task.verify(s, batch.texts[i])

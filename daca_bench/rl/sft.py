@@ -21,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
+from ..canvas import check, gold_lengths
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import (
     ConfigError,
@@ -84,6 +86,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     adapter.model.to(default_device())
     train_task = get_task(s.task, split="train", n=s.n_train, seed=s.seed)
     train, dev = _split_dev(list(train_task.samples), s.n_dev if s.eval_every else 0, s.task)
+    check(cfg.sampler, "sampler", gold_lengths(train_task, adapter.encode), s.task)  # before the first step
     dev_task = dataclasses.replace(train_task, samples=dev, split="dev")
     prompts, prompt_mask = pad_prompts(adapter, [x.prompt for x in train])
     completions = encode_completions(adapter, [x.target for x in train], cfg.sampler.gen_length)
@@ -94,11 +97,14 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     if ckpt:
         run.restore(ckpt)
         truncate_metrics(out / "metrics.jsonl", run.step)
+        if progress:
+            print(f"resuming {out} from {ckpt.name} (step {run.step} of {s.steps})", file=sys.stderr)
     else:
         dump(cfg, out / "config.json")
         (out / "metrics.jsonl").unlink(missing_ok=True)
 
     adapter.model.train()
+    start_step = run.step
     bar = tqdm(total=s.steps, initial=run.step, desc=f"sft {s.task}", disable=not progress, unit="step")
     tokens, t0 = 0, time.perf_counter()
     with open(out / "metrics.jsonl", "a") as log:
@@ -129,6 +135,9 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
             bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{run.extra.get('dev_accuracy', math.nan):.3f}")
             if run.step % s.save_every == 0 or run.step == s.steps or run.extra.get("stopped_early"):
                 save_checkpoint(out, adapter, run.state_dict(), s.save_total_limit)
+    if run.extra.get("stopped_early"):  # the bar ends where the run did, not at a time left for steps never run
+        bar.total = run.step
+        bar.refresh()
     bar.close()
     seconds = time.perf_counter() - t0
     test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed)
@@ -137,7 +146,8 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
                "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
                "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
-               "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else math.nan}
+               "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else math.nan,
+               "resumed_from_step": start_step}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -179,6 +189,10 @@ def run(args) -> int:
     cfg = command_config(args.overrides, ("model", "sampler", "sft", "output_dir"), base=load_config(args.config))
     out = args.output_dir or cfg.output_dir
     summary = train_sft(cfg, out, resume=not args.fresh, progress=not args.no_progress)
+    ran = summary["steps"] - summary["resumed_from_step"]
+    speed = (f"{summary['tokens_per_s']:.0f} tokens/s" if ran else "no step left to run") + \
+        (f", resumed at step {summary['resumed_from_step']}" if summary["resumed_from_step"] else "")
+    early = ", stopped early at the dev target" if summary["stopped_early"] else ""
     print(f"{summary['task']}: greedy test accuracy {summary['accuracy']:.3f} on {summary['n_eval']} held-out "
-          f"prompts after {summary['steps']} SFT steps ({summary['tokens_per_s']:.0f} tokens/s); model in {out}/final")
+          f"prompts after {summary['steps']} SFT steps ({speed}{early}); model in {out}/final")
     return 0

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..canvas import check_rl
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
 from ..models import default_device, load_model, load_pretrained, require_available, task_prompts
@@ -69,6 +70,7 @@ def _seed(*key) -> int:
 
 
 def validate(cfg: RLConfig) -> None:
+    check_rl(cfg)  # every canvas, before the first step
     pick(LOSSES, cfg.loss.base, "loss.base")
     pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")

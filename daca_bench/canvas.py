@@ -1,0 +1,87 @@
+"""Canvas checks, run before any work: a sampler's canvas must decode (gen_length a multiple of
+block_length, steps a multiple of the blocks) and hold a task's longest gold answer plus EOS
+(SFT, RL) or at least the answer (`sample`, `eval`: a canvas decoded whole is scored whole).
+
+    check(cfg.sampler, "sampler", gold=gold_lengths(task, adapter.encode), task=task.name)
+    check_rl(cfg)   # rollout and eval canvases of a train config (trainer.validate)
+
+Every failure is one ConfigError naming the keys and a value that works.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .config import SamplerConfig
+from .errors import ConfigError
+
+
+def _key(prefix: str, name: str) -> str:
+    """`sampler.gen_length`, or `--gen-length` for a command whose canvas comes from options."""
+    return f"--{name.replace('_', '-')}" if prefix == "--" else f"{prefix}.{name}"
+
+
+def gold_lengths(task, encode) -> list[int]:
+    """Token counts of the task's gold answers (empty golds, as hub tasks without one, left out)."""
+    targets = [s.target for s in task.samples if s.target]
+    return [len(ids) for ids in encode(targets)] if targets else []
+
+
+def check(cfg: SamplerConfig, prefix: str, gold: list[int] | None = None, task: str = "", eos: bool = True) -> None:
+    """Raise one ConfigError when the canvas cannot decode, or cannot hold the longest gold answer + EOS
+    (`eos=False`: the answer alone, enough to score a canvas decoded whole, as `sample` and `eval` do;
+    SFT trains on the EOS and RL's rollouts should have room for it)."""
+    L, b, T = cfg.gen_length, cfg.block_length, cfg.steps
+    gl, bl, st = (_key(prefix, k) for k in ("gen_length", "block_length", "steps"))
+    for name, value in ((gl, L), (bl, b), (st, T)):
+        if value < 1:
+            raise ConfigError(f"{name}={value} must be at least 1")
+    if L % b:
+        raise ConfigError(f"{gl}={L} must be a multiple of {bl}={b}: set {bl}={L}, or {gl}={-(-L // b) * b}")
+    if cfg.threshold is None and T % (L // b):
+        raise ConfigError(f"{st}={T} must be a multiple of the {L // b} blocks of {L // b}x{b} tokens: "
+                          f"set {st}={-(-T // (L // b)) * (L // b)}")
+    need = max(gold) + int(eos) if gold else 0
+    if need > L:
+        fit = -(-need // b) * b
+        raise ConfigError(f"{gl}={L} cannot hold {task or 'the task'}'s longest gold answer ({max(gold)} tokens)"
+                          f"{' plus EOS' if eos else ''}; set {gl}={fit} (a multiple of {bl}={b}; {st} a multiple of "
+                          f"{fit // b})")
+
+
+def _tokenizer_encode(name: str):
+    """An encoder for the model a run starts from, when it is cheap to get (tiny, a local folder); else None."""
+    if name == "tiny":
+        from .models import build_char_tokenizer
+
+        tok = build_char_tokenizer()
+    elif Path(name).is_dir() and any((Path(name) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(name)
+    else:
+        return None
+    return lambda texts: [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def check_rl(cfg) -> None:
+    """The rollout and eval canvases of an RLConfig; for a tiny task (whose gold is the whole answer)
+    also against its longest gold answer + EOS. A rollout canvas unlike the eval canvas is named
+    on stderr: the test evaluation would not decode what training did."""
+    from .registry import task_spec
+
+    gold, name = None, cfg.train.task
+    spec = task_spec(name)
+    if spec.tiny:
+        encode = _tokenizer_encode(cfg.train.init or cfg.model.name)
+        if encode is not None:
+            from .registry import get_task
+
+            gold = gold_lengths(get_task(name, split="test", n=cfg.train.n_eval, seed=cfg.train.test_seed), encode)
+    check(cfg.rollout, "rollout", gold, name)
+    check(cfg.eval, "eval", gold, name)
+    r, e = cfg.rollout, cfg.eval
+    if (r.gen_length, r.block_length) != (e.gen_length, e.block_length):
+        print(f"warning: rollouts use a canvas of {r.gen_length} (block {r.block_length}) but the test evaluation "
+              f"{e.gen_length} (block {e.block_length}); set eval.gen_length/eval.block_length/eval.steps to match",
+              file=sys.stderr)
