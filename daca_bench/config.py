@@ -22,7 +22,8 @@ from .errors import ConfigError  # noqa: F401 - raised here, imported from here 
 @dataclass(frozen=True)
 class DPSConfig:
     enabled: bool = False
-    score: str = "progress"  # progress | surprise | commit_time
+    score: str = "progress"  # progress | surprise | commit_time | random (the control)
+    norm: str = "rank"  # score -> weight: rank | zscore | ratio (docs/method.md)
     lam: float = 0.5
     w_min: float = 0.2
     w_max: float = 3.0
@@ -124,6 +125,7 @@ class TrainConfig:
     save_total_limit: int = 2  # checkpoints kept (OUTPUT/checkpoint-STEP); the newest always
     seed: int = 0  # the run's seed: train prompts and their order, rollout noise, SML masks
     test_seed: int = 0  # the test set's seed, apart from `seed`: every cell of a grid is scored on one set
+    eval_split: str = "test"  # the split scored at the end: test | dev (disjoint from test: for choosing readings)
     reward: str = "exact"  # training reward: exact | dense (the task's partial credit) | d1; the test stays exact
     precision: str = "auto"  # autocast: auto (bf16 rollouts where the hardware has it, bf16 updates on CUDA) | bf16 | fp32
     threads: int = 0
@@ -131,8 +133,13 @@ class TrainConfig:
     lora_r: int = 128
     lora_alpha: int = 64
     lora_dropout: float = 0.0  # d1: 0.05
+    disable_dropout: bool = True  # dropout off during RL (TRL's disable_dropout): old, current and reference passes agree
     report_to: str = "none"  # none | tensorboard | wandb, or a list: tensorboard,wandb
     require_gpu: bool = False  # paper-scale presets: stop at once on a machine without CUDA
+    # d1 parity (docs/paper-presets.md):
+    max_prompt_length: int = 0  # keep the last N tokens of each training prompt (d1: 200); 0 = whole prompts
+    lora_target_modules: str = "all-linear"  # LoRA targets: all-linear, or module names joined by commas (d1: q_proj,k_proj,v_proj,o_proj,up_proj,down_proj,gate_proj)
+    load_in_4bit: bool = False  # LoRA base in bitsandbytes 4-bit NF4, as d1 (needs CUDA and bitsandbytes)
 
 
 @dataclass(frozen=True)

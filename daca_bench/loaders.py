@@ -84,3 +84,107 @@ def load_rows(hub_id: str, *, split: str, config: str | None = None, path: str |
 def select(rows: list, n: int | None) -> list:
     """The first n rows (all when n is None): evaluation subsets are prefixes, never reshuffled."""
     return rows if n is None else rows[:n]
+
+
+# ---- d1's own data files (dllm-reasoning/d1, folder `dataset/`) ---------------------------
+# They are not on the hub and are not shipped here: point DACA_BENCH_D1_DATA at the folder
+# that holds them (a clone of d1: d1/dataset), or pass path= to the task. Formats (docs/paper-presets.md):
+#   Sudoku CSV: a header with `Puzzle` and `Solution`, then one 4x4 grid per row as 16 digits
+#     read left to right, top to bottom, `0` for a blank (the solution has none);
+#   Countdown test JSONL: one object per line, `input` the numbers joined by commas ("30,100,93")
+#     and `output` the target ("23").
+D1_DATA_ENV = "DACA_BENCH_D1_DATA"
+D1_FILES = {"sudoku/train": "4x4_sudoku_unique_puzzles.csv", "sudoku/test": "4x4_test_sudoku.csv",
+            "countdown/test": "countdown_cd3_test.jsonl"}
+D1_SEED = 42  # d1's seed: its test draws (numpy's legacy global RNG) and its train shuffle (datasets)
+D1_HELD_OUT = 500  # d1 leaves the last 500 shuffled countdown / sudoku train rows out of training
+
+
+def d1_file(kind: str, path: str | Path | None = None) -> Path:
+    """The d1 data file of `kind` ("sudoku/test", ...): `path` when given, else the file of
+    d1's name in $DACA_BENCH_D1_DATA. A missing file is a ConfigError saying where to get it."""
+    import os
+
+    name = D1_FILES[kind]
+    if path is None:
+        folder = os.environ.get(D1_DATA_ENV)
+        if not folder:
+            raise ConfigError(f"the d1 file {name} is not on the hub and not shipped; clone d1 "
+                              f"(dllm-reasoning/d1) and set {D1_DATA_ENV}=<clone>/dataset, or pass path=FILE")
+        path = Path(folder) / name
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no such d1 data file: {path} (expected d1's {name}; set {D1_DATA_ENV} to the "
+                          "folder that holds it)")
+    return path
+
+
+def read_d1_sudoku(path: str | Path) -> list[dict]:
+    """d1's Sudoku CSV as {"puzzle", "solution"} rows (16-digit strings, leading zeros kept)."""
+    import csv
+
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = {"Puzzle", "Solution"} - set(reader.fieldnames or [])
+        if missing:
+            raise ConfigError(f"{path}: not d1's Sudoku CSV (no column {', '.join(sorted(missing))})")
+        for row in reader:
+            puzzle, solution = (row["Puzzle"] or "").strip(), (row["Solution"] or "").strip()
+            if not (len(puzzle) == len(solution) == 16 and (puzzle + solution).isdigit()):
+                raise ConfigError(f"{path}:{reader.line_num}: a puzzle and a solution must be 16 digits each")
+            rows.append({"puzzle": puzzle, "solution": solution})
+    return rows
+
+
+def read_d1_countdown(path: str | Path) -> list[dict]:
+    """d1's Countdown test JSONL as {"numbers", "target"} rows."""
+    rows = []
+    for i, row in enumerate(read_jsonl_rows(path), 1):
+        try:
+            rows.append({"numbers": [int(x) for x in str(row["input"]).split(",")], "target": int(row["output"])})
+        except (KeyError, ValueError):
+            raise ConfigError(f"{path}: record {i} is not d1's countdown format "
+                              '({"input": "30,100,93", "output": "23"})') from None
+    return rows
+
+
+def d1_test_draw(rows: list, n: int | None, size: int) -> list:
+    """d1's evaluation subset: `size` rows drawn without replacement by numpy's legacy RNG
+    seeded with 42, in d1's order (the first n of them when n is given)."""
+    import numpy as np
+
+    take = min(size, len(rows))
+    order = np.random.RandomState(D1_SEED).choice(len(rows), take, replace=False)
+    return [rows[i] for i in order][: n if n is not None else take]
+
+
+def d1_train_rows(rows: list, held_out: int = 0) -> list:
+    """d1's training rows: shuffled as `datasets` does with seed 42, the last `held_out` left out."""
+    import numpy as np
+
+    order = np.random.default_rng(D1_SEED).permutation(len(rows))
+    return [rows[i] for i in order][: len(rows) - held_out if held_out else None]
+
+
+D1_PROMPTS_ENV = "DACA_BENCH_D1_PROMPTS"
+
+
+def d1_system_prompt(task: str, split: str, ours: str) -> str:
+    """The system prompt of a d1-protocol task: ours (d1's layout and instructions in this
+    project's words), or, for d1's exact wording, the text a user keeps in a JSON file named by
+    $DACA_BENCH_D1_PROMPTS: {"gsm8k_d1": {"train": "...", "test": "..."}, ...} (copied by the
+    user from d1's code; this project does not ship it)."""
+    import json
+    import os
+
+    file = os.environ.get(D1_PROMPTS_ENV)
+    if not file:
+        return ours
+    try:
+        table = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{D1_PROMPTS_ENV}={file}: cannot read it as JSON ({exc})") from None
+    entry = table.get(task, {}) if isinstance(table, dict) else {}
+    text = entry.get(split) if isinstance(entry, dict) else None
+    return text if isinstance(text, str) else ours

@@ -127,8 +127,10 @@ def _eos_id(tokenizer, config) -> int:
     raise ValueError("model has no EOS token in its tokenizer or config")
 
 
-def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "float32") -> ModelAdapter:
-    """A local save_pretrained folder or a hub id: masked LMs, LLaDA and Dream (remote code)."""
+def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "float32",
+                    quantization_config=None) -> ModelAdapter:
+    """A local save_pretrained folder or a hub id: masked LMs, LLaDA and Dream (remote code);
+    `quantization_config` (bitsandbytes 4-bit, train.load_in_4bit) goes to from_pretrained."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -155,7 +157,8 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
     if auto_map and not trust_remote_code:
         raise ValueError(f"{name} ships its own model code ({model_type}); pass model.trust_remote_code=true")
     loader = AutoModelForMaskedLM if ("AutoModelForMaskedLM" in auto_map or not auto_map) else AutoModel
-    model = loader.from_pretrained(name, trust_remote_code=trust_remote_code, dtype=torch_dtype)
+    quant = {"quantization_config": quantization_config, "device_map": {"": default_device()}} if quantization_config else {}
+    model = loader.from_pretrained(name, trust_remote_code=trust_remote_code, dtype=torch_dtype, **quant)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer, config)
     return ModelAdapter(model, tokenizer, _mask_id(tokenizer, config), _eos_id(tokenizer, config), int(pad),
                         shift_logits=shift, source=name)
@@ -195,12 +198,38 @@ def load_model(cfg: ModelConfig) -> ModelAdapter:
     return load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
 
 
-def chat_prompts(adapter: ModelAdapter, prompts: list[str]) -> list[str]:
-    """Each prompt as one user message through the tokenizer's chat template, generation prompt added (d1)."""
+def chat_prompts(adapter: ModelAdapter, prompts: list[str], prefills: list[str] | None = None) -> list[str]:
+    """Each prompt as one user message through the tokenizer's chat template, generation prompt
+    added (d1), then its prefill: the start of the answer written for the model (d1's evaluation
+    prompts end in `<reasoning>`)."""
     if not getattr(adapter.tokenizer, "chat_template", None):
         raise ValueError(f"{adapter.source}: the tokenizer has no chat template; set train.chat_template=false")
+    prefills = prefills or [""] * len(prompts)
     return [adapter.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                                  add_generation_prompt=True) for p in prompts]
+                                                  add_generation_prompt=True) + f for p, f in zip(prompts, prefills)]
+
+
+def task_prompts(adapter: ModelAdapter, samples, chat: bool, max_tokens: int = 0) -> list[str]:
+    """The prompts the model sees for these samples: each prompt (with `chat`: one user message of
+    the chat template) followed by the sample's prefill (metadata["prefill"]: d1's `<reasoning>`); with
+    `max_tokens`, cut to their last max_tokens tokens (d1 keeps the last 200 of a training prompt)."""
+    prefills = [str(s.metadata.get("prefill", "")) for s in samples]
+    texts = chat_prompts(adapter, [s.prompt for s in samples], prefills) if chat else \
+        [s.prompt + f for s, f in zip(samples, prefills)]
+    return [truncate_prompt(adapter, t, max_tokens) for t in texts] if max_tokens else texts
+
+
+def truncate_prompt(adapter: ModelAdapter, text: str, max_tokens: int) -> str:
+    """`text` cut from the left to at most max_tokens tokens. The result encodes to exactly a
+    suffix of text's tokens (a leading token that would not decode and re-encode alike is dropped too)."""
+    ids = adapter.encode([text])[0]
+    if len(ids) <= max_tokens:
+        return text
+    for start in range(len(ids) - max_tokens, len(ids)):
+        cut = adapter.tokenizer.decode(ids[start:], skip_special_tokens=False)
+        if adapter.encode([cut])[0] == ids[start:]:
+            return cut
+    return ""
 
 
 def load_checkpoint(name: str, trust_remote_code: bool = False, dtype: str = "float32", base: str = "") -> ModelAdapter:

@@ -13,10 +13,10 @@ import re
 
 from daca_bench.registry import register_task
 from daca_bench.rewards.mathcheck import score_math
-from daca_bench.rewards.scoring import digit_credit, field, hash_split, with_shaping
+from daca_bench.rewards.scoring import HASH_SPLITS, digit_credit, field, hash_split, with_shaping
 from daca_bench.types import Reward, Sample, Task
 
-VERSION = 2  # 2: shared answer extraction (a minus glued to a digit is an operator, not a sign)
+VERSION = 3  # 3: a dev split (12.5 % of keys) carved from train, test unchanged; 2: shared answer extraction (a minus glued to a digit is an operator, not a sign)
 MAX_OPERAND = 30
 
 
@@ -71,13 +71,13 @@ def from_record(row: dict) -> Sample:
     return _sample(expr, answer)
 
 
-@register_task("arithmetic", family="math", version=VERSION, tiny=True,
+@register_task("arithmetic", family="math", version=VERSION, splits=HASH_SPLITS, tiny=True,
                description="tiny integer expressions (2-3 operands up to 30), answer is the number")
 def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
                shaping: str | None = None) -> Task:
     if records is not None:
         return Task("arithmetic", "math", VERSION, [from_record(r) for r in records], _verifier(shaping), split)
-    n = n or (256 if split == "test" else 4096)
+    n = n or (256 if split != "train" else 4096)
     rng = random.Random(f"arithmetic-{seed}")
     seen: dict[str, Sample] = {}
     for _ in range(200 * n):

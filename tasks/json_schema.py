@@ -22,13 +22,14 @@ from daca_bench.rewards.jsoncheck import load_schema, partial_json, score_json
 from daca_bench.rewards.scoring import (
     LazySamples,
     field,
+    HASH_SPLITS,
     hash_split,
     stable_seed,
     with_shaping,
 )
 from daca_bench.types import Sample, Task
 
-VERSION = 1
+VERSION = 2  # 2: a dev split (12.5 % of keys) carved from train; test unchanged
 PROMPT = ("Write a JSON value that validates against this JSON Schema. Put only the JSON inside "
           "<answer></answer>.\n\nSchema:\n{schema}\n")
 KEYS = ["id", "name", "age", "email", "tags", "price", "active", "count", "title", "score", "owner",
@@ -258,7 +259,7 @@ def _generate(name: str, split: str, n: int, seed: int, levels: tuple[int, ...])
     return samples
 
 
-@register_task("json_schema", family="json", version=VERSION,
+@register_task("json_schema", family="json", version=VERSION, splits=HASH_SPLITS,
                description="JSON-schema adherence: generated schemas, levels 1-5 (or JSONSchemaBench files)")
 def json_schema(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
                 data_files=None, hub_id: str | None = None, config: str | None = None,
@@ -272,18 +273,18 @@ def json_schema(split: str = "test", n: int | None = None, seed: int = 0, *, rec
     else:
         if any(level not in range(1, 6) for level in levels):
             raise ValueError("levels must be in 1-5")
-        count = n if n is not None else (250 if split == "test" else 4000)
+        count = n if n is not None else (250 if split != "train" else 4000)
         samples = LazySamples(count, lambda: _generate("json_schema", split, count, seed, tuple(levels)))
     return Task("json_schema", "json", VERSION, samples, _verifier(shaping), split)
 
 
-@register_task("json_tiny", family="json", version=VERSION, tiny=True,
+@register_task("json_tiny", family="json", version=VERSION, splits=HASH_SPLITS, tiny=True,
                description="tiny JSON: one- or two-key objects, prompt `json n:int 2-7 ok:bool`")
 def json_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
               shaping: str | None = None) -> Task:
     if records is not None:
         samples = [from_record("json_tiny", row, i) for i, row in enumerate(records)]
     else:
-        count = n if n is not None else (256 if split == "test" else 4096)
+        count = n if n is not None else (256 if split != "train" else 4096)
         samples = LazySamples(count, lambda: _generate("json_tiny", split, count, seed, ()))
     return Task("json_tiny", "json", VERSION, samples, _verifier(shaping), split)

@@ -20,10 +20,10 @@ import random
 
 from daca_bench.registry import register_task
 from daca_bench.rewards.codecheck import CodeVerifier
-from daca_bench.rewards.scoring import LazySamples, field, hash_split, stable_seed
+from daca_bench.rewards.scoring import HASH_SPLITS, LazySamples, field, hash_split, stable_seed
 from daca_bench.types import Sample, Task
 
-VERSION = 2  # 2: split by instance (function + shown examples), not by function
+VERSION = 3  # 3: a dev split (12.5 % of keys) carved from train, test unchanged; 2: split by instance (function + shown examples), not by function
 DOMAIN = range(0, 13)
 SHOWN = 4
 
@@ -109,13 +109,13 @@ def _generate(split: str, n: int, seed: int) -> list[Sample]:
     return samples
 
 
-@register_task("python_tiny", family="code", version=VERSION, tiny=True,
+@register_task("python_tiny", family="code", version=VERSION, splits=HASH_SPLITS, tiny=True,
                description="tiny Python: an integer expression from four I/O examples, run in the sandbox")
 def python_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
                 timeout: float = 5.0) -> Task:
     if records is not None:
         samples = [from_record(row, i) for i, row in enumerate(records)]
     else:
-        count = n if n is not None else (256 if split == "test" else 4096)
+        count = n if n is not None else (256 if split != "train" else 4096)
         samples = LazySamples(count, lambda: _generate(split, count, seed))
     return Task("python_tiny", "code", VERSION, samples, CodeVerifier(timeout), split)

@@ -7,18 +7,27 @@ digits as a string (`0` or `.` blank; `_ * ?` too; whitespace, commas, bars igno
 Scoring: 1 iff the answer is a complete valid grid that keeps every given; the fraction of
 blank cells filled correctly is in details (and is the reward under shaping="d1").
     daca-bench tasks --family constraint
+
+`sudoku_d1` is d1's benchmark (docs/paper-presets.md): 4x4 puzzles from d1's own CSV files
+(not on the hub, not shipped: $DACA_BENCH_D1_DATA or path=), the puzzle as one 16-digit string
+in d1's prompt layout, 256 test puzzles drawn as d1 draws them, our whole-grid verdict as the
+reward and d1's cell accuracy (correct blank cells / blank cells, pooled) as details["d1"].
 """
 from __future__ import annotations
 
 import random
+import re
 from functools import lru_cache
 
+from daca_bench.loaders import d1_file, d1_system_prompt, d1_test_draw, d1_train_rows, read_d1_sudoku
 from daca_bench.registry import register_task
-from daca_bench.rewards.answers import digit_run, tagged
+from daca_bench.rewards.answers import d1_last_tag, d1_plain, digit_run, tagged
 from daca_bench.rewards.scoring import (
+    HASH_SPLITS,
     LazySamples,
     bad_input,
     correct_if,
+    d1_metric,
     d1_sudoku,
     field,
     hash_split,
@@ -29,7 +38,7 @@ from daca_bench.rewards.scoring import (
 )
 from daca_bench.types import Reward, Sample, Task
 
-VERSION = 1
+VERSION = 2  # 2: a dev split (12.5 % of keys) carved from train; test unchanged
 BOX = {4: 2, 9: 3}
 BLANKS = "0._*?"  # accepted blank marks in a puzzle (0 and . are the usual ones)
 PROMPT = ("Solve this {n}x{n} Sudoku. Replace every 0 with a digit 1-{n} so that each row, column "
@@ -240,7 +249,7 @@ def _verifier(shaping: str | None):
     return with_shaping(verify, shaping, partial=partial, d1=d1_sudoku)
 
 
-@register_task("sudoku", family="constraint", version=VERSION,
+@register_task("sudoku", family="constraint", version=VERSION, splits=HASH_SPLITS,
                description="4x4 and 9x9 Sudoku with unique solutions; splits disjoint by solution grid")
 def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
            sizes: tuple[int, ...] = (4, 9), shaping: str | None = None) -> Task:
@@ -248,12 +257,98 @@ def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=
     if not sizes or any(s not in BOX for s in sizes):
         raise ValueError(f"sizes must be drawn from {tuple(BOX)}")
     return _build("sudoku", split, n, seed, records, sizes, {4: (6, 10), 9: (40, 50)}, shaping,
-                  False, {"train": 2048, "test": 256})
+                  False, {"train": 2048, "dev": 256, "test": 256})
 
 
-@register_task("sudoku_tiny", family="constraint", version=VERSION, tiny=True,
+@register_task("sudoku_tiny", family="constraint", version=VERSION, splits=HASH_SPLITS, tiny=True,
                description="tiny 4x4 Sudoku: prompt `sudoku 1030 ...`, answer the 16 digits")
 def sudoku_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
                 shaping: str | None = None) -> Task:
     return _build("sudoku_tiny", split, n, seed, records, (4,), {4: (4, 10)}, shaping,
-                  True, {"train": 4096, "test": 256})
+                  True, {"train": 4096, "dev": 256, "test": 256})
+
+
+# ---- d1's protocol (dllm-reasoning/d1): its 4x4 files, prompt layout, cell accuracy ----------
+# The system prompt gives d1's rules and layout in this project's words (d1's text is not copied;
+# $DACA_BENCH_D1_PROMPTS swaps in a user's copy, daca_bench.loaders.d1_system_prompt).
+D1_SYSTEM = ("\nSolve the 4x4 Sudoku puzzle below. It is given as one 16-character string, read left to right "
+             "and top to bottom, with '0' for an empty cell.\n\nRules:\n- Fill every empty cell with a digit "
+             "from 1 to 4\n- Every row holds the digits 1-4 exactly once\n- Every column holds the digits 1-4 "
+             "exactly once\n- Every 2x2 box holds the digits 1-4 exactly once\n\nYour final answer must be the "
+             "WHOLE solved grid as one 16-character string of the digits 1-4.\n\nAnswer in exactly this layout:\n"
+             "<reasoning>\nhow you solved it, step by step\n</reasoning>\n<answer>\n[the 16-character solution, "
+             "no spaces or separators]\n</answer>\n")
+D1_QUESTION = "Solve the following Sudoku puzzle: {puzzle}\n"
+D1_PREFILL = "<reasoning>"
+# d1's evaluation reading, tried in this order (the first that yields non-blank text wins)
+_D1_END = r"(?:<\|eot_id\|>|<\|endoftext\|>"
+D1_PATTERNS = [re.compile(p, re.DOTALL) for p in (
+    r"<answer>.*?```\s*([\d\s]+)```",
+    r"<answer>(.*?)" + _D1_END + r"|</answer>)",
+    r"</answer>\s*(.*?)" + _D1_END + r"|$)",
+    r".*?(\d{16})\s*</answer>",
+    r"\b(\d{16})\b",
+)]
+
+
+def _d1_cells(grid: str, puzzle: str, solution: str) -> int:
+    """Blank cells of `puzzle` where `grid` (cut or padded with 0 to 16) holds the solution's digit."""
+    grid = (grid + "0" * 16)[:16]
+    return sum(1 for i, c in enumerate(puzzle) if c == "0" and grid[i] == solution[i])
+
+
+def d1_eval_grid(completion: str) -> str:
+    """d1's evaluation reading of a Sudoku answer (whitespace removed; "" when none). The decoded
+    completion ends at the first EOS, which d1's text spells `<|endoftext|>`: it is put back."""
+    text = completion + "<|endoftext|>"
+    for pattern in D1_PATTERNS:
+        m = pattern.search(text)
+        if m and m.group(1).strip():
+            return re.sub(r"\s", "", m.group(1).strip())
+    return ""
+
+
+def d1_train_reward(sample: Sample, completion: str, reward: Reward) -> Reward:
+    """d1's Sudoku training reward: the share of blank cells right in the last <answer> pair's digits."""
+    if not reward.scored:
+        return reward
+    tagged_text = d1_last_tag(d1_plain(completion))
+    puzzle, solution = sample.metadata["puzzle"], sample.metadata["solution"]
+    blanks = puzzle.count("0")
+    digits = "".join(ch for ch in tagged_text if ch.isdigit()) if tagged_text is not None else ""
+    value = _d1_cells(digits, puzzle, solution) / blanks if digits and blanks else 0.0
+    return Reward(value, reward.status, {**reward.details, "shaping": "d1"})
+
+
+@register_task("sudoku_d1", family="constraint", version=VERSION,
+               description="d1's 4x4 Sudoku files (path / $DACA_BENCH_D1_DATA): whole-grid and d1's cell accuracy")
+def sudoku_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
+              shaping: str | None = None) -> Task:
+    """`seed` is not used: d1's draw of the test puzzles and its train shuffle have their own seed (42)."""
+    if shaping not in (None, "d1"):
+        raise ValueError(f"this task has no {shaping!r} shaping")
+    if records is None:
+        rows = read_d1_sudoku(d1_file(f"sudoku/{split}", path))
+        rows = d1_test_draw(rows, n, 256) if split == "test" else d1_train_rows(rows, 500)[:n]
+    else:
+        rows = list(records)[:n]
+    system = d1_system_prompt("sudoku_d1", split, D1_SYSTEM)
+    samples = []
+    for i, row in enumerate(rows):
+        puzzle, solution = str(row["puzzle"]), str(row["solution"])
+        meta = {"size": 4, "puzzle": puzzle, "solution": solution, **({"prefill": D1_PREFILL} if split == "test" else {})}
+        samples.append(Sample(f"sudoku_d1/{split}/{puzzle}", system + "\n\n" + D1_QUESTION.format(puzzle=puzzle),
+                              f"<answer>\n{solution}\n</answer>", meta))
+
+    def d1_verify(sample: Sample, completion: str) -> Reward:
+        reward = verify(sample, completion)
+        if not reward.scored:
+            return reward
+        puzzle = sample.metadata["puzzle"]
+        return d1_metric(reward, _d1_cells(d1_eval_grid(completion), puzzle, sample.metadata["solution"]),
+                         puzzle.count("0"))
+
+    def d1_shaped(sample: Sample, completion: str) -> Reward:
+        return d1_train_reward(sample, completion, d1_verify(sample, completion))
+
+    return Task("sudoku_d1", "constraint", VERSION, samples, d1_shaped if shaping == "d1" else d1_verify, split)

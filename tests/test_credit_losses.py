@@ -16,29 +16,59 @@ def _traj():
     return Trajectory(torch.tensor([[1, 3, 2]]), torch.log(torch.tensor([[0.5, 0.9, 0.5]])), conf)
 
 
-def test_progress_is_the_mean_confidence_gain_of_what_stays_masked():
-    g = step_progress(_traj().conf)
-    assert torch.allclose(g, torch.tensor([[((0.6 - 0.2) + (0.5 - 0.4)) / 2, 0.9 - 0.6, 0.0]]))
+def test_progress_is_the_mean_confidence_gain_over_what_was_masked_committed_counting_as_one():
+    g = step_progress(_traj())
+    # step 1: (1 - 0.5) + (0.6 - 0.2) + (0.5 - 0.4); step 2: (0.9 - 0.6) + (1 - 0.5); the last step is scored too
+    assert torch.allclose(g, torch.tensor([[1.0 / 3, 0.4, 1 - 0.9]]))
 
 
-@pytest.mark.parametrize("score", ["progress", "surprise", "commit_time"])
-def test_weights_have_mean_one_and_respect_the_clip(score):
+def _random_traj(N=6, T=8, L=8):
     torch.manual_seed(0)
-    N, T, L = 6, 8, 8
     commit = torch.stack([torch.randperm(L) + 1 for _ in range(N)])
     conf = torch.rand(N, T, L)
     conf[torch.arange(1, T + 1)[None, :, None].expand(N, T, L) > commit[:, None, :]] = nan
-    traj = Trajectory(commit, -torch.rand(N, L) * 3, conf)
+    return Trajectory(commit, -torch.rand(N, L) * 3, conf)
+
+
+@pytest.mark.parametrize("norm", ["rank", "zscore", "ratio"])
+@pytest.mark.parametrize("score", ["progress", "surprise", "commit_time", "random"])
+def test_weights_have_mean_one_and_respect_the_clip(score, norm):
+    N, L = 6, 8
+    traj = _random_traj(N, 8, L)
     valid = torch.ones(N, L, dtype=torch.bool)
     valid[0, 5:] = False
-    cfg = DPSConfig(enabled=True, score=score, lam=2.0, w_min=0.5, w_max=1.5)
+    cfg = DPSConfig(enabled=True, score=score, norm=norm, lam=2.0, w_min=0.5, w_max=1.5)
     w = dps_weights(traj, valid, cfg)
     for i in range(N):
         v = w[i][valid[i]]
         assert abs(v.mean().item() - 1) < 1e-5
         assert v.max() / v.min() <= cfg.w_max / cfg.w_min + 1e-5  # clipped before the mean-1 rescale
     assert (w[0, 5:] == 1).all()
-    assert torch.equal(dps_weights(traj, valid, DPSConfig(enabled=False)), torch.ones(N, L))
+    with pytest.warns(UserWarning, match="enabled=True"):
+        assert torch.equal(dps_weights(traj, valid, DPSConfig(enabled=False)), torch.ones(N, L))
+
+
+def test_random_control_has_mean_one_the_requested_spread_and_no_information():
+    N, L = 64, 16
+    traj = _random_traj(N, 9, L)
+    valid = torch.ones(N, L, dtype=torch.bool)
+    for lam in (0.25, 0.5):
+        cfg = DPSConfig(enabled=True, score="random", norm="rank", lam=lam, w_min=0.0, w_max=10.0)
+        w = dps_weights(traj, valid, cfg, seq_ids=range(N), seed=1)
+        assert torch.allclose(w.mean(1), torch.ones(N), atol=1e-5)
+        # ranks of L distinct draws: std lam * sqrt(1 - 1/L^2) exactly, whatever the draws
+        assert torch.allclose(w.std(1, unbiased=False), torch.full((N,), lam * (1 - 1 / L**2) ** 0.5), atol=1e-4)
+        # the same spread as a real reading under the same normalisation
+        real = dps_weights(traj, valid, DPSConfig(enabled=True, score="surprise", norm="rank", lam=lam, w_min=0.0,
+                                                  w_max=10.0))
+        assert torch.allclose(real.std(1, unbiased=False), w.std(1, unbiased=False), atol=1e-4)
+    # no information: uncorrelated with the commit step, and keyed by the sequence id, not the batch
+    w = dps_weights(traj, valid, DPSConfig(enabled=True, score="random"), seq_ids=range(N), seed=1)
+    r = torch.corrcoef(torch.stack([w.flatten(), traj.commit_step.flatten().float()]))[0, 1]
+    assert abs(r) < 0.1
+    again = dps_weights(Trajectory(traj.commit_step[5:7], traj.commit_logp[5:7], traj.conf[5:7]), valid[5:7],
+                        DPSConfig(enabled=True, score="random"), seq_ids=[5, 6], seed=1)
+    assert torch.equal(again, w[5:7])
 
 
 def test_unknown_score_is_an_error():

@@ -36,6 +36,7 @@ VARIANTS = {
     "+DPS": {"dps.enabled": True, "sml.k": 1},
     "+SML": {"dps.enabled": False, "sml.k": 4},
     "+DACA": {"dps.enabled": True, "sml.k": 4},
+    "+DPS-random": {"dps.enabled": True, "dps.score": "random", "sml.k": 1},  # the control: weights without information
 }
 
 
@@ -46,7 +47,7 @@ class Cell:
     config: RLConfig
 
 
-def _slug(key: str, value) -> str:
+def slug(key: str, value) -> str:
     text = f"{key.split('.')[-1]}={value}"
     return re.sub(r"[^A-Za-z0-9=.+_-]", "_", text)
 
@@ -68,7 +69,7 @@ def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
         cfg = base
         for key, value in point.items():
             cfg = apply(cfg, VARIANTS[value] if key == "variant" else {key: value})
-        cells.append(Cell("_".join(_slug(k, v) for k, v in point.items()) or "cell", point, cfg))
+        cells.append(Cell("_".join(slug(k, v) for k, v in point.items()) or "cell", point, cfg))
     names = [c.name for c in cells]
     if len(set(names)) != len(names):
         raise ConfigError("two cells share a folder name; make the axis values distinct")
@@ -134,10 +135,12 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
 
 def step_cost(cfg: RLConfig) -> float:
     """Relative cost of one training step (for the time-left estimate): the rollout's denoising
-    passes plus about three passes (forward and backward) per stratum and inner update, over the
-    B*G canvases of prompt and completion."""
+    passes plus, per stratum, about three passes (forward and backward) per inner update, one
+    old-policy pass per inner update after the first and one reference pass per inner update
+    when beta > 0, over the B*G canvases of prompt and completion."""
     t = cfg.train
-    return t.prompts_per_step * t.num_generations * (cfg.rollout.gen_length + 32) * (cfg.rollout.steps + 3 * cfg.sml.k * t.mu)
+    likelihood = cfg.sml.k * (3 * t.mu + (t.mu - 1) + (t.mu if cfg.loss.beta > 0 else 0))
+    return t.prompts_per_step * t.num_generations * (cfg.rollout.gen_length + 32) * (cfg.rollout.steps + likelihood)
 
 
 def cell_jobs(cells: list[Cell], out: str | Path, threads: int, retries: int) -> list[Job]:

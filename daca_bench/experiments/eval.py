@@ -21,11 +21,11 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..config import SamplerConfig
-from ..models import chat_prompts, load_checkpoint
+from ..models import load_checkpoint, task_prompts
 from ..rl.evaluate import score
 from ..rl.sampler import sample
 
-COLUMNS = ["gen_length", "n", "accuracy", "infra_failures", "block_length", "steps", "decoding"]
+COLUMNS = ["gen_length", "n", "accuracy", "acc_d1", "infra_failures", "block_length", "steps", "decoding"]
 
 
 def protocol(gen_length: int, block_length: int = 32, steps: int | None = None, threshold: float | None = None,
@@ -61,8 +61,11 @@ def summarise(rows: list[dict], cfgs: dict[int, SamplerConfig]) -> list[dict]:
     for length, cfg in cfgs.items():
         mine = [r for r in rows if r["gen_length"] == length]
         scored = [r["reward"] for r in mine if r["reward"] is not None]
+        d1 = [r["d1"] for r in mine if r["reward"] is not None and r.get("d1")]  # d1's verdict: [correct, total]
+        d1_total = sum(t for _, t in d1)
         out.append({"gen_length": length, "n": len(mine),
                     "accuracy": round(sum(scored) / len(scored), 4) if scored else math.nan,
+                    "acc_d1": round(sum(c for c, _ in d1) / d1_total, 4) if d1_total else "",
                     "infra_failures": len(mine) - len(scored), "block_length": cfg.block_length, "steps": cfg.steps,
                     "decoding": f"threshold {cfg.threshold}" if cfg.threshold is not None else "greedy"})
     return out
@@ -81,8 +84,7 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
     path = out / "samples.jsonl"
     done = read_done(path)
     todo = [(L, s) for L in cfgs for s in samples if (L, str(s.id)) not in done]
-    prompts = dict(zip([s.id for s in samples], chat_prompts(adapter, [s.prompt for s in samples]) if chat
-                       else [s.prompt for s in samples]))
+    prompts = dict(zip([s.id for s in samples], task_prompts(adapter, samples, chat)))  # + d1's prefill
     adapter.model.eval()
     bar = tqdm(total=len(todo), desc=f"eval {task.name}", disable=not progress)
     with open(path, "a") as sink:
@@ -93,7 +95,7 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
                 texts = sample(adapter, [prompts[s.id] for s in part], cfg, seed=0, record=False).texts
                 for s, text, r in zip(part, texts, score(task, part, texts)["rewards"]):
                     row = {"id": s.id, "gen_length": L, "completion": text, "reward": r.as_json_value(),
-                           "status": r.status}
+                           "status": r.status, **({"d1": r.details["d1"]} if "d1" in r.details else {})}
                     sink.write(json.dumps(row) + "\n")
                     done[(L, str(s.id))] = row
                 sink.flush()

@@ -26,11 +26,15 @@ from pathlib import Path
 from ..checkpoint import checkpoints
 from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, pick, to_dict
 from ..resources import data_dir
-from .ablation import VARIANTS, Cell, expand, run_local, run_ray
+from .ablation import VARIANTS, Cell, slug, expand, run_local, run_ray
 from .jobs import Job, run_jobs
+from .readings import READINGS, write_picks
 from .results import START
 
 ROOT = data_dir("configs").parent  # the repository, or the installed package's _data folder
+
+
+FOUR = ("baseline", "+DPS", "+SML", "+DACA")
 
 
 @dataclass(frozen=True)
@@ -55,12 +59,15 @@ class TinyPreset:
     rl_steps: int
     seeds: tuple = (0, 1)
     bases: tuple = ("grpo",)
-    variants: tuple = tuple(VARIANTS)
+    variants: tuple = FOUR
     sft_target: float = 0.10  # stop SFT at the first dev evaluation at or above this exact-match rate
     sft_eval_every: int = 100
     sft_dev: int = 128  # dev prompts (held out of the train split) for that check
     rl: dict = field(default_factory=dict)  # config overrides for every RL cell
     base_config: str = "configs/tiny.yaml"
+    picks: dict = field(default_factory=dict)  # variant -> its picked reading's keys (readings.pick)
+    readings: tuple = ()  # a readings sweep instead of variants: these READINGS at each of `lrs`
+    lrs: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,7 @@ class PaperPreset:
     configs: tuple  # RL presets under configs/paper
     seeds: tuple = (0,)
     bases: tuple = ("grpo", "gspo", "reinforce_pp")
-    variants: tuple = tuple(VARIANTS)
+    variants: tuple = FOUR
 
 
 DENSE = {"train.reward": "dense"}  # the family's partial credit for RL; the table stays exact match
@@ -78,18 +85,36 @@ FIVE = {  # in the order their SFT is started: the longest first, so two workers
     "json": Family("json_tiny", 28, rl={**DENSE, "train.steps": 60}),
     "countdown": Family("countdown_tiny", 12, rl={**DENSE, "train.steps": 60}),
     "math": Family("arithmetic", 4, rl={**DENSE, "train.steps": 100}),
-    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20, rl={**DENSE, "train.steps": 40}),
+    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20, rl={**DENSE, "train.steps": 32}),
 }
-TINY_RL = {"train.lr": 1e-4, "train.n_eval": 256, "train.test_seed": 0}
+# The regime every tiny cell trains in (docs/reproducing.md, "The regime"): d1's shape at the
+# lowest mu at which the importance ratio acts (the second inner update sees a moved policy),
+# d1's prompt masking and KL, and PPO's / TRL's clip 0.2 (d1's 0.5 never clipped at these lrs).
+REGIME = {"train.mu": 2, "sml.p_mask_prompt": 0.15, "loss.beta": 0.04, "loss.epsilon": 0.2}
+TINY_RL = {**REGIME, "train.lr": 5e-5, "train.n_eval": 256, "train.test_seed": 0}
 PAPER_TASKS = ("gsm8k", "math500", "humaneval", "mbpp", "sudoku", "countdown", "json_schema")
+SELECTION_SEEDS = (100, 101)  # the readings sweep's seeds: never used by a confirmatory table
+# What `tiny-readings` picked (results/tiny-readings/picks.json; a test keeps the two in step).
+PICKS = {}
+CONFIRM = FOUR + ("+DPS-random",)
 PRESETS = {
-    "tiny": TinyPreset("the embedded default: grpo x 4 variants x sudoku x 8 seeds (the tiny family whose baseline "
-                       "moves past its MDE in 25 min on 2 cores; docs/reproducing.md says why the others are out)",
-                       {"sudoku": FIVE["sudoku"]}, rl_steps=40, seeds=tuple(range(8)), rl=TINY_RL),
-    "tiny-quick": TinyPreset("a first look: grpo x 4 variants x sudoku x 2 seeds",
-                             {"sudoku": FIVE["sudoku"]}, rl_steps=40, seeds=(0, 1), rl=TINY_RL),
+    "tiny": TinyPreset("the embedded default: the confirmatory sudoku table, grpo x {baseline, +DPS, +SML, +DACA, "
+                       "+DPS-random} x 8 seeds in the d1-like regime with the readings tiny-readings picked",
+                       {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
+                       variants=CONFIRM, picks=PICKS),
+    "tiny-confirm": TinyPreset("the confirmatory table on sudoku and countdown (tiny's cells plus countdown's)",
+                               {"sudoku": FIVE["sudoku"], "countdown": FIVE["countdown"]}, rl_steps=32,
+                               seeds=tuple(range(8)), rl=TINY_RL, variants=CONFIRM, picks=PICKS),
+    "tiny-readings": TinyPreset("the readings sweep: every DPS / SML reading and the random control at 2 lrs, "
+                                "selection seeds 100-101, scored on the dev split; writes picks.json",
+                                {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=SELECTION_SEEDS,
+                                rl={**TINY_RL, "train.eval_split": "dev"}, readings=tuple(READINGS),
+                                lrs=(5e-5, 1e-4)),
+    "tiny-quick": TinyPreset("a first look: the default's variants x sudoku x 2 seeds",
+                             {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=(0, 1), rl=TINY_RL, variants=CONFIRM,
+                             picks=PICKS),
     "tiny-full": TinyPreset("every area: grpo x 4 variants x 5 tiny families x 8 seeds (hours on 2 cores; "
-                            "--executor ray on more)", FIVE, rl_steps=40, seeds=tuple(range(8)), rl=TINY_RL),
+                            "--executor ray on more)", FIVE, rl_steps=40, seeds=tuple(range(8)), rl=TINY_RL, picks=PICKS),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
     "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
@@ -141,8 +166,16 @@ def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dic
 def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None):
     """The grid. Common random numbers: the cells of one seed share the SFT start, the train
     prompts and their order, the rollout noise and the SML masks (all keyed by train.seed), and
-    every cell of a family is scored on one test set (train.test_seed), so that variants differ
-    only where the method differs."""
+    every cell of a family is scored on one evaluation set (train.test_seed, train.eval_split), so
+    that variants differ only where the method differs. A readings sweep has one cell per
+    (reading, lr) instead of per variant."""
+    from .readings import overrides, reading_name
+
+    if preset.readings:
+        arms = [(reading_name(r, lr, preset.lrs[0]), READINGS[r][1], {**READINGS[r][2], "train.lr": lr},
+                 {"reading": r, "train.lr": lr}) for r in preset.readings for lr in preset.lrs]
+    else:
+        arms = [(v, v, overrides(preset.picks, v), {}) for v in preset.variants]
     cells = []
     for label, fam in preset.families.items():
         start = str(Path(sft[label]["folder"]) / "final")
@@ -152,9 +185,14 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
         grid = {"base": preset.base_config,
                 "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **rl, "train.task": fam.task,
                               "train.init": start, "train.threads": 0},
-                "axes": {"loss.base": list(preset.bases), "train.task": [fam.task], "variant": list(preset.variants),
-                         "train.seed": list(seeds or preset.seeds)}}
-        cells += expand(grid, ROOT)
+                "axes": {"loss.base": list(preset.bases), "train.task": [fam.task], "train.seed": list(seeds or preset.seeds)}}
+        for cell in expand(grid, ROOT):
+            for name, variant, keys, extra in arms:
+                cfg = apply(apply(cell.config, VARIANTS[variant]), keys)
+                axes = {"loss.base": cell.axes["loss.base"], "train.task": fam.task, "variant": name,
+                        "train.seed": cell.axes["train.seed"], **extra}
+                cells.append(Cell("_".join(slug(k, axes[k]) for k in ("loss.base", "train.task", "variant", "train.seed")),
+                                  axes, cfg))
     return cells
 
 
@@ -184,14 +222,14 @@ def evaluate_starts(cells, folder: Path) -> dict[str, float]:
     for cfg in {c.config.train.task: c.config for c in cells}.values():
         t = cfg.train
         target = folder / START / t.task
-        key = json.dumps({"init": t.init, "test_seed": t.test_seed, "n_eval": t.n_eval, "eval": to_dict(cfg.eval)},
-                         sort_keys=True)
+        key = json.dumps({"init": t.init, "test_seed": t.test_seed, "n_eval": t.n_eval, "eval": to_dict(cfg.eval),
+                          "split": t.eval_split}, sort_keys=True)
         done = json.loads((target / "summary.json").read_text()) if (target / "summary.json").exists() else {}
         if done.get("key") == key:
             out[t.task] = done["test_accuracy"]
             continue
         target.mkdir(parents=True, exist_ok=True)
-        result = evaluate(load_initial(cfg), get_task(t.task, split="test", n=t.n_eval, seed=t.test_seed), cfg.eval,
+        result = evaluate(load_initial(cfg), get_task(t.task, split=t.eval_split, n=t.n_eval, seed=t.test_seed), cfg.eval,
                           n=t.n_eval)
         write_eval_records(target / "eval.jsonl", result)
         (target / "summary.json").write_text(json.dumps({"task": t.task, "test_accuracy": result["accuracy"],
@@ -343,6 +381,11 @@ def run(args) -> int:
     if sft:
         (out / "sft.md").write_text(sft_markdown(sft))
     print(text)
+    if isinstance(preset, TinyPreset) and preset.readings:
+        picks = write_picks(out / "cells", out)["picks"]
+        print("picked by the rule in daca_bench/experiments/readings.py (written to picks.json):")
+        for variant, p in picks.items():
+            print(f"  {variant:12s} {p['reading']} at lr {p['train.lr']:g}")
     for r in failed:
         print(f"FAILED {r['cell']}: {r.get('error')} (see {cells_dir / r['cell'] / 'error.txt'})")
     print(f"{len(results) - len(failed)}/{len(results)} cells in {meta['seconds'] / 60:.1f} min; "

@@ -224,3 +224,98 @@ def code_answer(completion: str) -> tuple[str, str]:
         return text[m.end():], how + "open_fence"
     cut = text.find("```", tail_start)
     return (text[:cut] if cut >= 0 else text), how + "continuation"
+
+
+# ---- d1's readings (dllm-reasoning/d1), re-implemented so that d1's numbers can be shown beside ours ----
+# They are deliberately NOT the rules above: d1 reads the first `\boxed{...}` on one line for GSM8K,
+# the text after the last `<answer>` for its training rewards, and the whole completion when a
+# math answer has no box. docs/paper-presets.md lists where each rule sits in d1's code.
+_D1_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)  # case-sensitive, as d1's
+_D1_SPECIAL = re.compile(r"<\|[A-Za-z0-9_]+\|>")
+
+
+def d1_plain(text: str) -> str:
+    """The completion as d1's training rewards see it: decoded without special tokens
+    (`<|eot_id|>` and the like removed)."""
+    return _D1_SPECIAL.sub("", text)
+
+
+def d1_xml_answer(text: str) -> str:
+    """d1's training reading: what follows the last `<answer>` up to the next `</answer>`,
+    stripped; the whole text (stripped) when there is no `<answer>`."""
+    tail = text.rsplit("<answer>", 1)[-1]
+    return tail.split("</answer>", 1)[0].strip()
+
+
+def d1_first_tag(text: str) -> str | None:
+    """d1's evaluation fallback: the FIRST `<answer>...</answer>` (multi-line), stripped."""
+    m = _D1_TAG.search(text)
+    return m.group(1).strip() if m else None
+
+
+def d1_last_tag(text: str) -> str | None:
+    """d1's training reading for countdown and sudoku: the LAST `<answer>...</answer>`, stripped."""
+    found = _D1_TAG.findall(text)
+    return found[-1].strip() if found else None
+
+
+def d1_boxed(text: str) -> str | None:
+    r"""d1's `\boxed` reading (its math and countdown parsers): the content of the last
+    `\boxed{...}`; with a `\boxed ` (space) anywhere, what follows the last one up to a `$`;
+    the WHOLE text when there is neither `\boxed` nor `\fbox`; an `\fbox{...}` whole. None
+    where d1's reading fails (the last box never closes), which d1 treats as "no box"."""
+    if "\\boxed " in text:
+        return text.split("\\boxed ")[-1].split("$")[0]
+    start = text.rfind("\\boxed")
+    if start < 0:
+        start = text.rfind("\\fbox")
+        if start < 0:
+            return text
+    depth, end = 0, None
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                end = i
+                break
+    if end is None:
+        return None
+    box = text[start:end + 1]
+    return box[len("\\boxed{"):-1] if box.startswith("\\boxed{") else box
+
+
+_D1_BOX_ON_A_LINE = re.compile(r"\\boxed{(.*?)}")
+_D1_NUMBER = re.compile(r"-?\d+\.?\d*")
+
+
+def _d1_float(text: str, last: bool) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        found = _D1_NUMBER.findall(text)
+        return float(found[-1 if last else 0]) if found else None
+
+
+def d1_gsm8k_answer(completion: str) -> float | None:
+    r"""d1's GSM8K evaluation reading: the first `\boxed{...}` on one line whose content is a
+    number (else its first number), skipping empty and `...` boxes; else the first
+    `<answer>` pair's content as a number (else its last number); else None."""
+    for content in _D1_BOX_ON_A_LINE.findall(completion):
+        content = content.strip()
+        if not content or set(content) == {"."}:
+            continue
+        value = _d1_float(content, last=False)
+        if value is not None:
+            return value
+    inner = d1_first_tag(completion)
+    return _d1_float(inner, last=True) if inner else None
+
+
+def d1_gsm8k_gold(answer: str) -> float | None:
+    """d1's GSM8K gold: the number after `####` (a `$` and thousands commas allowed)."""
+    m = re.search(r"####\s*\$?([\d,]+(?:\.\d+)?)", str(answer))
+    if m is None:  # our records keep the gold without its marker
+        m = re.search(r"^\s*\$?([\d,]+(?:\.\d+)?)", str(answer))
+    return float(m.group(1).replace(",", "")) if m else None

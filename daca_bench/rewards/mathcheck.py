@@ -208,3 +208,88 @@ def _serve() -> None:
 
 if __name__ == "__main__":
     _serve()
+
+
+# ---- d1's MATH match: a normalised string comparison (the classic MATH-dataset normalisation) ----
+# Re-implemented from its behaviour so that d1's MATH number can be reported beside ours
+# (`acc_d1`); our own verdict above stays math-verify's, which also accepts equal values
+# written differently (0.5 and \frac{1}{2}, 2x+1 and 1+2x). docs/paper-presets.md compares the two.
+class _D1Unreadable(Exception):
+    """A step of d1's normalisation that fails on this string (d1 then compares the raw strings)."""
+
+
+def _d1_units(s: str) -> str:
+    if "\\text{ " not in s:
+        return s
+    parts = s.split("\\text{ ")
+    if len(parts) != 2:
+        raise _D1Unreadable("more than one unit")
+    return parts[0]
+
+
+def _d1_sqrt(s: str) -> str:
+    if "\\sqrt" not in s:
+        return s
+    head, *rest = s.split("\\sqrt")
+    for part in rest:
+        if not part:
+            raise _D1Unreadable("bare \\sqrt")
+        head += "\\sqrt" + (part if part[0] == "{" else "{" + part[0] + "}" + part[1:])
+    return head
+
+
+def _d1_fracs(s: str) -> str:
+    head, *rest = s.split("\\frac")
+    for part in rest:
+        head += "\\frac"
+        if not part:
+            raise _D1Unreadable("bare \\frac")
+        if part[0] == "{":
+            head += part
+        elif len(part) < 2:
+            return s
+        elif part[1] == "{":
+            head += "{" + part[0] + "}" + part[1:]
+        else:
+            head += "{" + part[0] + "}{" + part[1] + "}" + part[2:]
+    return head
+
+
+def _d1_slash(s: str) -> str:
+    parts = s.split("/")
+    if len(parts) != 2:
+        return s
+    try:
+        a, b = int(parts[0]), int(parts[1])
+    except ValueError as exc:  # d1 lets this escape, and then compares the raw strings
+        raise _D1Unreadable("not a/b") from exc
+    return f"\\frac{{{a}}}{{{b}}}" if s == f"{a}/{b}" else s
+
+
+def d1_normalise(s: str) -> str:
+    """d1's (and the MATH dataset's) answer normalisation; _D1Unreadable where it fails."""
+    for old, new in (("\n", ""), ("\\!", ""), ("\\\\", "\\"), ("tfrac", "frac"), ("dfrac", "frac"),
+                     ("\\left", ""), ("\\right", ""), ("^{\\circ}", ""), ("^\\circ", ""), ("\\$", "")):
+        s = s.replace(old, new)
+    s = _d1_units(s).replace("\\%", "").replace(" .", " 0.").replace("{.", "{0.")
+    if not s:
+        return s
+    if s[0] == ".":
+        s = "0" + s
+    sides = s.split("=")
+    if len(sides) == 2 and len(sides[0]) <= 2:
+        s = sides[1]
+    s = _d1_fracs(_d1_sqrt(s).replace(" ", ""))
+    if s == "0.5":
+        s = "\\frac{1}{2}"
+    return _d1_slash(s)
+
+
+def d1_equivalent(answer: str | None, gold: str | None) -> bool:
+    """d1's MATH verdict: equal after d1_normalise (the raw strings when normalising fails)."""
+    if answer is None or gold is None:
+        return answer is None and gold is None
+    try:
+        return d1_normalise(answer) == d1_normalise(gold)
+    except _D1Unreadable:
+        return answer == gold

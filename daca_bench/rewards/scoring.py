@@ -21,7 +21,7 @@ from ..types import (
     Reward,
     Sample,
 )
-from .answers import tagged
+from .answers import d1_plain, d1_xml_answer, tagged
 
 SHAPINGS = (None, "d1", "dense")
 
@@ -58,10 +58,15 @@ def infra_error(error: str, **details: Any) -> Reward:
     return Reward(math.nan, INFRA_ERROR, {"error": error, **details})
 
 
-def hash_split(key: str, test_share: int = 64) -> str:
-    """'test' for about test_share/256 of all keys (25 % by default), else 'train'. The key is
-    what must not leak across splits (a solution grid, an instance, an expression)."""
-    return "test" if hashlib.sha256(key.encode()).digest()[0] < test_share else "train"
+HASH_SPLITS = ("train", "dev", "test")
+
+
+def hash_split(key: str, test_share: int = 64, dev_share: int = 32) -> str:
+    """'test' for about test_share/256 of all keys (25 % by default), 'dev' for the next
+    dev_share/256 (12.5 %: for choosing settings without touching the test set), else 'train'.
+    The key is what must not leak across splits (a solution grid, an instance, an expression)."""
+    byte = hashlib.sha256(key.encode()).digest()[0]
+    return "test" if byte < test_share else "dev" if byte < test_share + dev_share else "train"
 
 
 def stable_seed(*parts: Any) -> int:
@@ -131,6 +136,23 @@ def d1_math(reward: Reward, completion: str) -> Reward:
     terms = d1_format_terms(completion)
     value = 2.0 * (reward.status == CORRECT) + sum(terms.values())
     return Reward(value, reward.status, {**reward.details, **terms, "shaping": "d1"})
+
+
+def d1_math_format(completion: str) -> float:
+    """d1's MATH format term as its code computes it: 0.5 x (1 for an `<answer>` tag + 0.5).
+    d1 meant the second half to be 1 when the answer holds a `\\boxed`, 0.5 otherwise, but its
+    test reads a backspace character (the string "\\boxed" without its backslash escaped), so
+    the half is always 0.5: the term is 0.75 with an `<answer>` tag and 0.25 without."""
+    return 0.5 * ((1.0 if "<answer>" in completion else 0.0) + 0.5)
+
+
+def d1_math500(reward: Reward, completion: str) -> Reward:
+    """d1's MATH reward on our verdict: 2.0 x correct + d1_math_format (at most 2.75)."""
+    if not reward.scored:
+        return reward
+    fmt = d1_math_format(completion)
+    return Reward(2.0 * (reward.status == CORRECT) + fmt, reward.status,
+                  {**reward.details, "format": fmt, "shaping": "d1"})
 
 
 def d1_countdown(reward: Reward, completion: str) -> Reward:
@@ -204,3 +226,37 @@ def digit_credit(gold: str, answer: str | None) -> float:
     width = max(len(gold), len(answer))
     g, a = gold.rjust(width), answer.rjust(width)
     return sum(x == y for x, y in zip(g, a)) / width
+
+
+# ---- d1's own training rewards and evaluation metric (the d1-protocol tasks: gsm8k_d1, ...) ----
+def d1_gsm8k_terms(gold: str, completion: str) -> dict[str, float]:
+    """d1's five GSM8K reward terms, computed as its code does (single-line `.` in the format
+    patterns, the answer read after the last `<answer>`, correctness an exact string match)."""
+    text = d1_plain(completion)
+    answer = d1_xml_answer(text)
+    count = 0.0
+    if text.count("<reasoning>\n") == 1:
+        count += 0.125
+    if text.count("\n</reasoning>\n") == 1:
+        count += 0.125
+    if text.count("\n<answer>\n") == 1:
+        count += 0.125 - 0.001 * len(text.split("\n</answer>\n")[-1])
+    if text.count("\n</answer>") == 1:
+        count += 0.125 - 0.001 * (len(text.split("\n</answer>")[-1]) - 1)
+    strict = re.match(r"^<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\n$", text) is not None
+    soft = re.match(r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", text) is not None
+    return {"xml_count": count, "soft_format": 0.5 * soft, "strict_format": 0.5 * strict,
+            "int_answer": 0.5 * answer.isdigit(), "correct_d1": 2.0 * (answer == str(gold))}
+
+
+def d1_metric(reward: Reward, correct: float, total: float = 1.0) -> Reward:
+    """`reward` with d1's evaluation verdict beside ours: details["d1"] = [correct, total]
+    (a sudoku puzzle counts its blank cells); acc_d1 = sum(correct) / sum(total) over a test set."""
+    return Reward(reward.value, reward.status, {**reward.details, "d1": [float(correct), float(total)]})
+
+
+def d1_accuracy(rewards) -> float | None:
+    """d1's metric over scored rewards that carry it (None when none does): d1 pools the counts."""
+    pairs = [r.details["d1"] for r in rewards if r.scored and "d1" in r.details]
+    total = sum(t for _, t in pairs)
+    return sum(c for c, _ in pairs) / total if total else None

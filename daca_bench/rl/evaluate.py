@@ -19,10 +19,14 @@ def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict
     """Rewards for completions (code tasks: one parallel sandbox batch); unscorable ones stay out of the mean."""
     from ..rewards.verify import verify_many
 
+    from ..rewards.scoring import d1_accuracy
+
     rewards = verify_many(task.verify, list(samples), list(completions), workers=workers)
     scored = [r.value for r in rewards if r.scored]
+    d1 = d1_accuracy(rewards)
     return {
         "accuracy": sum(scored) / len(scored) if scored else math.nan,
+        **({"accuracy_d1": d1} if d1 is not None else {}),  # d1's own verdict, beside ours (d1-protocol tasks)
         "n": len(rewards),
         "infra_failures": len(rewards) - len(scored),
         "statuses": dict(Counter(r.status for r in rewards)),
@@ -51,7 +55,8 @@ def write_eval_records(path: str | Path, result: dict) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for i, c, r in zip(result["ids"], result["completions"], result["rewards"]):
-            f.write(json.dumps({"id": i, "completion": c, "reward": r.as_json_value(), "status": r.status}) + "\n")
+            d1 = {"d1": r.details["d1"]} if "d1" in r.details else {}
+            f.write(json.dumps({"id": i, "completion": c, "reward": r.as_json_value(), "status": r.status, **d1}) + "\n")
     tmp.replace(path)
 
 

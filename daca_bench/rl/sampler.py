@@ -115,7 +115,8 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     commit_step = torch.zeros((n, L), dtype=torch.long, device=device)
     commit_logp = torch.zeros((n, L), dtype=torch.float32, device=device)
     conf_rec = torch.full((n, max_steps, L), math.nan, dtype=torch.float32, device=device) if record else None
-    banned = [i for i in {mask_id, adapter.pad_token_id} if i is not None]
+    # never commit a mask, nor a pad unless it is also the EOS (LLaDA: pad = eos), which must stay sampleable
+    banned = [i for i in {mask_id, adapter.pad_token_id} - {adapter.eos_token_id} if i is not None]
     t = 0
     for blk in range(num_blocks):
         lo, hi = blk * b, (blk + 1) * b  # block span inside the completion

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
-from ..models import chat_prompts, default_device, load_model, load_pretrained, require_available
+from ..models import default_device, load_model, load_pretrained, require_available, task_prompts
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
@@ -72,9 +72,10 @@ def validate(cfg: RLConfig) -> None:
     pick(LOSSES, cfg.loss.base, "loss.base")
     pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
-    from .credit import SCORES
+    from .credit import NORMS, SCORES
 
     pick(SCORES, cfg.dps.score, "dps.score")
+    pick(NORMS, cfg.dps.norm, "dps.norm")
     reporter_names(cfg.train.report_to)
     pick(REWARDS, cfg.train.reward, "train.reward")
     pick(PRECISIONS, cfg.train.precision, "train.precision")
@@ -101,6 +102,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     adapter.model.to(device)
     if t.gradient_checkpointing:
         enable_gradient_checkpointing(adapter.model)
+    if t.disable_dropout:  # old, current and reference passes then agree: the first inner ratio is exactly 1
+        disable_dropout(adapter.model)
     reference = None
     if cfg.loss.beta > 0:  # with LoRA the reference is the adapter-disabled base model
         reference = adapter if t.lora else load_initial(cfg)
@@ -108,9 +111,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             reference.model.to(device).eval().requires_grad_(False)
     counter = PassCounter(adapter.model)
     train_task = training_task(cfg)
-    test_task = get_task(t.task, split="test", n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
-    if t.chat_template:  # d1: every prompt is one user message of the model's chat template
-        train_task, test_task = (_chat_task(adapter, task) for task in (train_task, test_task))
+    test_task = get_task(t.task, split=t.eval_split, n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
+    if t.chat_template or t.max_prompt_length:  # d1: one user message of the chat template (+ prefill);
+        train_task = _chat_task(adapter, train_task, t.chat_template, t.max_prompt_length)  # train prompts cut
+        test_task = _chat_task(adapter, test_task, t.chat_template)
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
@@ -172,6 +176,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             write_eval_records(out / "eval.jsonl", result)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
+                   **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
+                   "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
         if rank == 0:
             write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
@@ -194,12 +200,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
 def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> None:
     """A few real completions with their tokens and DPS weights (for the DPS picture), even
     when this run trained without DPS: the weights are what DPS would have given them."""
-    from ..config import DPSConfig
-
     adapter.model.eval()
     batch = sample(adapter, [s.prompt for s in prompts], cfg.rollout, seed=_seed(cfg.train.seed, "examples"))
-    dps = cfg.dps if cfg.dps.enabled else DPSConfig(enabled=True, score=cfg.dps.score)
-    w = dps_weights(batch.trajectory, batch.completion_mask, dps)
+    dps = replace(cfg.dps, enabled=True)
+    w = dps_weights(batch.trajectory, batch.completion_mask, dps, seed=cfg.train.seed)
     rows = []
     for i, s in enumerate(prompts):
         n = int(batch.completion_mask[i].sum())
@@ -208,6 +212,14 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
                      "tokens": [adapter.tokenizer.decode([t]) for t in ids], "weights": w[i, :n].tolist(),
                      "commit_step": batch.trajectory.commit_step[i, :n].tolist(), "score": dps.score})
     path.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def regime_means(path: Path) -> dict:
+    """The run's mean clip fraction and k3 KL (what a reader needs to know whether the ratio, the
+    clip and the KL term acted), from metrics.jsonl."""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    keys = ("clip_frac", "kl")
+    return {f"{k}_mean": sum(r.get(k, 0.0) for r in rows) / len(rows) for k in keys} if rows else {}
 
 
 REWARDS = {"exact": None, "dense": "dense", "d1": "d1"}  # train.reward -> the task's `shaping`
@@ -230,15 +242,58 @@ def training_task(cfg: RLConfig):
                           "use train.reward=exact") from None
 
 
-def _chat_task(adapter, task):
-    wrapped = chat_prompts(adapter, [s.prompt for s in task.samples])
+def _chat_task(adapter, task, chat: bool = True, max_tokens: int = 0):
+    wrapped = task_prompts(adapter, task.samples, chat, max_tokens)
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
 
 
+def disable_dropout(model) -> None:
+    """Every dropout of the model (LoRA's included) set to 0, so the old, current and reference
+    log-probs of one mask draw agree and the first inner ratio is exactly 1 (TRL: disable_dropout)."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        for attr in ("dropout_prob", "attention_dropout", "dropout_p"):  # attention dropout kept as a float
+            if isinstance(getattr(m, attr, None), float):
+                setattr(m, attr, 0.0)
+
+
 def load_initial(cfg: RLConfig):
-    """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed)."""
+    """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed);
+    with train.load_in_4bit, a LoRA base quantised to 4-bit NF4 as d1 loads it."""
     name = cfg.train.init or cfg.model.name
-    return load_model(replace(cfg.model, name=name))
+    if not cfg.train.load_in_4bit:
+        return load_model(replace(cfg.model, name=name))
+    return load_pretrained(name, cfg.model.trust_remote_code, cfg.model.dtype, quantization_config=nf4_config(cfg))
+
+
+def nf4_config(cfg: RLConfig):
+    """d1's 4-bit base: NF4 with double quantisation, computing in bfloat16. A one-line error where
+    it cannot run (no LoRA, the tiny model, no CUDA, no bitsandbytes)."""
+    import importlib.util
+
+    if not cfg.train.lora:
+        raise ConfigError("train.load_in_4bit=true needs train.lora=true (a 4-bit base cannot be trained itself)")
+    if (cfg.train.init or cfg.model.name) == "tiny":
+        raise ConfigError("train.load_in_4bit=true is for pretrained models; the built-in tiny model stays in full precision")
+    if not torch.cuda.is_available():
+        raise ConfigError("train.load_in_4bit=true needs a CUDA GPU (bitsandbytes 4-bit); none is visible here. "
+                          "Set train.load_in_4bit=false to train on a bfloat16 base")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ConfigError("train.load_in_4bit=true needs bitsandbytes (pip install bitsandbytes); "
+                          "or set train.load_in_4bit=false")
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def lora_targets(spec: str):
+    """train.lora_target_modules -> peft's target_modules: "all-linear" or a list of module names."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("train.lora_target_modules is empty; use all-linear or module names joined by commas")
+    return "all-linear" if names == ["all-linear"] else names
 
 
 def load_policy(cfg: RLConfig, ckpt):
@@ -253,7 +308,7 @@ def load_policy(cfg: RLConfig, ckpt):
         model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
     else:
         model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-                                                      target_modules="all-linear"))
+                                                      target_modules=lora_targets(t.lora_target_modules)))
     return replace(base, model=model)
 
 
@@ -282,7 +337,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # 4. DPS weights from the record: constants, no forward pass
     tick = time.perf_counter()
     valid = batch.completion_mask
-    weights = dps_weights(batch.trajectory, valid, cfg.dps)
+    weights = dps_weights(batch.trajectory, valid, cfg.dps, seq_ids=seq_ids, seed=t.seed, warn_disabled=False)
     timer["credit"] = time.perf_counter() - tick
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
@@ -291,14 +346,15 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
                logit_chunk=cfg.sml.logit_chunk)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
-    # the same precision as the update, so that the first inner step has ratio exactly 1
+    # the same precision and mode as the update, so that the first inner step has ratio exactly 1
+    adapter.model.train()
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
-        old = [sml_logprobs(adapter, *args, inner=i, **est) for i in range(t.mu)] if t.mu > 1 else None
+        # inner 0 needs none: its own pass, detached, is the old policy (same weights, masks, mode and precision)
+        old = [None] + [sml_logprobs(adapter, *args, inner=i, **est) for i in range(1, t.mu)]
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
             ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
     # 6. mu inner updates
-    adapter.model.train()
     tick = time.perf_counter()
     device = adapter.device
     adv, weights, valid = adv.to(device), weights.to(device), valid.to(device)
@@ -311,7 +367,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
             with counter("likelihood"), autocast(device, t.precision, grad=True):
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
-            old_i = old[i][sl].to(device) if old else logp.detach()  # on-policy: ratio exactly 1
+            old_i = old[i][sl].to(device) if old[i] is not None else logp.detach()  # inner 0: ratio exactly 1
             ref_i = ref[i][sl].to(device) if ref else None
             loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
             if not torch.isfinite(loss):
