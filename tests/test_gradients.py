@@ -43,6 +43,7 @@ def study(sft_arithmetic, tmp_path_factory):
     code = main(["estimators", "--tasks", "arithmetic", "sudoku_tiny", "--sft-dir", "",
                  "--model", f"arithmetic:sft={sft_arithmetic}", "--model", "sudoku_tiny=tiny",
                  "--prompts", "4", "--group", "4", "--draws", "2", "--mu", "1", "--lr", "1e-3", "--gen-length", "4",
+                 "--workers", "2",
                  "--no-progress", "--output-dir", str(out)])
     assert code == 0
     return out
@@ -59,7 +60,8 @@ def test_command_writes_every_table(study):
         assert s["meta"]["exact_vs_commit_logp_max_abs"] < 1e-5  # the reference is the recorded decode order
     rows = list(csv.DictReader(open(study / "gradients.csv")))
     assert len(rows) == 2 * len(want) and {"cosine_lo", "cosine_hi", "logratio_corr", "seconds"} <= set(rows[0])
-    assert len(list(csv.DictReader(open(study / "credit.csv")))) == 2 * len(SCORES)
+    credit = list(csv.DictReader(open(study / "credit.csv")))
+    assert len(credit) == 2 * len(SCORES) and {"auc_lo", "auc_within_step", "cosine_weighted_vs_plain"} <= set(credit[0])
     assert "| estimator |" in (study / "estimators.md").read_text()
     assert (study / "gradients.png").stat().st_size > 5000
 
@@ -123,6 +125,12 @@ def test_auc_on_planted_scores():
     assert lo < 0.5 < hi and abs(auc - 0.5) < 0.1  # a score with no information
     auc, (lo, hi) = auc_with_interval(wrong + rng.normal(0, 0.5, wrong.shape), wrong, valid)
     assert 0.5 < lo <= auc <= hi
+    # a score that only knows the commit step, where wrong tokens come late: high AUC, none within a step
+    step = np.tile(np.arange(10), (60, 1))
+    late = rng.random(wrong.shape) < step / 10
+    assert auc_with_interval(step.astype(float), late, valid)[0] > 0.8
+    assert np.isnan(auc_with_interval(step.astype(float), late, valid, groups=step)[0]) or \
+        auc_with_interval(step.astype(float), late, valid, groups=step)[0] == 0.5
 
 
 def test_gold_canvas_is_the_answer_then_eos(tiny):

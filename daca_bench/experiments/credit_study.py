@@ -9,13 +9,12 @@ answer followed by EOS padding, as SFT saw it): 4x4 sudoku cells against the sol
 arithmetic digits against the number. In the FAILED rollouts (exact status not `correct`),
 over their valid tokens: the AUC of each score's DPS weights separating wrong tokens from
 right ones (Mann-Whitney U / (n_wrong n_right); above 0.5 = more weight on wrong tokens) with a
-95 % bootstrap interval over sequences, the Spearman correlation of the weights with the
+95 % bootstrap interval over sequences, the same AUC over pairs committed at the same step only
+(what a score knows beyond the commit step, since wrong tokens tend to come late), the Spearman correlation of the weights with the
 commit step, and, over all rollouts, the cosine between the DPS-weighted and the unweighted
 exact policy gradient (how far the weighting rotates the update).
 """
 from __future__ import annotations
-
-import inspect
 
 import numpy as np
 import torch
@@ -23,7 +22,7 @@ from scipy import stats
 
 from ..config import DPSConfig
 from ..rl.credit import SCORES, dps_weights
-from .gradients import (N_BOOT, Rollouts, bootstrap_prompts, cosine_and_ratio, exact_estimator, gram, interval,
+from .gradients import (N_BOOT, Rollouts, bootstrap, bootstrap_prompts, cosine_and_ratio, exact_estimator, gram, interval,
                         prompt_gradients)
 
 
@@ -45,15 +44,11 @@ def wrong_tokens(adapter, ro: Rollouts, task_name: str) -> torch.Tensor | None:
     return ro.batch.completion_ids != gold
 
 
-def weights_for(score: str, ro: Rollouts, seed: int = 0) -> torch.Tensor:
-    """(N, L) DPS weights of `score` with the default lambda and clip; keyed draws where the score takes them."""
-    kwargs = {}
-    params = inspect.signature(dps_weights).parameters
-    if "seq_ids" in params:
-        kwargs["seq_ids"] = ro.seq_ids
-    if "seed" in params:
-        kwargs["seed"] = seed
-    return dps_weights(ro.batch.trajectory, ro.batch.completion_mask, DPSConfig(enabled=True, score=score), **kwargs)
+def weights_for(score: str, ro: Rollouts, seed: int = 0, norm: str | None = None) -> torch.Tensor:
+    """(N, L) DPS weights of `score` with the default lambda and clip (and normalisation unless named);
+    the `random` control's draws keyed by the rollouts' sequence ids."""
+    cfg = DPSConfig(enabled=True, score=score, **({"norm": norm} if norm else {}))
+    return dps_weights(ro.batch.trajectory, ro.batch.completion_mask, cfg, seq_ids=ro.seq_ids, seed=seed)
 
 
 def token_auc(weights: np.ndarray, wrong: np.ndarray) -> float:
@@ -64,21 +59,37 @@ def token_auc(weights: np.ndarray, wrong: np.ndarray) -> float:
     return float(stats.mannwhitneyu(w1, w0).statistic / (len(w1) * len(w0)))
 
 
-def auc_with_interval(weights: np.ndarray, wrong: np.ndarray, valid: np.ndarray, seed: int = 0):
-    """AUC over the valid tokens of (n, L) sequences, with a 95 % bootstrap interval over sequences."""
-    per_seq = [(weights[i][valid[i]], wrong[i][valid[i]]) for i in range(len(weights))]
+def within_auc(weights: np.ndarray, wrong: np.ndarray, groups: np.ndarray) -> float:
+    """The AUC over pairs from the same group (commit step) only: what a score knows beyond the step."""
+    u = pairs = 0.0
+    for g in np.unique(groups):
+        w, y = weights[groups == g], wrong[groups == g]
+        n1, n0 = int(y.sum()), int((~y).sum())
+        if n1 and n0:
+            u += float(stats.mannwhitneyu(w[y], w[~y]).statistic)
+            pairs += n1 * n0
+    return u / pairs if pairs else float("nan")
+
+
+def auc_with_interval(weights: np.ndarray, wrong: np.ndarray, valid: np.ndarray, seed: int = 0, groups=None):
+    """AUC over the valid tokens of (n, L) sequences, with a 95 % bootstrap interval over sequences;
+    with (n, L) `groups`, the AUC within groups (`within_auc`)."""
+    parts = (weights, wrong) if groups is None else (weights, wrong, groups)
+    per_seq = [[a[i][valid[i]] for a in parts] for i in range(len(weights))]
 
     def stat(idx):
-        return token_auc(np.concatenate([per_seq[i][0] for i in idx]), np.concatenate([per_seq[i][1] for i in idx]))
+        cat = [np.concatenate([per_seq[i][j] for i in idx]) for j in range(len(parts))]
+        return token_auc(*cat) if groups is None else within_auc(*cat)
 
     point = stat(range(len(per_seq)))
     if len(per_seq) < 2 or not np.isfinite(point):
         return point, (float("nan"), float("nan"))
-    return point, interval(stats.bootstrap((np.arange(len(per_seq)),), stat, vectorized=False, n_resamples=N_BOOT,
+    return point, interval(bootstrap((np.arange(len(per_seq)),), stat, vectorized=False, n_resamples=N_BOOT,
                                            method="percentile", random_state=np.random.default_rng(seed)))
 
 
-def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, scores=None, plain=None) -> list[dict]:
+def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, scores=None, plain=None,
+                norm: str | None = None) -> list[dict]:
     """One row per DPS score (every entry of credit.SCORES unless named); `plain`: the (B, P) exact
     per-prompt gradients when already computed."""
     failed = np.array([s != "correct" for s in ro.statuses])
@@ -91,9 +102,10 @@ def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, score
     ones = np.ones((1, ro.prompts))
     rows = []
     for name in scores or list(SCORES):
-        w = weights_for(name, ro, seed)
+        w = weights_for(name, ro, seed, norm)
         wn = w.numpy()
         auc, ci = auc_with_interval(wn[failed], wrong_np[failed], valid[failed], seed)
+        auc_step, ci_step = auc_with_interval(wn[failed], wrong_np[failed], valid[failed], seed, groups=step[failed])
         sel = valid & failed[:, None]
         rho = stats.spearmanr(wn[sel], step[sel]).statistic if sel.sum() > 2 else float("nan")
         weighted = prompt_gradients(adapter, ro, exact, 0, weights=w)[0]
@@ -101,7 +113,8 @@ def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, score
         cos = float(cosine_and_ratio(ones, cross, g_w, g_plain)[0][0])
         cos_ci = bootstrap_prompts(lambda c: cosine_and_ratio(c, cross, g_w, g_plain)[0], ro.prompts, seed)
         rows.append({"score": name, "failed_seqs": int(failed.sum()), "tokens": int(sel.sum()),
-                     "wrong_tokens": int((wrong_np & sel).sum()), "auc": auc, "auc_ci": ci,
+                     "wrong_tokens": int((wrong_np & sel).sum()), "auc": float(auc), "auc_ci": ci,
+                     "auc_within_step": float(auc_step), "auc_within_step_ci": ci_step,
                      "spearman_commit_step": float(rho), "cosine_weighted_vs_plain": cos,
                      "cosine_weighted_vs_plain_ci": cos_ci})
     return rows

@@ -14,10 +14,14 @@ gradients.png into the output folder.
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import multiprocessing
 import platform
+import resource
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +29,12 @@ import torch
 
 from ..config import SamplerConfig
 from ..errors import ConfigError
+from ..rl.credit import NORMS
 from .credit_study import credit_rows, wrong_tokens
 from .gradients import estimators, exact_estimator, gradient_rows, ratio_rows, rollouts, updated_policy
 
 TASKS = ("sudoku_tiny", "countdown_tiny", "arithmetic")
+STUDY_ARGS = ("gen_length", "prompts", "seed", "reward", "group", "draws", "mu", "lr", "dps_norm", "threads")
 
 
 def canvas(task: str, gen_length: int | None) -> SamplerConfig:
@@ -44,14 +50,25 @@ def canvas(task: str, gen_length: int | None) -> SamplerConfig:
 
 
 def sft_start(task: str, sft_dir: Path) -> Path | None:
-    """The SFT start `reproduce` caches for the task's family (runs/reproduce/sft/<task>-<hash>/final)."""
+    """The SFT start `reproduce` caches for the task's family: runs/reproduce/sft/<task>-<hash>/final for this
+    version's config, else the newest finished <task>-*/final there that was SFT'd on the same canvas."""
     from .reproduce import FIVE, PRESETS, sft_config, sft_folder
 
-    for fam in FIVE.values():
-        if fam.task == task:
-            final = sft_folder(sft_dir, sft_config(PRESETS["tiny-full"], fam)) / "final"
-            return final if final.exists() else None
-    return None
+    fam = next((f for f in FIVE.values() if f.task == task), None)
+    if fam is None:
+        return None
+    final = sft_folder(sft_dir, sft_config(PRESETS["tiny-full"], fam)) / "final"
+    if final.exists():
+        return final
+    same = []
+    for folder in Path(sft_dir, "sft").glob(f"{task}-*"):
+        try:
+            cfg = json.loads((folder / "config.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if (folder / "final").exists() and cfg.get("sampler", {}).get("gen_length") == fam.gen_length:
+            same.append(folder / "final")
+    return max(same, key=lambda p: p.stat().st_mtime, default=None)
 
 
 def model_list(tasks, specs, sft_dir) -> list[tuple[str, str, str]]:
@@ -86,10 +103,12 @@ def train_prompts(task: str, n: int, seed: int, reward: str):
     return t, list(t.samples)[:n]
 
 
-def one_study(task: str, label: str, path: str, args, bar) -> dict:
-    from ..models import default_device, load_model
+def one_study(task: str, label: str, path: str, args) -> dict:
+    """One (task, model) study; runs in a worker process with `args.threads` torch threads."""
     from ..config import ModelConfig
+    from ..models import default_device, load_model
 
+    torch.set_num_threads(max(1, args.threads))
     adapter = load_model(ModelConfig(name=path))
     adapter.model.to(default_device())
     cfg = canvas(task, args.gen_length)
@@ -105,12 +124,12 @@ def one_study(task: str, label: str, path: str, args, bar) -> dict:
             "exact_rate": float(np.mean([s == "correct" for s in ro.statuses])),
             "groups_with_signal": int(sum(bool(ro.adv[ro.rows(b)].abs().sum()) for b in range(ro.prompts))),
             "exact_vs_commit_logp_max_abs": float((exact - ro.batch.trajectory.commit_logp)[valid].abs().max())}
-    rows, kept = gradient_rows(adapter, ro, table, args.draws, progress=lambda name: bar.update(1))
+    rows, kept = gradient_rows(adapter, ro, table, args.draws)
     new = updated_policy(adapter, ro, args.mu, args.lr)
     for row, r in zip(rows, ratio_rows(new, ro, table, kept["old"], args.seed)):
         row.update({k: v for k, v in r.items() if k != "estimator"})
     wrong = wrong_tokens(adapter, ro, task)
-    credit = credit_rows(adapter, ro, wrong, args.seed, plain=kept["exact"]) if wrong is not None else []
+    credit = credit_rows(adapter, ro, wrong, args.seed, plain=kept["exact"], norm=args.dps_norm) if wrong is not None else []
     meta["seconds"] = round(time.perf_counter() - tick, 1)
     return {"meta": meta, "gradients": rows, "credit": credit}
 
@@ -136,9 +155,10 @@ def format_tables(studies: list[dict]) -> str:
             c0 = s["credit"][0]
             out += ["", f"DPS credit ({c0['failed_seqs']} failed rollouts, {c0['tokens']} tokens, "
                     f"{c0['wrong_tokens']} wrong):", "",
-                    "| DPS score | AUC wrong vs right [95% CI] | Spearman with commit step | "
-                    "cosine weighted vs plain [95% CI] |", "|---|---|---|---|"]
-            out += [f"| {c['score']} | {c['auc']:.3f} {_ci(c['auc_ci'])} | {c['spearman_commit_step']:+.2f} | "
+                    "| DPS score | AUC wrong vs right [95% CI] | AUC within a commit step [95% CI] | "
+                    "Spearman with commit step | cosine weighted vs plain [95% CI] |", "|---|---|---|---|---|"]
+            out += [f"| {c['score']} | {c['auc']:.3f} {_ci(c['auc_ci'])} | {c['auc_within_step']:.3f} "
+                    f"{_ci(c['auc_within_step_ci'])} | {c['spearman_commit_step']:+.2f} | "
                     f"{c['cosine_weighted_vs_plain']:.3f} {_ci(c['cosine_weighted_vs_plain_ci'])} |"
                     for c in s["credit"]]
         out.append("")
@@ -203,7 +223,7 @@ def write_outputs(studies: list[dict], meta: dict, out: Path) -> list[Path]:
     key = ("task", "model")
     _csv(paths[1], [{**{k: s["meta"][k] for k in key}, **_flat(r)} for s in studies for r in s["gradients"]])
     _csv(paths[2], [{**{k: s["meta"][k] for k in key}, **_flat(r)} for s in studies for r in s["credit"]])
-    paths[3].write_text(json.dumps({"meta": meta, "studies": studies}, indent=2) + "\n")
+    paths[3].write_text(json.dumps({"meta": meta, "studies": studies}, indent=2, default=float) + "\n")
     plot(studies, paths[4])
     return paths
 
@@ -221,10 +241,13 @@ def configure(parser) -> None:
     parser.add_argument("--mu", type=int, default=4, help="exact-gradient AdamW steps for the ratio view")
     parser.add_argument("--lr", type=float, default=1e-4, help="their learning rate")
     parser.add_argument("--reward", choices=("dense", "exact"), default="dense", help="the task's reward for A")
+    parser.add_argument("--dps-norm", default=None, choices=sorted(NORMS),
+                        help="dps.norm of the credit table (default: the config's)")
     parser.add_argument("--gen-length", type=int, default=None, help="canvas L (block L, steps L/2) for every task; default: each task's canvas in the tiny presets")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="studies run in parallel processes (default 2)")
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1: the tiny model's passes are too small to share)")
+                        help="torch threads per study (default 1: the tiny model's passes are too small to share)")
     parser.add_argument("--output-dir", type=Path, default=Path("results/estimators"))
     parser.add_argument("--no-progress", action="store_true")
 
@@ -232,22 +255,36 @@ def configure(parser) -> None:
 def run(args) -> int:
     from tqdm.auto import tqdm
 
-    if min(args.prompts, args.group, args.draws, args.mu) < 1:
-        raise ConfigError("--prompts, --group, --draws and --mu must be at least 1")
+    if min(args.prompts, args.group, args.draws, args.mu, args.workers, args.threads) < 1:
+        raise ConfigError("--prompts, --group, --draws, --mu, --workers and --threads must be at least 1")
     if not args.output_dir.parent.exists():
         raise ConfigError(f"--output-dir {args.output_dir}: folder {args.output_dir.parent} does not exist")
     plan = model_list(args.tasks, args.model, args.sft_dir)
-    tick, cpu, threads = time.perf_counter(), time.process_time(), torch.get_num_threads()
-    studies = []
-    torch.set_num_threads(max(1, args.threads))
-    try:
-        with tqdm(desc="estimators", disable=args.no_progress) as bar:
-            for task, label, path in plan:
-                studies.append(one_study(task, label, path, args, bar))
-    finally:
-        torch.set_num_threads(threads)
+    tick = time.perf_counter()
+    fields = argparse.Namespace(**{k: getattr(args, k) for k in STUDY_ARGS})
+    workers = max(1, min(args.workers, len(plan)))
+    with tqdm(total=len(plan), desc="estimators", disable=args.no_progress) as bar:
+        if workers == 1:
+            cpu = time.process_time()
+            studies = []
+            threads = torch.get_num_threads()
+            try:
+                for p in plan:
+                    studies.append(one_study(*p, fields))
+                    bar.update(1)
+            finally:
+                torch.set_num_threads(threads)
+            cpu = time.process_time() - cpu
+        else:  # one process per study, at most `workers` at a time
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                futures = [pool.submit(one_study, *p, fields) for p in plan]
+                for f in as_completed(futures):
+                    bar.update(1)
+                studies = [f.result() for f in futures]
+            cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     meta = {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "func"},
-            "seconds": round(time.perf_counter() - tick, 1), "cpu_seconds": round(time.process_time() - cpu, 1),
+            "seconds": round(time.perf_counter() - tick, 1), "cpu_seconds": round(cpu, 1),
             "machine": f"{platform.machine()}, {platform.processor() or platform.system()}", "torch": torch.__version__}
     print(format_tables(studies))
     paths = write_outputs(studies, meta, args.output_dir)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -168,8 +169,15 @@ def bootstrap_prompts(statistic, B: int, seed: int = 0) -> tuple[float, float]:
     def stat(idx, axis=-1):
         return statistic(_counts(idx.astype(int), B))
 
-    return interval(stats.bootstrap((np.arange(B),), stat, vectorized=True, n_resamples=N_BOOT,
+    return interval(bootstrap((np.arange(B),), stat, vectorized=True, n_resamples=N_BOOT,
                                     method="percentile", random_state=np.random.default_rng(seed)))
+
+
+def bootstrap(*args, **kwargs):
+    """scipy.stats.bootstrap, quiet about degenerate resamples (`interval` leaves them out)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        return stats.bootstrap(*args, **kwargs)
 
 
 def interval(res) -> tuple[float, float]:
@@ -258,7 +266,7 @@ def ratio_rows(new, ro: Rollouts, table: list[Estimator], old: dict, seed: int =
     for est in table:
         lr = np.stack([seq_logp(est, d) for d in range(len(old[est.name]))]) - old[est.name]  # (D, N)
         corr = _row_corr(lr, ref[None])
-        res = stats.bootstrap((np.arange(len(ref)),), lambda i, axis=-1: _row_corr(lr[:, i], ref[i][None]).mean(0),
+        res = bootstrap((np.arange(len(ref)),), lambda i, axis=-1: _row_corr(lr[:, i], ref[i][None]).mean(0),
                               vectorized=True, n_resamples=N_BOOT, method="percentile",
                               random_state=np.random.default_rng(seed))
         out.append({"estimator": est.name, "logratio_corr": float(corr.mean()), "logratio_corr_ci": interval(res),
