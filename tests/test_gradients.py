@@ -100,10 +100,14 @@ def test_cosine_from_gram_matrices_equals_the_resampled_sums():
         assert want_ratio == pytest.approx(float(e.norm() / x.norm()))
 
 
-def test_gradients_of_the_exact_estimator_against_themselves(tiny):
+def test_gradients_of_the_exact_estimator_against_themselves(sft_arithmetic):
     """On real rollouts with planted advantages: the exact row is exactly 1, the mean field is not."""
-    task = get_task("sudoku_tiny", split="train", n=3)
-    ro = rollouts(tiny, list(task.samples), task, SamplerConfig(gen_length=6, block_length=6, steps=3,
+    from daca_bench.config import ModelConfig
+    from daca_bench.models import load_model
+
+    tiny = load_model(ModelConfig(name=str(sft_arithmetic)))
+    task = get_task("arithmetic", split="train", n=3)
+    ro = rollouts(tiny, list(task.samples), task, SamplerConfig(gen_length=4, block_length=4, steps=2,
                                                                 temperature=0.9), group=3, seed=0)
     ro.adv = torch.randn(len(ro.samples), generator=torch.Generator().manual_seed(1))
     table = [Estimator("mean field", "mean field", 1, False, 1, "strided"), exact_estimator(ro.T)]

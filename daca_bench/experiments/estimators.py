@@ -169,7 +169,7 @@ def _flat(row: dict) -> dict:
     out = {}
     for k, v in row.items():
         if isinstance(v, (tuple, list)):
-            out[f"{k}_lo"], out[f"{k}_hi"] = v
+            out[f"{k.removesuffix('_ci')}_lo"], out[f"{k.removesuffix('_ci')}_hi"] = v
         else:
             out[k] = v
     return out
