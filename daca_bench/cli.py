@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "plot": ("daca_bench.experiments.plots", "draw the ablation plots from a results folder"),
     "reproduce": ("daca_bench.experiments.reproduce", "the embedded default: SFT + ablation grid + table"),
     "likelihood-bias": ("daca_bench.experiments.bias", "measure the bias of likelihood estimators"),
+    "estimators": ("daca_bench.experiments.estimators", "estimators' policy gradients vs the exact one; DPS credit"),
 }
 
 
