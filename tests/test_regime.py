@@ -105,3 +105,41 @@ def test_the_sweep_never_uses_the_confirmatory_seeds_or_the_test_split():
     assert len(cells) == len(readings.READINGS) * len(sweep.lrs) * len(sweep.seeds) * len(sweep.families)
     for c in tiny_cells(confirm, {label: {"folder": "runs/x"} for label in confirm.families}):
         assert c.config.train.eval_split == "test" and c.config.train.mu >= 2 and c.config.sml.p_mask_prompt > 0
+
+
+# ---- what was committed: the sweep, its picks, and the confirmatory default ---------------------
+def _committed(name):
+    folder = ROOT / "results" / name
+    if not (folder / "cells").exists():
+        pytest.skip(f"results/{name} is not in this checkout")
+    return folder
+
+
+def test_the_confirmatory_presets_carry_the_committed_picks():
+    from daca_bench.experiments.reproduce import PICKS, PRESETS
+
+    picks = json.loads((_committed("tiny-readings") / "picks.json").read_text())
+    assert picks["picks"] == PICKS == PRESETS["tiny"].picks == PRESETS["tiny-confirm"].picks
+    # and they follow from the sweep's cells by the rule
+    assert readings.pick(readings.sweep_accuracy(ROOT / "results/tiny-readings/cells"))["picks"] == PICKS
+
+
+def test_the_committed_sweep_has_the_control_and_causal_on_selection_seeds_and_dev():
+    cells = [json.loads(p.read_text()) for p in (_committed("tiny-readings") / "cells").glob("*/config.json")]
+    assert {c["train"]["eval_split"] for c in cells} == {"dev"}
+    assert {c["train"]["seed"] for c in cells} & set(range(8)) == set()
+    assert any(c["dps"]["enabled"] and c["dps"]["score"] == "random" for c in cells)
+    assert any(c["sml"]["partition"] == "causal" and c["sml"]["k"] > 1 for c in cells)
+
+
+def test_the_committed_default_ran_in_the_regime():
+    cells = sorted((_committed("tiny") / "cells").glob("base=*"))
+    assert len(cells) >= 40
+    clipped = 0
+    for cell in cells:
+        cfg = json.loads((cell / "config.json").read_text())
+        assert cfg["train"]["mu"] >= 2 and cfg["sml"]["p_mask_prompt"] > 0 and cfg["train"]["eval_split"] == "test"
+        rows = [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines()]
+        clipped += any(r["clip_frac"] > 0 for r in rows)
+        assert max(r["kl"] for r in rows) > 0  # the ratio and the KL term acted
+    assert clipped > 0
