@@ -137,3 +137,16 @@ def test_rows_in_one_table_only_are_listed(grids):
     report = compare_tables(load_table(run), load_table(ref)).set_index("variant")
     assert report.loc["+SML", "status"] == "only in reference"
     assert "1 row(s) in one table only" in verdict(report.reset_index())
+
+
+def test_a_different_rl_start_is_named_in_the_verdict(grids):
+    ref, tmp = grids
+    run = tmp / "other-start"
+    shutil.copytree(ref, run)
+    start = run / "cells" / "start" / "arithmetic" / "eval.jsonl"
+    rows = [json.loads(x) for x in start.read_text().splitlines()]
+    rows[0]["reward"] = 1.0 - rows[0]["reward"]  # one prompt flipped
+    start.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = compare_tables(load_table(run), load_table(ref))
+    assert report.set_index("variant").loc["start", "status"] == "accuracy differs"
+    assert "the RL start of arithmetic differs" in verdict(report)

@@ -105,6 +105,15 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
     assert ra == rb and len(ra) == 4
 
 
+def _free_port() -> int:
+    """A port nobody listens on now (a fixed one collides with another test run on the same machine)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.mark.slow
 def test_two_gloo_processes_equal_one(tmp_path):
     # fp32: in bf16 a matmul's result depends on the batch shape, which differs between one process and two
@@ -119,7 +128,7 @@ def test_two_gloo_processes_equal_one(tmp_path):
                          env=env, capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stderr[-2000:]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                          "29517", "-m", "daca_bench", *args, "--output-dir", str(tmp_path / "two")],
+                          str(_free_port()), "-m", "daca_bench", *args, "--output-dir", str(tmp_path / "two")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-2000:]
     a, b = _weights(tmp_path / "one"), _weights(tmp_path / "two")
@@ -244,7 +253,8 @@ def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypat
 
     def spy(name, real):
         def wrapped(*a, **k):
-            seen[name].add(state())
+            if name != "rollout" or isinstance(k.get("seed"), list):  # not the few DPS examples drawn for the plot
+                seen[name].add(state())
             return real(*a, **k)
         return wrapped
 

@@ -11,7 +11,8 @@ both (base, task, variant) the report puts the two side by side and says, for a 
   estimate, and the other way round;
 - `sign_agrees`: both estimates on the same side of 0 (both 0 counts as agreeing);
 - `sig_agrees`: both intervals exclude 0, or neither does;
-- `status`: `identical` (same estimate and interval), `agrees` (each estimate inside the other's
+- `status`: `identical` (same estimate and interval; for the RL start, the same accuracy, else
+  `accuracy differs`), `agrees` (each estimate inside the other's
   interval, same significance, and the same sign where significant), `conclusion differs` (the
   significance, or the sign of a significant effect, differs) or `estimate outside` (the
   conclusion holds but an estimate lies outside the other's interval).
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .results import START, _num, load_table, locate
+from .results import START, VARIANT_ORDER, _num, load_table, locate
 
 KEYS = ["base", "family", "task", "variant"]
 SIDE = ["acc", "vs", "delta_pp", "lo", "hi", "MDE", "sig", "seeds", "prompts"]
@@ -50,8 +51,9 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
         row["acc_diff"] = r["acc_ours"] - r["acc_ref"] if _finite(r["acc_ours"]) and _finite(r["acc_ref"]) else math.nan
         a, b = r["delta_pp_ours"], r["delta_pp_ref"]
         if not (_finite(a) and _finite(b)):
-            row["status"] = "only here" if _finite(r["acc_ours"]) and not _finite(r["acc_ref"]) else \
-                "only in reference" if _finite(r["acc_ref"]) and not _finite(r["acc_ours"]) else ""
+            both = _finite(r["acc_ours"]) and _finite(r["acc_ref"])
+            row["status"] = ("identical" if r["acc_ours"] == r["acc_ref"] else "accuracy differs") if both else \
+                "only here" if _finite(r["acc_ours"]) else "only in reference" if _finite(r["acc_ref"]) else ""
             rows.append(row)
             continue
         sig_a, sig_b = _flag(r["sig_ours"]), _flag(r["sig_ref"])
@@ -70,7 +72,13 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
         else:
             row["status"] = "estimate outside"
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    order = {v: i for i, v in enumerate([START, *VARIANT_ORDER])}
+    rank = out["variant"].map(lambda v: order.get(v, len(order)))
+    return out.assign(_rank=rank).sort_values(["base", "family", "task", "_rank", "variant"]).drop(columns="_rank") \
+        .reset_index(drop=True)
 
 
 def verdict(report: pd.DataFrame) -> str:
@@ -86,6 +94,8 @@ def verdict(report: pd.DataFrame) -> str:
     size = f"largest difference {largest['diff_pp']:+.1f} pp ({name(largest)})"
     missing = report[report["status"].isin(["only here", "only in reference"])]
     extra = f"; {len(missing)} row(s) in one table only" if len(missing) else ""
+    for _, r in report[(report["variant"] == START) & (report["status"] == "accuracy differs")].iterrows():
+        extra += f"; the RL start of {r['task']} differs ({r['acc_ours']:.1f} % here, {r['acc_ref']:.1f} % in the reference)"
     if (done["status"] == "identical").all():
         return f"Identical: all {n} comparisons have the same estimate and interval as the reference{extra}."
     differs = done[done["status"] == "conclusion differs"]
@@ -129,8 +139,10 @@ def to_markdown(report: pd.DataFrame, ours: str, ref: str) -> str:
             lines.append(f"| **{base}** |" + " |" * (len(head) - 1))
         for _, r in g.iterrows():
             vs = r["vs_ours"] if isinstance(r["vs_ours"], str) else r["vs_ref"] if isinstance(r["vs_ref"], str) else ""
+            diff = _num(r.get("diff_pp"), "+.1f") if _finite(r.get("diff_pp")) else \
+                f"acc {_num(r['acc_diff'], '+.1f')}" if _finite(r.get("acc_diff")) else "-"
             cells = [r["task"], r["variant"], vs, _num(r["acc_ours"], ".1f"), _num(r["acc_ref"], ".1f"),
-                     _delta(r, "ours"), _delta(r, "ref"), _num(r.get("diff_pp"), "+.1f"),
+                     _delta(r, "ours"), _delta(r, "ref"), diff,
                      _yes(r.get("ours_covers_ref")), _yes(r.get("ref_covers_ours")),
                      _yes(r.get("sign_agrees")), _yes(r.get("sig_agrees")), r.get("status") or ""]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
