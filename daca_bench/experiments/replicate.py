@@ -101,8 +101,8 @@ def verdict(report: pd.DataFrame) -> str:
     differs = done[done["status"] == "conclusion differs"]
     outside = done[done["status"] == "estimate outside"]
     if differs.empty and outside.empty:
-        return (f"Replicated: all {n} comparisons agree (each estimate inside the other's 95 % interval, same "
-                f"significance and sign); {size}{extra}.")
+        return (f"Replicated: all {n} comparisons agree (each estimate inside the other's 95 % interval, the same "
+                f"significance, the same sign wherever an effect is significant); {size}{extra}.")
     if differs.empty:
         return (f"Replicated in conclusion: all {n} comparisons keep their sign and significance, but "
                 f"{', '.join(map(name, [r for _, r in outside.iterrows()]))} lie outside the other's interval; "
