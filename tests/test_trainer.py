@@ -90,10 +90,14 @@ def test_every_base_trains_with_daca_and_logs(tmp_path, base):
     assert 0 <= summary["test_accuracy"] <= 1 and (tmp_path / "summary.json").exists()
 
 
-def test_resume_equals_uninterrupted(tmp_path):
-    train(_cfg(**{"train.steps": 4, "dps.enabled": True, "sml.k": 2}), tmp_path / "a", progress=False)
-    train(_cfg(**{"train.steps": 2, "dps.enabled": True, "sml.k": 2}), tmp_path / "b", progress=False)
-    train(_cfg(**{"train.steps": 4, "dps.enabled": True, "sml.k": 2}), tmp_path / "b", progress=False)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_equals_uninterrupted(tmp_path, precision):
+    # exact in either precision: both runs take the same batch shapes on the same machine (bf16 forced,
+    # so that every CPU checks the bf16 path too)
+    over = {"dps.enabled": True, "sml.k": 2, "train.precision": precision}
+    train(_cfg(**{"train.steps": 4, **over}), tmp_path / "a", progress=False)
+    train(_cfg(**{"train.steps": 2, **over}), tmp_path / "b", progress=False)
+    train(_cfg(**{"train.steps": 4, **over}), tmp_path / "b", progress=False)
     a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
     assert all(torch.equal(a[k], b[k]) for k in a)
     ra = [json.loads(x)["reward_mean"] for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
@@ -101,9 +105,21 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert ra == rb and len(ra) == 4
 
 
+def _free_port() -> int:
+    """A port nobody listens on now (a fixed one collides with another test run on the same machine)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.mark.slow
 def test_two_gloo_processes_equal_one(tmp_path):
-    args = ["train", "--no-progress", "train.task=even_length", "train.steps=2", "train.prompts_per_step=4",
+    # fp32: in bf16 a matmul's result depends on the batch shape, which differs between one process and two
+    # (3.4e-3 apart on an AMX CPU under train.precision=auto); in fp32 they agree to float rounding
+    args = ["train", "--no-progress", "train.precision=fp32", "train.task=even_length", "train.steps=2",
+            "train.prompts_per_step=4",
             "train.num_generations=4", "train.n_eval=8", "train.lr=1e-3", "train.threads=1", "sml.k=2",
             "dps.enabled=true", "rollout.gen_length=8", "rollout.block_length=4", "rollout.steps=4",
             "rollout.temperature=1.0", "eval.block_length=4", "eval.steps=4"]
@@ -112,7 +128,7 @@ def test_two_gloo_processes_equal_one(tmp_path):
                          env=env, capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stderr[-2000:]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                          "29517", "-m", "daca_bench", *args, "--output-dir", str(tmp_path / "two")],
+                          str(_free_port()), "-m", "daca_bench", *args, "--output-dir", str(tmp_path / "two")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-2000:]
     a, b = _weights(tmp_path / "one"), _weights(tmp_path / "two")
@@ -192,10 +208,61 @@ def test_cells_of_one_seed_share_prompts_noise_and_test_set(tmp_path):
     runs = {}
     for name, over in {"base": {}, "daca": {"dps.enabled": True, "sml.k": 4}, "seed1": {"train.seed": 1}}.items():
         out = tmp_path / name
-        train(_cfg(**{"train.steps": 1, **over}), out, progress=False)
+        train(_cfg(**{"train.steps": 1, "train.precision": "fp32", **over}), out, progress=False)
         first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
         ids = [json.loads(line)["id"] for line in (out / "eval.jsonl").read_text().splitlines()]
         runs[name] = (first["reward_mean"], first["completion_length"], ids)
     assert runs["base"][:2] == runs["daca"][:2]
     assert runs["base"][2] == runs["daca"][2] == runs["seed1"][2] and len(runs["base"][2]) == 8
     assert runs["base"][:2] != runs["seed1"][:2]
+
+
+# ---- train.precision: both branches of auto, whatever this machine's CPU has ----
+BF16_CPU, PLAIN_CPU = frozenset({"sse2", "avx512f", "avx512_bf16"}), frozenset({"sse2", "avx2"})
+
+
+def test_cpu_flags_are_read_from_the_machine_and_decide_bf16():
+    from daca_bench.rl import runtime
+
+    flags = runtime.cpu_flags()
+    assert isinstance(flags, frozenset) and runtime.cpu_flags() is flags  # read once
+    if Path("/proc/cpuinfo").exists() and os.uname().machine == "x86_64":
+        assert "sse2" in flags  # every x86-64 CPU has it: the flags line was parsed
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert runtime.bf16_is_fast(cpu, BF16_CPU) and runtime.bf16_is_fast(cpu, frozenset({"amx_bf16"}))
+    assert not runtime.bf16_is_fast(cpu, PLAIN_CPU) and runtime.bf16_is_fast(cuda, PLAIN_CPU)
+    assert runtime.bf16_is_fast(cpu) == bool({"amx_bf16", "avx512_bf16"} & flags)
+
+
+@pytest.mark.parametrize("precision, flags, rollout, update", [
+    ("auto", BF16_CPU, "bf16", "fp32"),   # bf16 hardware: rollouts in bf16, log-probs and updates in fp32
+    ("auto", PLAIN_CPU, "fp32", "fp32"),  # none: everything in fp32
+    ("fp32", BF16_CPU, "fp32", "fp32"),
+    ("bf16", PLAIN_CPU, "bf16", "bf16"),
+])
+def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypatch, precision, flags, rollout, update):
+    import daca_bench.rl.trainer as tr
+    from daca_bench.rl import runtime
+
+    monkeypatch.setattr(runtime, "cpu_flags", lambda: flags)
+    seen = {"rollout": set(), "likelihood": set()}
+
+    def state():
+        return "bf16" if torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16 \
+            else "fp32"
+
+    def spy(name, real):
+        def wrapped(*a, **k):
+            if name != "rollout" or isinstance(k.get("seed"), list):  # not the few DPS examples drawn for the plot
+                seen[name].add(state())
+            return real(*a, **k)
+        return wrapped
+
+    monkeypatch.setattr(tr, "sample", spy("rollout", tr.sample))
+    monkeypatch.setattr(tr, "sml_logprobs", spy("likelihood", tr.sml_logprobs))
+    train(_cfg(**{"train.steps": 1, "train.mu": 2, "train.precision": precision}), tmp_path, progress=False)
+    assert seen == {"rollout": {rollout}, "likelihood": {update}}  # mu = 2: old log-probs and updates both seen
+    used = json.loads((tmp_path / "config.json").read_text())["precision_used"]
+    assert (used["setting"], used["rollout"], used["old_logprobs"], used["update"]) == (precision, rollout, update, update)
+    assert used["device"] == "cpu" and used["cpu_bf16_flags"] == sorted(flags & {"amx_bf16", "avx512_bf16"})
+    assert used["cpu"]

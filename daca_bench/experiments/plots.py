@@ -3,11 +3,13 @@
 `ax=`; only `plot_all`, behind the CLI, writes files:
 
     daca-bench plot results/grid      # gains.png/pdf, curves.png/pdf, dps.png/pdf beside the cells
+    daca-bench plot results/tiny      # a preset's output folder: reads cells/, writes beside it
     fig = plot_gains(build_table(load_results("results/grid")))    # in a notebook: shown inline
 
 - gains: pp change against the baseline per family and variant, with paired 95 % intervals,
   the MDE as a band and the paper's headline gain marked;
-- curves: training reward and test accuracy per step, one line per variant (mean over seeds);
+- curves: training reward per step and test accuracy (during training where evaluated, and the
+  final one), one line per variant (mean over seeds);
 - dps: the DPS weights over the tokens of a few real completions.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .results import PAPER_GAIN_PP, VARIANT_ORDER, build_table, load_results, load_start
+from .results import PAPER_GAIN_PP, VARIANT_ORDER, build_table, load_results, load_start, locate
 
 
 def _axes(ax, rows: int, cols: int, figsize) -> tuple[Figure, np.ndarray]:
@@ -36,8 +38,9 @@ def _axes(ax, rows: int, cols: int, figsize) -> tuple[Figure, np.ndarray]:
 
 def plot_gains(table: pd.DataFrame, ax=None) -> Figure:
     """Δpp against the baseline per task and variant with the 95 % interval, one panel per base
-    method; the MDE as a grey band (a gain inside it could not have been told from noise) and
-    the paper's gain dashed."""
+    method; each estimate also as a dot (a 0.0 bar stays visible), the MDE as a grey band (a gain
+    inside it could not have been told from noise) and the paper's gain dashed. The y-axis fits
+    the measured values; a paper gain beyond it is written at the panel's edge instead of drawn."""
     table = table[table["variant"].isin(VARIANT_ORDER[1:]) & table.get("delta_pp", pd.Series(dtype=float)).notna()]
     bases = sorted(table["base"].unique())
     fig, axes = _axes(ax, 1, max(1, len(bases)), (6 * max(1, len(bases)), 4))
@@ -54,15 +57,27 @@ def plot_gains(table: pd.DataFrame, ax=None) -> Figure:
             errs = [[max(0, y - lo) for y, lo in zip(ys, rows["lo"].fillna(0))],
                     [max(0, hi - y) for y, hi in zip(ys, rows["hi"].fillna(0))]]
             xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(t))]
-            ax.bar(xs, ys, width, yerr=errs, capsize=3, label=v)
+            bars = ax.bar(xs, ys, width, yerr=errs, capsize=3, label=v)
+            ax.plot(xs, ys, "o", ms=4, color=bars.patches[0].get_facecolor() if bars.patches else None,
+                    markeredgecolor="black", markeredgewidth=0.5)
             for x, m in zip(xs, rows["MDE"]):
                 if not math.isnan(m):
                     ax.fill_between([x - width / 2, x + width / 2], -m, m, color="grey", alpha=0.15, lw=0,
                                     label="± MDE" if (j, x) == (0, xs[0]) else None)
+        measured = pd.concat([tb["lo"], tb["hi"], tb["MDE"], -tb["MDE"], tb["delta_pp"]]).dropna()
+        lo, hi = min(0.0, float(measured.min())) if len(measured) else -1.0, max(0.0, float(measured.max())) if len(measured) else 1.0
+        pad = 0.12 * max(hi - lo, 1.0)
+        lo, hi = lo - pad, hi + pad
         for i, fam in enumerate(t["family"]):
-            if fam in PAPER_GAIN_PP:
-                ax.plot([i - 0.4, i + 0.4], [PAPER_GAIN_PP[fam]] * 2, "k--", lw=1,
-                        label="paper, up to (LLaDA-8B)" if i == 0 else None)
+            if fam not in PAPER_GAIN_PP:
+                continue
+            gain = PAPER_GAIN_PP[fam]
+            if lo <= gain <= hi:
+                ax.plot([i - 0.4, i + 0.4], [gain] * 2, "k--", lw=1, label="paper, up to (LLaDA-8B)" if i == 0 else None)
+            else:
+                ax.annotate(f"paper (LLaDA-8B): up to +{gain:.1f} pp, off this scale ↑", (i, hi), xytext=(0, -4),
+                            textcoords="offset points", ha="center", va="top", fontsize=8)
+        ax.set_ylim(lo, hi)
         ax.axhline(0, color="black", lw=0.6)
         ax.set_xticks(range(len(t)), labels)
         ax.set_ylabel("test accuracy change vs baseline (pp)")
@@ -72,37 +87,70 @@ def plot_gains(table: pd.DataFrame, ax=None) -> Figure:
 
 
 def load_curves(folder: str | Path) -> pd.DataFrame:
+    """One row per logged step of every cell (test_accuracy where a step evaluated), plus one row
+    per finished cell at its last step with the final test accuracy (`final`: True) from summary.json."""
     rows = []
     for metrics in sorted(Path(folder).glob("*/metrics.jsonl")):
         axes_file = metrics.parent / "axes.json"
         axes = json.loads(axes_file.read_text()) if axes_file.exists() else {}
         cfg = json.loads((metrics.parent / "config.json").read_text())
+        common = {"cell": metrics.parent.name, "task": cfg["train"]["task"], "base": cfg["loss"]["base"],
+                  "variant": axes.get("variant", "run"), "seed": cfg["train"]["seed"]}
+        last = 0
         for line in metrics.read_text().splitlines():
+            if not line.strip():
+                continue
             m = json.loads(line)
-            rows.append({"cell": metrics.parent.name, "task": cfg["train"]["task"], "base": cfg["loss"]["base"],
-                         "variant": axes.get("variant", "run"), "seed": cfg["train"]["seed"], "step": m["step"],
-                         "reward_mean": m["reward_mean"], "test_accuracy": m.get("test_accuracy", math.nan)})
+            last = m["step"]
+            rows.append({**common, "step": m["step"], "reward_mean": m["reward_mean"],
+                         "test_accuracy": m.get("test_accuracy", math.nan), "final": False})
+        summary = metrics.parent / "summary.json"
+        acc = json.loads(summary.read_text()).get("test_accuracy") if summary.exists() else None
+        if acc is not None and last:
+            rows.append({**common, "step": last, "reward_mean": math.nan, "test_accuracy": acc, "final": True})
     return pd.DataFrame(rows)
 
 
 def plot_curves(curves: pd.DataFrame, ax=None) -> Figure:
-    """Training reward (top) and test accuracy (bottom) per step, one column per task."""
+    """Training reward (top) and test accuracy (bottom) per step, one column per task. Test
+    accuracy during training is drawn where the runs evaluated (train.eval_every); the final
+    one (summary.json) is always marked at the last step, and the panel says which it shows."""
     tasks = sorted(curves["task"].unique())
     fig, axes = _axes(ax, 2, len(tasks), (4.5 * len(tasks), 6))
+    final = curves["final"] if "final" in curves else pd.Series(False, index=curves.index)
     for j, task in enumerate(tasks):
-        c = curves[curves["task"] == task]
+        c = curves[(curves["task"] == task) & ~final]
+        ends = curves[(curves["task"] == task) & final]
+        during = False
         for (base, variant), g in c.groupby(["base", "variant"]):
             mean = g.groupby("step")[["reward_mean", "test_accuracy"]].mean()
             smooth = mean["reward_mean"].rolling(5, min_periods=1).mean()
-            axes[0][j].plot(mean.index, smooth, label=f"{base} {variant}")
+            line, = axes[0][j].plot(mean.index, smooth, marker="o" if len(mean) < 5 else None, label=f"{base} {variant}")
             acc = mean["test_accuracy"].dropna()
+            end = ends[(ends["base"] == base) & (ends["variant"] == variant)]
             if len(acc):
-                axes[1][j].plot(acc.index, acc, marker="o", label=f"{base} {variant}")
-        axes[0][j].set_title(task)
+                during = True
+                axes[1][j].plot(acc.index, acc, marker="o", color=line.get_color(), label=f"{base} {variant}")
+            if len(end):
+                axes[1][j].plot([end["step"].max()], [end["test_accuracy"].mean()], marker="*", ms=10, ls="",
+                                color=line.get_color(), label=None if len(acc) else f"{base} {variant}")
+        note = ("final test accuracy (stars; mean over seeds)" if not during else
+                "test accuracy during training (dots) and at the end (stars)")
+        if c.empty and ends.empty:
+            note = "no steps logged"
+        elif not during and ends.empty:
+            note = "no test evaluation (train.eval_every=0 and no summary.json yet)"
+        axes[1][j].set_title(note, fontsize=8)
+        if len(c) and c["step"].max() < 5:
+            axes[0][j].set_title(f"{task} ({int(c['step'].max())} steps: too few for the 5-step mean)")
+        else:
+            axes[0][j].set_title(task)
         axes[0][j].set_ylabel("train reward (5-step mean)")
         axes[1][j].set_ylabel("test accuracy")
         axes[1][j].set_xlabel("step")
         axes[0][j].legend(fontsize=7)
+        if axes[1][j].lines:
+            axes[1][j].legend(fontsize=7)
     return fig
 
 
@@ -127,8 +175,9 @@ def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | Non
 
 
 def plot_all(folder: str | Path) -> list[Path]:
-    """What `daca-bench plot` writes: gains, curves and dps as PNG and PDF beside the cells."""
-    folder = Path(folder)
+    """What `daca-bench plot` writes: gains, curves and dps as PNG and PDF beside the tables (a grid's
+    output folder, or beside a preset's cells/: results.locate)."""
+    folder, out = locate(folder)
     df = load_results(folder)
     curves = load_curves(folder)
     figures = {"gains": plot_gains(build_table(df, load_start(folder))) if not df.empty else None,
@@ -137,7 +186,7 @@ def plot_all(folder: str | Path) -> list[Path]:
     paths = []
     for stem, fig in figures.items():
         if fig is not None:
-            for path in (folder / f"{stem}.png", folder / f"{stem}.pdf"):
+            for path in (out / f"{stem}.png", out / f"{stem}.pdf"):
                 fig.savefig(path, dpi=130, bbox_inches="tight")
                 paths.append(path)
     if not paths:
@@ -147,7 +196,7 @@ def plot_all(folder: str | Path) -> list[Path]:
 
 # ---- CLI: `daca-bench plot` ---------------------------------------------------------------
 def configure(parser) -> None:
-    parser.add_argument("results", help="a grid's output folder")
+    parser.add_argument("results", help="a grid's output folder, or a preset's (it holds cells/; the plots go beside it)")
 
 
 def run(args) -> int:

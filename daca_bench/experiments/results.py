@@ -1,6 +1,8 @@
 """Ablation results: load finished cells and build the table researchers read.
 
     daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
+    daca-bench table results/tiny-quick      # a preset's output folder: reads cells/, writes beside it
+    daca-bench table RUN --against results/tiny   # and the replication report (experiments/replicate.py)
 
 Every cell of a grid is scored on its family's one fixed test set (`train.test_seed`) and keeps
 its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND by prompt. The
@@ -25,11 +27,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..errors import ConfigError
 from .stats import compare
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
 VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA"]
 START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
+
+
+def locate(folder: str | Path) -> tuple[Path, Path]:
+    """(where the cells are, where their tables go) for what a user names: a grid's output folder
+    (the cells inside it; tables there too), a preset's output folder (it holds cells/; tables
+    beside cells/) or that cells/ folder itself (tables beside it, in its parent)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: no such folder; give a grid's output folder or a preset's (it holds cells/)")
+    if (folder / "cells").is_dir() and not any(folder.glob("*/summary.json")):
+        return folder / "cells", folder
+    if folder.name == "cells":
+        return folder, folder.parent
+    return folder, folder
 
 
 def load_results(folder: str | Path) -> pd.DataFrame:
@@ -156,25 +173,38 @@ def to_markdown(table: pd.DataFrame) -> str:
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")
     seeds = table.loc[table["variant"] != START, "seeds"]
-    prompts = table["prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
-    lines.append(f"{int(seeds.min()) if len(seeds) else 0}-{int(seeds.max()) if len(seeds) else 0} seeds per cell, "
-                 f"{int(prompts.min()) if len(prompts) else 0}-{int(prompts.max()) if len(prompts) else 0} paired "
-                 "test prompts per comparison. " + FOOTER)
+    prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
+    lines.append(f"{_count(seeds, 'seed', 'per cell')}, {_count(prompts, 'paired test prompt', 'per comparison')}. "
+                 + FOOTER)
     return "\n".join(lines) + "\n"
+
+
+def _count(values: pd.Series, noun: str, per: str) -> str:
+    """'8 seeds per cell', '1 seed per cell', '2 to 8 seeds per cell' (a range only where they differ)."""
+    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    plural = "" if hi == 1 else "s"
+    return f"{lo}{'' if lo == hi else f' to {hi}'} {noun}{plural} {per}"
 
 
 CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE", "sig", "seeds",
                "prompts", "se", "df", "t_half", "boot_lo", "boot_hi", "zero_std", "paper_gain_pp"]
 
 
-def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
-    folder = Path(folder)
-    df = load_results(folder)
+def load_table(folder: str | Path) -> pd.DataFrame:
+    """The table of a grid's or a preset's output folder (see `locate`), in CSV_COLUMNS."""
+    cells, _ = locate(folder)
+    df = load_results(cells)
     if df.empty:
-        raise FileNotFoundError(f"no finished cells (*/summary.json) under {folder}")
-    table = build_table(df, load_start(folder))
-    table = table.reindex(columns=CSV_COLUMNS)
-    paths = [folder / "table.md", folder / "table.csv", folder / "table.tex"]
+        raise ConfigError(f"{folder}: no finished cells (*/summary.json) in it or in its cells/ folder; "
+                          "give a grid's output folder or a preset's (the one reproduce printed)")
+    return build_table(df, load_start(cells)).reindex(columns=CSV_COLUMNS)
+
+
+def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
+    """Build the table of FOLDER's cells and write table.md/.csv/.tex where `locate` says."""
+    table = load_table(folder)
+    _, out = locate(folder)
+    paths = [out / "table.md", out / "table.csv", out / "table.tex"]
     paths[0].write_text(to_markdown(table))
     table.to_csv(paths[1], index=False, float_format="%.4g")
     tex = table[["family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE"]]
@@ -184,11 +214,21 @@ def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
 
 # ---- CLI: `daca-bench table` --------------------------------------------------------------
 def configure(parser) -> None:
-    parser.add_argument("results", help="a grid's output folder (one sub-folder per cell)")
+    parser.add_argument("results", help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
+                                        "cells/; the tables go beside cells/)")
+    parser.add_argument("--against", metavar="REFERENCE", default=None,
+                        help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
+                             "per comparison the difference, mutual interval coverage, sign and significance, a verdict")
 
 
 def run(args) -> int:
     table, paths = write_tables(args.results)
     print(paths[0].read_text())
+    if args.against:
+        from .replicate import write_report
+
+        text, more = write_report(table, args.results, args.against)
+        print(text)
+        paths += more
     print("wrote " + ", ".join(map(str, paths)))
     return 0

@@ -276,9 +276,14 @@ def run(args) -> int:
             statuses[reward.status] += 1
             if record["reward"] is not None:
                 values.append(record["reward"])
-    mean = sum(values) / len(values) if values else float("nan")
     shown = ", ".join(f"{s}={statuses[s]}" for s in STATUSES if statuses[s])
-    print(f"{args.task}: {len(lines)} lines, mean reward {mean:.4f} over {len(values)} scored; {shown}")
+    if not lines:
+        print(f"{args.task}: {args.input} has no lines: nothing to score ({args.output} is empty)")
+    elif not values:
+        print(f"{args.task}: {len(lines)} lines, none could be scored, so there is no mean reward; {shown}")
+    else:
+        print(f"{args.task}: {len(lines)} lines, mean reward {sum(values) / len(values):.4f} over {len(values)} "
+              f"scored; {shown}")
     if statuses[INFRA_ERROR]:
         print(f"warning: {statuses[INFRA_ERROR]} lines could not be scored (infrastructure failure, "
               "reward null); see their details with --details", file=sys.stderr)

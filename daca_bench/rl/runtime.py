@@ -3,7 +3,9 @@ precision of its passes (bf16 autocast, `train.precision`) and the run's metadat
 package versions) written beside its config."""
 from __future__ import annotations
 
+import functools
 import os
+import platform
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -65,23 +67,60 @@ def is_main_thread() -> bool:
 
 
 PRECISIONS = {"auto": "auto", "bf16": "bf16", "fp32": "fp32"}
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # CPU features that run bf16 matmuls in hardware
 
 
-def bf16_is_fast(device) -> bool:
-    """CUDA, or a CPU with AMX or AVX-512 bf16 (where bf16 matmuls run in hardware)."""
+@functools.lru_cache(maxsize=None)
+def cpu_flags() -> frozenset:
+    """The CPU's feature flags (the `flags` line of /proc/cpuinfo), read once; empty where
+    there is no such file. Tests replace this function to force either branch of `auto`."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
+    return frozenset(line.partition(":")[2].split())
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    line = next((x for x in text.splitlines() if x.startswith("model name")), "")
+    return line.partition(":")[2].strip() or platform.machine()
+
+
+def bf16_is_fast(device, flags=None) -> bool:
+    """CUDA, or a CPU with AMX or AVX-512 bf16 (where bf16 matmuls run in hardware). `flags`:
+    the CPU's feature flags (default: `cpu_flags()`)."""
     if device.type == "cuda":
         return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " amx_bf16" in flags or " avx512_bf16" in flags
+    flags = cpu_flags() if flags is None else flags
+    return any(f in flags for f in BF16_FLAGS)
+
+
+def uses_bf16(device, precision: str = "auto", grad: bool = False, flags=None) -> bool:
+    """Whether a pass runs under bf16 autocast: always with bf16, never with fp32; with auto,
+    the passes without gradients (rollouts) where the hardware runs bf16, and the passes with
+    gradients (old/reference log-probs and updates, taken in one precision) only on CUDA: on
+    CPU, bf16 backward was slower than fp32 (BENCHMARKS.md)."""
+    fast = bf16_is_fast(device, flags)
+    return precision == "bf16" or (precision == "auto" and fast and (not grad or device.type == "cuda"))
 
 
 def autocast(device, precision: str = "auto", grad: bool = False):
-    """bf16 autocast (train.precision), fp32 master weights either way. auto: bf16 for the passes
-    without gradients (rollouts, old/reference log-probs) where the hardware runs bf16, and for
-    the update only on CUDA: on CPU, bf16 backward was slower than fp32 (BENCHMARKS.md)."""
-    fast = bf16_is_fast(device)
-    use = precision == "bf16" or (precision == "auto" and fast and (not grad or device.type == "cuda"))
+    """bf16 autocast where `uses_bf16` says so (train.precision), fp32 master weights either way."""
+    use = uses_bf16(device, precision, grad)
     return torch.autocast(device.type, dtype=torch.bfloat16) if use else nullcontext()
+
+
+def precision_record(device, precision: str, flags=None) -> dict:
+    """What a run's config.json records: the precision each pass actually ran in and what decided
+    it (the setting, the device, the CPU and its bf16 features)."""
+    flags = cpu_flags() if flags is None else flags
+    name = lambda grad: "bf16" if uses_bf16(device, precision, grad, flags) else "fp32"  # noqa: E731
+    return {"precision_used": {"setting": precision, "rollout": name(False), "old_logprobs": name(True),
+                               "update": name(True), "device": device.type,
+                               "cpu": cpu_model(), "cpu_bf16_flags": sorted(f for f in BF16_FLAGS if f in flags)}}

@@ -43,6 +43,7 @@ from .runtime import (
     git_hash,
     init_distributed,
     is_main_thread,
+    precision_record,
     rank_and_world,
     versions,
 )
@@ -128,7 +129,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             truncate_metrics(out / "metrics.jsonl", run.step)
     elif rank == 0:
         (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_hash(), "versions": versions(),
-                                                     "world_size": world}, indent=2) + "\n")
+                                                     "world_size": world, **precision_record(device, t.precision)}, indent=2) + "\n")
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / "summary.json").unlink(missing_ok=True)
     stop = {"signal": None}

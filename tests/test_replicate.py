@@ -1,0 +1,152 @@
+"""`daca-bench table`: a preset's folder, and the replication report (`--against`) on two small
+synthetic grids that differ in one known way."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daca_bench.cli import main
+from daca_bench.experiments.replicate import compare_tables, verdict
+from daca_bench.experiments.results import load_table, locate, to_markdown
+
+SEEDS, PROMPTS = 4, 200
+IDS = [f"arithmetic/{i}" for i in range(PROMPTS)]
+
+
+def _cell(folder: Path, variant: str, seed: int, rewards: dict):
+    """A finished cell in the format results.py reads: config.json, axes.json, summary.json, eval.jsonl."""
+    cell = folder / f"variant={variant}_seed={seed}"
+    cell.mkdir(parents=True)
+    dps, k = {"baseline": (False, 1), "+DPS": (True, 1), "+SML": (False, 4), "+DACA": (True, 4)}[variant]
+    (cell / "config.json").write_text(json.dumps({"train": {"task": "arithmetic", "seed": seed}, "loss": {"base": "grpo"},
+                                                  "dps": {"enabled": dps}, "sml": {"k": k}}))
+    (cell / "axes.json").write_text(json.dumps({"variant": variant}))
+    (cell / "summary.json").write_text(json.dumps({"test_accuracy": float(np.mean(list(rewards.values())))}))
+    _eval(cell, rewards)
+
+
+def _eval(folder: Path, rewards: dict):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "eval.jsonl").write_text("".join(json.dumps({"id": i, "completion": "", "reward": r, "status": "x"}) + "\n"
+                                               for i, r in rewards.items()))
+
+
+def _draw(rng, p, shift=0.0):
+    return {i: float(rng.random() < min(1.0, q + shift)) for i, q in zip(IDS, p)}
+
+
+def _grid(folder: Path, sml_shift: float, seed: int = 0) -> Path:
+    """A preset-shaped output folder (FOLDER/cells/...): the RL start, and per seed a baseline 10 pp above
+    it, +DPS as the baseline, and +SML shifted by `sml_shift` against the baseline."""
+    p = np.random.default_rng(0).beta(2, 3, size=PROMPTS)  # each prompt's difficulty: the same test set
+    rng = np.random.default_rng(seed)  # the draws
+    cells = folder / "cells"
+    _eval(cells / "start" / "arithmetic", _draw(rng, p))
+    for s in range(SEEDS):
+        base = _draw(rng, p, 0.10)
+        _cell(cells, "baseline", s, base)
+        _cell(cells, "+DPS", s, _draw(rng, p, 0.10))
+        _cell(cells, "+SML", s, _draw(rng, p, 0.10 + sml_shift))
+    return folder
+
+
+@pytest.fixture
+def grids(tmp_path):
+    return _grid(tmp_path / "reference", 0.0), tmp_path
+
+
+def _with_sml_from(target: Path, source: Path, shift: float) -> Path:
+    """TARGET: a copy of SOURCE whose +SML cells alone are redrawn with a planted shift."""
+    shutil.copytree(source, target)
+    other = _grid(target.parent / f"_tmp_{target.name}", shift, seed=1)
+    for cell in (other / "cells").glob("variant=+SML_*"):
+        shutil.rmtree(target / "cells" / cell.name)
+        shutil.copytree(cell, target / "cells" / cell.name)
+    return target
+
+
+def test_table_accepts_a_preset_folder_and_writes_beside_cells(grids, capsys):
+    ref, tmp = grids
+    assert main(["table", str(ref)]) == 0
+    assert (ref / "table.md").exists() and not (ref / "cells" / "table.md").exists()
+    assert "+SML" in capsys.readouterr().out
+    (ref / "table.md").unlink()
+    assert main(["table", str(ref / "cells")]) == 0  # the cells/ folder itself: the tables still go beside it
+    assert (ref / "table.md").exists() and not (ref / "cells" / "table.md").exists()
+    assert locate(ref / "cells" / "variant=+DPS_seed=0") == (ref / "cells" / "variant=+DPS_seed=0",) * 2
+    (tmp / "empty").mkdir()
+    for folder in (tmp / "empty", tmp / "missing"):
+        assert main(["table", str(folder)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(folder) in err[0] and "Traceback" not in err[0]
+
+
+def test_the_footer_gives_one_number_where_the_range_is_one_value(grids):
+    ref, _ = grids
+    md = to_markdown(load_table(ref))
+    assert f"{SEEDS} seeds per cell, {PROMPTS} paired test prompts per comparison." in md
+    assert f"{SEEDS}-{SEEDS}" not in md
+
+
+def test_the_same_cells_are_identical(grids, capsys):
+    ref, tmp = grids
+    shutil.copytree(ref, tmp / "again")
+    assert main(["table", str(tmp / "again"), "--against", str(ref)]) == 0
+    out = capsys.readouterr().out
+    assert "Identical: all 3 comparisons" in out
+    assert (tmp / "again" / "replication.md").exists() and (tmp / "again" / "replication.csv").exists()
+
+
+def test_a_planted_difference_in_one_variant_is_found_and_named(grids, capsys):
+    """The two grids share every cell but +SML's, which carry +20 pp in one of them: baseline and +DPS
+    are identical, +SML reaches another conclusion, and the verdict names it."""
+    ref, tmp = grids
+    run = _with_sml_from(tmp / "run", ref, 0.20)
+    assert main(["table", str(run / "cells"), "--against", str(ref)]) == 0
+    report = pd.read_csv(run / "replication.csv").set_index("variant")
+    assert report.loc["baseline", "status"] == report.loc["+DPS", "status"] == "identical"
+    sml = report.loc["+SML"]
+    assert sml["status"] == "conclusion differs" and bool(sml["sig_ours"]) and not bool(sml["sig_ref"])
+    assert 12 < sml["diff_pp"] < 28  # the planted 20 pp, within sampling noise
+    assert not sml["ours_covers_ref"] and not sml["ref_covers_ours"] and not sml["sig_agrees"]
+    line = verdict(compare_tables(load_table(run), load_table(ref)))
+    assert line.startswith("Not replicated: 1 of 3") and "+SML significant here only" in line
+    md = (run / "replication.md").read_text()
+    assert line in md and "| arithmetic | +SML | baseline |" in md and "**no**" in md
+    assert line in capsys.readouterr().out
+
+
+def test_redrawn_noise_without_an_effect_replicates(grids):
+    """+SML redrawn (other random numbers, no shift): the comparisons agree within their intervals."""
+    ref, tmp = grids
+    run = _with_sml_from(tmp / "noise", ref, 0.0)
+    report = compare_tables(load_table(run), load_table(ref)).set_index("variant")
+    assert report.loc["+SML", "status"] == "agrees" and report.loc["+SML", "diff_pp"] != 0
+    assert verdict(report.reset_index()).startswith("Replicated: all 3 comparisons agree")
+
+
+def test_rows_in_one_table_only_are_listed(grids):
+    ref, tmp = grids
+    run = tmp / "fewer"
+    shutil.copytree(ref, run)
+    for cell in (run / "cells").glob("variant=+SML_*"):
+        shutil.rmtree(cell)
+    report = compare_tables(load_table(run), load_table(ref)).set_index("variant")
+    assert report.loc["+SML", "status"] == "only in reference"
+    assert "1 row(s) in one table only" in verdict(report.reset_index())
+
+
+def test_a_different_rl_start_is_named_in_the_verdict(grids):
+    ref, tmp = grids
+    run = tmp / "other-start"
+    shutil.copytree(ref, run)
+    start = run / "cells" / "start" / "arithmetic" / "eval.jsonl"
+    rows = [json.loads(x) for x in start.read_text().splitlines()]
+    rows[0]["reward"] = 1.0 - rows[0]["reward"]  # one prompt flipped
+    start.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = compare_tables(load_table(run), load_table(ref))
+    assert report.set_index("variant").loc["start", "status"] == "accuracy differs"
+    assert "the RL start of arithmetic differs" in verdict(report)
