@@ -389,6 +389,22 @@ def _d1_prompt(split: str, numbers: list[int], target: int) -> str:
     return D1_TRAIN.format(layout=d1_system_prompt("countdown_d1", split, D1_LAYOUT), numbers=numbers, target=target)
 
 
+def _d1_gold(numbers: list[int], target: int) -> str:
+    """A solution for the gold check (d1's files hold none): every order and pair of operators of the
+    numbers, both groupings, checked with this module's exact evaluator; "" when there is none."""
+    import itertools
+
+    for a, b, c in itertools.permutations(numbers):
+        for p, q in itertools.product("+-*/", repeat=2):
+            for text in (f"({a}{p}{b}){q}{c}", f"{a}{p}({b}{q}{c})"):
+                try:
+                    if evaluate(text)[0] == target:
+                        return f"<answer>\\boxed{{{text}}}</answer>"
+                except (ValueError, ZeroDivisionError):
+                    continue
+    return ""
+
+
 @register_task("countdown_d1", family="constraint", version=VERSION,
                description="d1's 3-number Countdown (test file via path / $DACA_BENCH_D1_DATA): ours and d1's verdict")
 def countdown_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
@@ -405,7 +421,8 @@ def countdown_d1(split: str = "test", n: int | None = None, seed: int = 0, *, re
         rows = [{"numbers": [int(x) for x in field(r, "nums", "numbers")], "target": int(r["target"])}
                 for r in load_rows(D1_TRAIN_HUB, split="train", path=path)]
         rows = d1_train_rows([r for r in rows if len(r["numbers"]) == 3], 500)[:n]
-    samples = [Sample(f"countdown_d1/{split}/{i}", _d1_prompt(split, r["numbers"], r["target"]), "",
+    samples = [Sample(f"countdown_d1/{split}/{i}", _d1_prompt(split, r["numbers"], r["target"]),
+                      _d1_gold(r["numbers"], r["target"]),
                       {"numbers": r["numbers"], "target": r["target"],
                        **({"prefill": D1_PREFILL} if split == "test" else {})}) for i, r in enumerate(rows)]
 

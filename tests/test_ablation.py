@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daca_bench.config import ConfigError
+from daca_bench.config import ConfigError, apply, to_dict
 from daca_bench.experiments.ablation import VARIANTS, _run_cell, expand, run_local
 from daca_bench.experiments.results import load_results, write_tables
 
@@ -17,7 +17,7 @@ QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step"
 
 def test_grid_expands_to_the_cartesian_product_with_named_folders():
     grid = {"base": "configs/tiny.yaml", "overrides": {"train.steps": 7},
-            "axes": {"variant": list(VARIANTS), "train.seed": [0, 1], "loss.base": ["grpo", "gspo"]}}
+            "axes": {"variant": list(VARIANTS)[:4], "train.seed": [0, 1], "loss.base": ["grpo", "gspo"]}}
     cells = expand(grid, ROOT)
     assert len(cells) == 16 and len({c.name for c in cells}) == 16
     daca = next(c for c in cells if c.axes == {"variant": "+DACA", "train.seed": 1, "loss.base": "gspo"})
@@ -177,3 +177,18 @@ def test_a_cell_written_under_another_config_is_set_aside_and_rerun(tmp_path):
     assert json.loads((folder / "config.json").read_text())["train"]["lr"] == 1e-3
     assert json.loads((folder / ".stale" / "0" / "config.json").read_text())["train"]["lr"] != 1e-3
     assert len(load_results(tmp_path)) == 1
+
+
+def test_a_config_key_added_since_a_cell_ran_does_not_make_it_stale(tmp_path):
+    """Upgrading the package adds keys; a finished cell whose stored config lacks one at its default
+    is still this cell (not rerun); one lacking it at another value is stale."""
+    from daca_bench.experiments.ablation import _set_aside_if_stale
+
+    cell = expand({"overrides": QUICK, "axes": {"variant": ["baseline"]}})[0]
+    folder = tmp_path / "cell"
+    folder.mkdir()
+    stored = json.loads(json.dumps(to_dict(cell.config)))
+    del stored["train"]["eval_split"], stored["dps"]["norm"]  # keys a newer package added
+    (folder / "config.json").write_text(json.dumps(stored))
+    assert _set_aside_if_stale(folder, cell.config) is None
+    assert _set_aside_if_stale(folder, apply(cell.config, {"train.eval_split": "dev"})).endswith(".stale/0")

@@ -83,15 +83,24 @@ def load_grid(path: str | Path) -> dict:
     return data
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v})
+    return out
+
+
 def _set_aside_if_stale(folder: Path, cfg: RLConfig) -> str | None:
     """A cell folder written under another config (say, a new SFT start or an edited grid)
     is moved into FOLDER/.stale/N/ instead of being skipped or resumed; returns that path."""
     stored = folder / "config.json"
     if not stored.exists():
         return None
-    old = json.loads(stored.read_text())
-    new = json.loads(json.dumps(to_dict(cfg)))
-    if {k: old.get(k) for k in new} == new:
+    old = _flat(json.loads(stored.read_text()))
+    new = _flat(json.loads(json.dumps(to_dict(cfg))))
+    default = _flat(json.loads(json.dumps(to_dict(RLConfig()))))
+    # a key the stored config lacks was added to the package since; at its default it changes nothing
+    if all(old[k] == v if k in old else v == default.get(k) for k, v in new.items()):
         return None
     earlier = list((folder / ".stale").glob("*")) if (folder / ".stale").exists() else []
     aside = folder / ".stale" / str(len(earlier))

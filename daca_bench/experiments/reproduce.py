@@ -95,7 +95,13 @@ TINY_RL = {**REGIME, "train.lr": 5e-5, "train.n_eval": 256, "train.test_seed": 0
 PAPER_TASKS = ("gsm8k", "math500", "humaneval", "mbpp", "sudoku", "countdown", "json_schema")
 SELECTION_SEEDS = (100, 101)  # the readings sweep's seeds: never used by a confirmatory table
 # What `tiny-readings` picked (results/tiny-readings/picks.json; a test keeps the two in step).
-PICKS = {}
+PICKS = {
+    'baseline': {'reading': 'baseline', 'train.lr': 0.0001},
+    '+DPS': {'reading': '+DPS:progress', 'train.lr': 0.0001, 'dps.score': 'progress', 'dps.norm': 'rank'},
+    '+SML': {'reading': '+SML:causal', 'train.lr': 0.0001, 'sml.partition': 'causal', 'sml.k': 4},
+    '+DACA': {'reading': '+DPS:progress with +SML:causal', 'train.lr': 0.0001, 'dps.score': 'progress', 'dps.norm': 'rank', 'sml.partition': 'causal', 'sml.k': 4},
+    '+DPS-random': {'reading': '+DPS:random', 'train.lr': 0.0001, 'dps.score': 'random', 'dps.norm': 'rank'},
+}
 CONFIRM = FOUR + ("+DPS-random",)
 PRESETS = {
     "tiny": TinyPreset("the embedded default: the confirmatory sudoku table, grpo x {baseline, +DPS, +SML, +DACA, "
