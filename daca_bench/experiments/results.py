@@ -71,8 +71,27 @@ def load_results(folder: str | Path) -> pd.DataFrame:
                      "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
                      "seed": cfg["train"]["seed"], "test_accuracy": s["test_accuracy"],
                      "zero_std": _mean_metric(cell / "metrics.jsonl", "zero_std_groups"),
+                     "clip_frac": _mean_metric(cell / "metrics.jsonl", "clip_frac"),
+                     "kl": _mean_metric(cell / "metrics.jsonl", "kl"),
+                     **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
                      "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None})
     return pd.DataFrame(rows)
+
+
+# the knobs that say which regime a cell trained in: table column -> (config section, key, default)
+REGIME_KEYS = {"lr": ("train", "lr", None), "mu": ("train", "mu", 1), "beta": ("loss", "beta", 0.0),
+               "epsilon": ("loss", "epsilon", None), "p_mask_prompt": ("sml", "p_mask_prompt", 0.0),
+               "split": ("train", "eval_split", "test")}
+
+
+def regime(df: pd.DataFrame) -> str:
+    """One line: the values of REGIME_KEYS over the grid's cells (a list where cells differ)."""
+    parts = []
+    for key in REGIME_KEYS:
+        if key in df:
+            vals = sorted({v for v in df[key] if v is not None}, key=str)
+            parts.append(f"{key} {'/'.join(f'{v:g}' if isinstance(v, float) else str(v) for v in vals)}")
+    return "Regime: " + ", ".join(parts) + " (clip_frac % and kl: per-cell means over steps, in the CSV)." if parts else ""
 
 
 def load_start(folder: str | Path) -> dict[str, dict]:
@@ -131,7 +150,9 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None) -> pd.Da
         for variant in [v for v in VARIANT_ORDER if v in by_variant] + sorted(set(by_variant) - set(VARIANT_ORDER)):
             cells = by_variant[variant]
             row = {**common, "variant": variant, "acc": 100 * cells["test_accuracy"].mean(),
-                   "zero_std": cells["zero_std"].mean(), "seeds": len(cells)}
+                   "zero_std": cells["zero_std"].mean(), "seeds": len(cells),
+                   **({"lr": cells["lr"].iloc[0], "clip_frac": 100 * cells["clip_frac"].mean(),
+                       "kl": cells["kl"].mean()} if "lr" in cells else {})}
             ref, vs = (start.get(task), START) if variant == "baseline" else (baseline, "baseline")
             d = paired(cells, ref) if ref is not None else np.empty((0, 0))
             if d.size:
@@ -139,7 +160,9 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None) -> pd.Da
                 row.update(vs=vs, prompts=c.prompts, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
                            sig=c.excludes_zero, t_half=c.t_half, boot_lo=c.boot_lo, boot_hi=c.boot_hi, se=c.se, df=c.df)
             out.append(row)
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    table.attrs["regime"] = regime(df)
+    return table
 
 
 def _num(x, fmt: str) -> str:
@@ -175,7 +198,7 @@ def to_markdown(table: pd.DataFrame) -> str:
     seeds = table.loc[table["variant"] != START, "seeds"]
     prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
     lines.append(f"{_count(seeds, 'seed', 'per cell')}, {_count(prompts, 'paired test prompt', 'per comparison')}. "
-                 + FOOTER)
+                 + FOOTER + (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -187,7 +210,7 @@ def _count(values: pd.Series, noun: str, per: str) -> str:
 
 
 CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE", "sig", "seeds",
-               "prompts", "se", "df", "t_half", "boot_lo", "boot_hi", "zero_std", "paper_gain_pp"]
+               "prompts", "se", "df", "t_half", "boot_lo", "boot_hi", "zero_std", "lr", "clip_frac", "kl", "paper_gain_pp"]
 
 
 def load_table(folder: str | Path) -> pd.DataFrame:
