@@ -22,6 +22,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+RULE = (  # as the module docstring says; written into picks.json
+    "(1) the baseline's lr is the one with the highest mean dev accuracy over the selection seeds; (2) "
+    'for DPS and for SML separately, the (reading, lr) with the highest mean dev accuracy, the random-'
+    "weight control excluded; (3) +DACA is the picked DPS reading with the picked SML reading, at SML's "
+    'picked lr (SML changes the likelihood whose gradient the lr scales); the control is '
+    "`dps.score=random` with the picked DPS normalisation, at DPS's picked lr. Ties go to the cheaper "
+    'reading, then to the first listed. '
+)
+
 # name -> (method, variant it refines, config keys)
 READINGS = {
     "baseline": ("baseline", "baseline", {}),
@@ -65,7 +74,7 @@ def pick(acc: dict[tuple[str, float], float]) -> dict:
         "+DPS-random": {"reading": "+DPS:random", "train.lr": dps[1], "dps.score": "random",
                         "dps.norm": dps_keys["dps.norm"]},
     }
-    return {"rule": __doc__.split("The rule: ")[1].split("\n\n")[0].replace("\n", " "),
+    return {"rule": RULE,
             "dev_accuracy": {f"{r}@{lr:g}": a for (r, lr), a in sorted(acc.items())}, "picks": picks}
 
 
