@@ -3,6 +3,7 @@ rows, every canvas is checked before the first step, a core-only install names t
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -247,3 +248,54 @@ def test_jobs_retry_a_job_whose_worker_died_once_then_report_it(tmp_path, capsys
     assert always["status"] == "failed" and always["worker_lost"] == 2 and "SIGKILL" in always["error"]
     err = capsys.readouterr().err
     assert "the worker running once died (SIGKILL)" in err and "the worker running always died again (SIGKILL)" in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_runner_takes_its_workers_with_them_checkpointing(tmp_path):
+    """`ablate` / `reproduce` killed (SIGKILL, no cleanup): its pool workers get SIGTERM, so no orphan
+    keeps training into the grid's folders, and the cell checkpoints on the way out."""
+    import subprocess
+
+    import yaml
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"overrides": {"train.task": "arithmetic", "train.init": "", "train.steps": 500,
+                                                  "train.save_every": 1000, "train.prompts_per_step": 2,
+                                                  "train.num_generations": 4, "train.n_eval": 4, "train.threads": 1},
+                                    "axes": {"train.seed": [0]}}))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "daca_bench", "ablate", str(grid), "--workers", "1",
+                             "--output-dir", str(out)], cwd=Path(__file__).resolve().parent.parent,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    metrics, deadline = out / "seed=0" / "metrics.jsonl", time.time() + 180
+    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+        time.sleep(0.2)
+    workers = [p for p in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert workers, "the runner started no worker"
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 60
+    while time.time() < deadline and any(Path(f"/proc/{p}").exists() and _state(p) != "Z" for p in workers):
+        time.sleep(0.2)
+    assert not any(Path(f"/proc/{p}").exists() and _state(p) != "Z" for p in workers), "an orphan worker lives on"
+    assert list((out / "seed=0").glob("checkpoint-*")), "the worker did not checkpoint on SIGTERM"
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    kids.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return kids
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -49,10 +49,29 @@ def steps_done(folder: str | Path) -> int:
     return 0
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent: int | None = None) -> None:
     import torch
 
     torch.set_num_threads(max(1, threads))
+    _stop_with_parent(parent)
+
+
+def _stop_with_parent(parent: int | None) -> None:
+    """Linux: SIGTERM this worker when the process that started the grid dies (killed, crashed), so no
+    orphan keeps training and writing into the grid's folders; a cell then checkpoints and stops
+    (the trainer saves on SIGTERM) and a rerun resumes it. Elsewhere a no-op."""
+    global _PARENT
+    _PARENT = parent
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def split_cores(n_jobs: int, workers: int = 0) -> tuple[int, int]:
@@ -62,10 +81,17 @@ def split_cores(n_jobs: int, workers: int = 0) -> tuple[int, int]:
     return workers, max(1, cores // workers)
 
 
+_PARENT = None  # in a worker: the pid of the process that started the pool
+
+
 def _start(pid_file: str, fn: Callable, args: tuple):
-    """In the worker: note which process runs this job (to name the job a killed worker took), then run it."""
+    """In the worker: note which process runs this job (to name the job a killed worker took), then run
+    it; if the starting process died meanwhile, nobody waits for the result or the next job: exit."""
     Path(pid_file).write_text(str(os.getpid()))
-    return fn(*args)
+    result = fn(*args)
+    if _PARENT is not None and os.getppid() != _PARENT:
+        os._exit(0)
+    return result
 
 
 def _killed(processes: dict) -> set[int]:
@@ -158,7 +184,7 @@ def _run_pool(todo: list[Job], workers: int, threads: int, pid_file: dict, resul
     """Run `todo` in one pool until done or broken; {pid: exit code} of the workers that killed it."""
     processes: dict = {}
     with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn"), initializer=_init_worker,
-                             initargs=(threads,)) as pool:
+                             initargs=(threads, os.getpid())) as pool:
         pending = {pool.submit(_start, pid_file[j.name], j.fn, j.args): j for j in todo}
         broken = False
         while pending:
