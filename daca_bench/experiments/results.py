@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from .stats import compare
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
-VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA"]
+VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA", "+DPS-random"]
 START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
 
 
