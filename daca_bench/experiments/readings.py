@@ -1,5 +1,5 @@
 """The readings of DACA that the paper's abstract allows, and the rule that picks one per method
-without looking at the test set (docs/reproducing.md, "Choosing readings").
+without looking at the test set (docs/reproducing.md, "The regime and the readings").
 
     daca-bench reproduce --preset tiny-readings   # the sweep: selection seeds, dev split -> picks.json
     daca-bench reproduce --preset tiny-confirm    # the confirmatory table: seeds 0-7, test split
@@ -10,19 +10,14 @@ on the dev split (disjoint from test); `pick` then applies the rule below, fixed
 ran, and the confirmatory presets carry its picks (a test checks they agree with the committed
 picks.json).
 
-The rule: (1) the baseline's lr is the one with the highest mean dev accuracy over the selection
-seeds; (2) for DPS and for SML separately, the (reading, lr) with the highest mean dev accuracy,
-the random-weight control excluded; (3) +DACA is the picked DPS reading with the picked SML
-reading, at SML's picked lr (SML changes the likelihood whose gradient the lr scales); the
-control is `dps.score=random` with the picked DPS normalisation, at DPS's picked lr. Ties go to
-the cheaper reading, then to the first listed.
+The rule is `RULE` below (also written into picks.json and docs/reproducing.md).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-RULE = (  # as the module docstring says; written into picks.json
+RULE = (  # fixed before the sweep ran; written into picks.json
     "(1) the baseline's lr is the one with the highest mean dev accuracy over the selection seeds; (2) "
     'for DPS and for SML separately, the (reading, lr) with the highest mean dev accuracy, the random-'
     "weight control excluded; (3) +DACA is the picked DPS reading with the picked SML reading, at SML's "
