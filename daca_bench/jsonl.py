@@ -80,3 +80,17 @@ def dumps_line(record: Any) -> str:
     except UnicodeEncodeError:
         text = json.dumps(record, ensure_ascii=True, default=str, allow_nan=False)
     return text + "\n"
+
+
+def column_means(path: str | Path, keys) -> dict[str, float]:
+    """key -> mean of its numeric values over a metrics JSONL file's records (one read; NaN where the
+    file or the key is missing): a run's metrics.jsonl summarised."""
+    vals: dict[str, list[float]] = {k: [] for k in keys}
+    if Path(path).exists():
+        for line in read_jsonl(path):
+            if isinstance(line.record, dict):
+                for k in keys:
+                    v = line.record.get(k)
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        vals[k].append(float(v))
+    return {k: sum(v) / len(v) if v else math.nan for k, v in vals.items()}

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
+from ..jsonl import column_means
 from .stats import compare
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
@@ -67,12 +68,11 @@ def load_results(folder: str | Path) -> pd.DataFrame:
             family = task_spec(cfg["train"]["task"]).family
         except KeyError:
             family = axes.get("family", "?")
+        m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "kl"))  # one read
         rows.append({"cell": cell.name, "task": cfg["train"]["task"], "family": family,
                      "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
                      "seed": cfg["train"]["seed"], "test_accuracy": s["test_accuracy"],
-                     "zero_std": _mean_metric(cell / "metrics.jsonl", "zero_std_groups"),
-                     "clip_frac": _mean_metric(cell / "metrics.jsonl", "clip_frac"),
-                     "kl": _mean_metric(cell / "metrics.jsonl", "kl"),
+                     "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
                      **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
                      "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None})
     return pd.DataFrame(rows)
@@ -99,14 +99,6 @@ def load_start(folder: str | Path) -> dict[str, dict]:
     from ..rl.evaluate import read_eval_records
 
     return {p.parent.name: read_eval_records(p) for p in sorted((Path(folder) / START).glob("*/eval.jsonl"))}
-
-
-def _mean_metric(path: Path, key: str) -> float:
-    if not path.exists():
-        return math.nan
-    vals = [json.loads(line).get(key) for line in path.read_text().splitlines() if line.strip()]
-    vals = [v for v in vals if v is not None]
-    return float(np.mean(vals)) if vals else math.nan
 
 
 def _variant_of(cfg: dict) -> str:

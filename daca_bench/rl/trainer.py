@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from ..canvas import check_rl
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
+from ..jsonl import column_means
 from ..models import default_device, load_model, load_pretrained, require_available, task_prompts
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
@@ -220,9 +221,8 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
 def regime_means(path: Path) -> dict:
     """The run's mean clip fraction and k3 KL (what a reader needs to know whether the ratio, the
     clip and the KL term acted), from metrics.jsonl."""
-    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
-    keys = ("clip_frac", "kl")
-    return {f"{k}_mean": sum(r.get(k, 0.0) for r in rows) / len(rows) for k in keys} if rows else {}
+    means = column_means(path, ("clip_frac", "kl"))
+    return {f"{k}_mean": v for k, v in means.items() if not math.isnan(v)}
 
 
 REWARDS = {"exact": None, "dense": "dense", "d1": "d1"}  # train.reward -> the task's `shaping`
