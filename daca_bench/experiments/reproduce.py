@@ -84,7 +84,7 @@ FIVE = {  # in the order their SFT is started: the longest first, so two workers
     "code": Family("python_tiny", 10, rl={"train.steps": 60}),  # exact: partial credit needs a sandbox run per example
     "json": Family("json_tiny", 28, rl={**DENSE, "train.steps": 60}),
     "countdown": Family("countdown_tiny", 12, rl={**DENSE, "train.steps": 60}),
-    "math": Family("arithmetic", 4, rl={**DENSE, "train.steps": 100}),
+    "math": Family("arithmetic_tiny", 4, rl={**DENSE}),
     "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20, rl={**DENSE, "train.steps": 32}),
 }
 # The regime every tiny cell trains in (docs/reproducing.md, "The regime"): d1's shape at the
