@@ -11,7 +11,8 @@ examples which function of the library is meant, as countdown shares its numbers
 splits. (v1 split by function alone; the tiny model then scored 0 % on test after SFT: a
 constant never seen, as in `4*x`, is out of its reach, and RL had no reward to work with.) Fields for held-out rows:
 `examples` (list of [x, y], shown) and optional `tests` (list of [x, y], all checked;
-default: the examples).
+default: the examples). RL's dense reward (`train.reward=dense`) is the fraction of those
+cases a wrong program passes, counted in the same sandbox run (rewards.codecheck.counting_tests).
 """
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ import json
 import random
 
 from daca_bench.registry import register_task
-from daca_bench.rewards.codecheck import CodeVerifier
+from daca_bench.rewards.codecheck import CodeVerifier, counting_tests
 from daca_bench.rewards.scoring import HASH_SPLITS, LazySamples, field, hash_split, stable_seed
 from daca_bench.types import Sample, Task
 
-VERSION = 3  # 3: a dev split (12.5 % of keys) carved from train, test unchanged; 2: split by instance (function + shown examples), not by function
+VERSION = 4  # 4: the test counts its passed cases (for the dense reward; verdicts unchanged); 3: a dev split (12.5 % of keys) carved from train, test unchanged; 2: split by instance (function + shown examples), not by function
 DOMAIN = range(0, 13)
 SHOWN = 4
 
@@ -57,7 +58,7 @@ def render_prompt(examples: list[tuple[int, int]], entry: str = "f") -> str:
 
 
 def _tests(pairs: list[tuple[int, int]], entry: str) -> str:
-    return "".join(f"assert {entry}({x!r}) == {y!r}\n" for x, y in pairs)
+    return counting_tests(entry + "({})", pairs)
 
 
 def _sample(name: str, ident: str, shown, checked, target: str, entry: str = "f") -> Sample:
@@ -112,10 +113,10 @@ def _generate(split: str, n: int, seed: int) -> list[Sample]:
 @register_task("python_tiny", family="code", version=VERSION, splits=HASH_SPLITS, tiny=True,
                description="tiny Python: an integer expression from four I/O examples, run in the sandbox")
 def python_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-                timeout: float = 5.0) -> Task:
+                timeout: float = 5.0, shaping: str | None = None) -> Task:
     if records is not None:
         samples = [from_record(row, i) for i, row in enumerate(records)]
     else:
         count = n if n is not None else (256 if split != "train" else 4096)
         samples = LazySamples(count, lambda: _generate(split, count, seed))
-    return Task("python_tiny", "code", VERSION, samples, CodeVerifier(timeout), split)
+    return Task("python_tiny", "code", VERSION, samples, CodeVerifier(timeout, shaping), split)

@@ -47,8 +47,8 @@ def test_training_task_picks_the_reward_and_refuses_a_task_without_it():
     task = training_task(cfg)
     sample = task.samples[0]
     assert 0 < task.verify(sample, sample.target[:-1] + "0").value < 1 or sample.target.endswith("0")
-    with pytest.raises(ConfigError, match="train.reward=dense"):
-        training_task(apply(RLConfig(), {"train.task": "python_tiny", "train.reward": "dense"}))
+    with pytest.raises(ConfigError, match="train.reward=d1"):
+        training_task(apply(RLConfig(), {"train.task": "python_tiny", "train.reward": "d1"}))
     with pytest.raises(ConfigError, match="train.reward"):
         training_task(apply(RLConfig(), {"train.reward": "shaped"}))
 

@@ -130,6 +130,30 @@ def test_python_tiny(double, completion, status):
     assert task.verify(s, completion).status == status
 
 
+PARTIAL = [("2*x+1", 1.0, "correct"), ("x if x < 3 else 2*x+1", 0.5 * 10 / 13, "wrong"), ("1//x", 0.0, "wrong"),
+           ("2*x", 0.0, "wrong"), ("", 0.0, "no_answer"), ("(", 0.0, "wrong")]
+
+
+@pytest.mark.parametrize("completion,value,status", PARTIAL)
+def test_python_tiny_dense_reward_is_the_fraction_of_cases_passed(double, completion, value, status):
+    rows = [{"examples": [[0, 1], [1, 3], [5, 11], [9, 19]], "tests": [[x, 2 * x + 1] for x in range(13)]}]
+    dense, exact = get_task("python_tiny", records=rows, shaping="dense"), get_task("python_tiny", records=rows)
+    s = dense.samples[0]
+    r = dense.verify(s, completion)
+    assert (r.status, r.value) == (status, pytest.approx(value))
+    assert exact.verify(s, completion).status == status  # the verdict is the same; only the training reward differs
+    with pytest.raises(ValueError, match="no 'd1' shaping"):
+        get_task("python_tiny", records=rows, shaping="d1")
+
+
+def test_a_counted_line_with_another_total_is_not_read():
+    line = codecheck.TESTS_LINE
+    assert codecheck.tests_passed(f"noise\n{line} 7 13\n", 13) == 7
+    assert codecheck.tests_passed(f"{line} 13 99\n", 13) is None
+    assert codecheck.tests_passed(f"{line} 3 13\n{line} 9 13", 13) == 9  # the last (the harness prints after the program)
+    assert codecheck.tests_passed("", 13) is None
+
+
 def test_python_tiny_generated(double):
     train, test = get_task("python_tiny", split="train", n=500), get_task("python_tiny", split="test", n=30)
     rewards = test.verify.batch(test.samples, [s.target for s in test.samples])
@@ -161,6 +185,18 @@ def test_humaneval_stubs_all_fail_in_docker():
         pytest.skip(f"Docker sandbox unavailable: {str(rewards[0].details)[:300]}")
     assert sum(r.value for r in rewards) == 0
     assert {r.status for r in rewards} == {"wrong"}
+
+
+@pytest.mark.docker
+def test_python_tiny_partial_credit_in_docker():
+    rows = [{"examples": [[0, 1], [1, 3], [5, 11], [9, 19]], "tests": [[x, 2 * x + 1] for x in range(13)]}]
+    task = get_task("python_tiny", records=rows, shaping="dense")
+    s = task.samples[0]
+    rewards = task.verify.batch([s] * 3, ["2*x+1", "x if x < 3 else 2*x+1", "x//0"])
+    if rewards[0].status == "infra_error":
+        pytest.skip(f"Docker sandbox unavailable: {str(rewards[0].details)[:300]}")
+    assert [r.status for r in rewards] == ["correct", "wrong", "wrong"]
+    assert [r.value for r in rewards] == [1.0, pytest.approx(0.5 * 10 / 13), 0.0]
 
 
 @pytest.mark.docker

@@ -7,6 +7,11 @@ function), `entry_point` and `test`. Verdicts: passed -> 1 correct; failed, memo
 output_limit -> 0 wrong; timeout -> 0 timeout; sandbox_error or an unreachable sandbox ->
 infra_error (NaN: never a 0 that would poison the group baseline).
     verifier = CodeVerifier(); verifier.batch(samples, completions, workers=2)
+
+Partial credit (`CodeVerifier(shaping="dense")`, RL's `train.reward=dense`): a test program that
+counts its own cases prints `TESTS_LINE k n` before its final assert (see `counting_tests`);
+a failed program then earns PARTIAL_WEIGHT x k/n from that one sandbox run. The line is read
+only when n is the sample's own number of cases, and only for a program that failed.
 """
 from __future__ import annotations
 
@@ -15,9 +20,10 @@ from typing import Sequence
 
 from ..types import Reward, Sample
 from .answers import code_answer
-from .scoring import correct_if, infra_error, no_answer, timeout
+from .scoring import check_shaping, correct_if, dense_reward, infra_error, no_answer, timeout
 
 WRONG_VERDICTS = {"failed": "tests_failed", "memory": "memory_limit", "output_limit": "output_limit"}
+TESTS_LINE = "__daca_tests_passed__"
 _backend = None  # None = daca_bench.containers; tests may install a double with use_backend()
 
 
@@ -55,6 +61,25 @@ def program(sample: Sample, completion: str) -> tuple[str | None, str]:
     return meta.get("prefix", "") + code, how
 
 
+def counting_tests(call: str, cases: Sequence[tuple]) -> str:
+    """Test code that checks `call.format(x) == y` for every (x, y) in CASES, prints
+    `TESTS_LINE passed total`, then asserts that all passed (the exact verdict is unchanged:
+    passed only if every case passes; an exception in one case fails that case alone)."""
+    listed = ", ".join(f"({x!r}, {y!r})" for x, y in cases)
+    return (f"_cases = [{listed}]\n_passed = 0\nfor _x, _y in _cases:\n    try:\n"
+            f"        _passed += bool({call.format('_x')} == _y)\n    except Exception:\n        pass\n"
+            f"print({TESTS_LINE!r}, _passed, len(_cases))\nassert _passed == len(_cases), 'failed cases'\n")
+
+
+def tests_passed(stdout: str, total: int) -> int | None:
+    """The number of passed cases the counting test printed, or None (no line, or a line whose
+    total is not this sample's: not the harness's)."""
+    found = re.findall(rf"^{TESTS_LINE} (\d+) (\d+)$", stdout or "", re.MULTILINE)
+    if not found or int(found[-1][1]) != total:
+        return None
+    return min(int(found[-1][0]), total)
+
+
 def reward_of(result) -> Reward:
     """An ExecResult of the sandbox as a Reward."""
     details = {"verdict": result.status, "seconds": round(float(getattr(result, "seconds", 0.0) or 0.0), 4),
@@ -73,9 +98,20 @@ class CodeVerifier:
     """The `verify` of a code task: `verifier(sample, completion)` for one, `.batch()` for many
     (one sandbox round trip, run in parallel by the sandbox's workers)."""
 
-    def __init__(self, timeout: float = 5.0):
+    def __init__(self, timeout: float = 5.0, shaping: str | None = None):
+        if check_shaping(shaping) not in (None, "dense"):
+            raise ValueError(f"this task has no {shaping!r} shaping")
         self.timeout = timeout
-        self.__name__ = "verify_code"
+        self.shaping = shaping
+        self.__name__ = "verify_code" + ("_dense" if shaping else "")
+
+    def _shaped(self, sample: Sample, reward: Reward, stdout: str) -> Reward:
+        """The dense partial credit of a failed program: the fraction of its cases that passed."""
+        if self.shaping != "dense" or not reward.scored or reward.status == "correct":
+            return reward
+        total = len(sample.metadata.get("tests") or ())
+        passed = tests_passed(stdout, total) if total else None
+        return dense_reward(reward, passed / total if passed is not None else 0.0)
 
     def __call__(self, sample: Sample, completion: str) -> Reward:
         return self.batch([sample], [completion])[0]
@@ -86,7 +122,7 @@ class CodeVerifier:
         for i, (sample, completion) in enumerate(zip(samples, completions)):
             code, how = program(sample, completion)
             if code is None:
-                out[i] = no_answer(rule=how)
+                out[i] = self._shaped(sample, no_answer(rule=how), "")
             else:
                 jobs.append((code, sample.metadata["test"]))
                 where.append((i, how))
@@ -107,5 +143,6 @@ class CodeVerifier:
                 return out
             for (i, how), result in zip(where, results):
                 reward = reward_of(result)
-                out[i] = type(reward)(reward.value, reward.status, {**reward.details, "rule": how})
+                reward = type(reward)(reward.value, reward.status, {**reward.details, "rule": how})
+                out[i] = self._shaped(samples[i], reward, getattr(result, "stdout", ""))
         return out

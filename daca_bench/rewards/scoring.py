@@ -187,6 +187,13 @@ def shaped(verify: Callable[[Sample, str], Reward], shape: Callable[[Reward, str
 PARTIAL_WEIGHT = 0.5  # a wrong answer earns at most half of a correct one
 
 
+def dense_reward(reward: Reward, credit: float) -> Reward:
+    """A wrong (or unanswered) answer's reward under the dense shaping: PARTIAL_WEIGHT x its
+    partial credit, clipped to [0, 1]; the status is kept."""
+    credit = min(1.0, max(0.0, float(credit)))
+    return Reward(PARTIAL_WEIGHT * credit, reward.status, {**reward.details, "partial": credit, "shaping": "dense"})
+
+
 def dense(verify: Callable[[Sample, str], Reward], partial: Callable[[Sample, str, Reward], float]):
     """Wrap a verifier so that a wrong (or unanswered) completion earns PARTIAL_WEIGHT x its
     partial credit in [0, 1] (the task's `partial` function); a correct one keeps 1.0, the status
@@ -196,8 +203,7 @@ def dense(verify: Callable[[Sample, str], Reward], partial: Callable[[Sample, st
         reward = verify(sample, completion)
         if not reward.scored or reward.status == CORRECT:
             return reward
-        credit = min(1.0, max(0.0, float(partial(sample, completion, reward))))
-        return Reward(PARTIAL_WEIGHT * credit, reward.status, {**reward.details, "partial": credit, "shaping": "dense"})
+        return dense_reward(reward, partial(sample, completion, reward))
 
     dense_verify.__name__ = f"{getattr(verify, '__name__', 'verify')}_dense"
     return dense_verify
