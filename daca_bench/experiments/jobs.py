@@ -74,9 +74,18 @@ def _stop_with_parent(parent: int | None) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: `taskset`, a container's cpuset),
+    not every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def split_cores(n_jobs: int, workers: int = 0) -> tuple[int, int]:
-    """(worker processes, torch threads each) that use every core without oversubscribing."""
-    cores = os.cpu_count() or 1
+    """(worker processes, torch threads each) that use every usable core without oversubscribing."""
+    cores = usable_cores()
     workers = max(1, min(workers or cores, n_jobs or 1))
     return workers, max(1, cores // workers)
 
