@@ -143,3 +143,25 @@ def test_the_committed_default_ran_in_the_regime():
         clipped += any(r["clip_frac"] > 0 for r in rows)
         assert max(r["kl"] for r in rows) > 0  # the ratio and the KL term acted
     assert clipped > 0
+
+
+@pytest.mark.parametrize("over", [{"sml.k": 1}, {"sml.k": 2, "sml.partition": "causal"}])
+def test_one_old_and_reference_pass_when_every_inner_iteration_sees_the_same_canvases(monkeypatch, tmp_path, over):
+    """No prompt masking and iteration-free strata: the shared passes give the run the separate
+    passes give (same metrics, same weights), with fewer forward passes."""
+    from daca_bench.rl import trainer as tr
+
+    cfg = _cfg(**{"sml.p_mask_prompt": 0.0, "train.steps": 2, **over})
+    assert tr.same_masks(cfg) and not tr.same_masks(_cfg(**over))  # prompt masking draws per iteration
+    assert not tr.same_masks(apply(cfg, {"sml.k": 2, "sml.partition": "random"}))
+    tr.train(cfg, tmp_path / "shared", progress=False)
+    monkeypatch.setattr(tr, "same_masks", lambda c: False)
+    tr.train(cfg, tmp_path / "separate", progress=False)
+    rows = {name: [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines() if x.strip()]
+            for name in ("shared", "separate")}
+    for a, b in zip(rows["shared"], rows["separate"]):
+        for key in ("loss", "kl", "clip_frac", "reward_mean"):
+            if key in a:
+                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+        passes = lambda r: sum(v for k, v in r.items() if k.startswith("passes_"))  # noqa: E731
+        assert passes(a) < passes(b)

@@ -61,7 +61,8 @@ def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path
 def test_sft_cache_key_changes_with_the_config(tmp_path):
     a = sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
     b = sft_folder(tmp_path, sft_config(MINI, Family("arithmetic", 6)))
-    assert a != b and a.name.startswith("arithmetic-") and a == sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
+    assert a != b and a.name.startswith("arithmetic_tiny-") and a == sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
+    assert sft_config(MINI, FIVE["math"]).sft.target_accuracy == 0.3  # the family's own target over the preset's
 
 
 def test_paper_presets_stop_at_once_without_a_gpu(capsys):
@@ -140,5 +141,5 @@ def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys)
 
 
 def test_families_picks_a_tiny_preset_s_families_and_names_the_known_ones(capsys):
-    assert main(["reproduce", "--preset", "tiny-full", "--families", "countdwn", "--no-progress"]) == 2
-    assert "did you mean countdown" in capsys.readouterr().err
+    assert main(["reproduce", "--preset", "tiny-full", "--families", "sudoku_", "--no-progress"]) == 2
+    assert "did you mean sudoku" in capsys.readouterr().err

@@ -351,11 +351,14 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     # the same precision and mode as the update, so that the first inner step has ratio exactly 1
     adapter.model.train()
+    same = same_masks(cfg)  # every inner iteration sees the same canvases: one old and one reference pass serve all
+    draws = 1 if same else t.mu
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
-        # inner 0 needs none: its own pass, detached, is the old policy (same weights, masks, mode and precision)
-        old = [None] + [sml_logprobs(adapter, *args, inner=i, **est) for i in range(1, t.mu)]
+        # inner 0 needs none: its own pass, detached, is the old policy (same weights, masks, mode and precision);
+        # with the same masks in every inner iteration, inner 0's pass is every iteration's old policy
+        old = [None] + [None if same else sml_logprobs(adapter, *args, inner=i, **est) for i in range(1, t.mu)]
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
-            ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(t.mu)] if reference is not None else None
+            ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(draws)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
     # 6. mu inner updates
     tick = time.perf_counter()
@@ -364,14 +367,17 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     loss_fn = LOSSES[cfg.loss.base]
     micro = _split(len(rows), t.grad_accum)
     stats, losses, gnorm = Counter(), [], 0.0
+    first: dict[int, torch.Tensor] = {}  # inner 0's own log-probs per micro-batch: the old policy when `same`
     for i in range(t.mu):
         opt.zero_grad(set_to_none=True)
         for sl in micro:
             sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
             with counter("likelihood"), autocast(device, t.precision, grad=True):
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
-            old_i = old[i][sl].to(device) if old[i] is not None else logp.detach()  # inner 0: ratio exactly 1
-            ref_i = ref[i][sl].to(device) if ref else None
+            if i == 0:
+                first[sl.start] = logp.detach()
+            old_i = old[i][sl].to(device) if old[i] is not None else first[sl.start]  # inner 0: ratio exactly 1
+            ref_i = ref[i if i < len(ref) else 0][sl].to(device) if ref else None
             loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
@@ -408,6 +414,14 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
 # TRL's GRPOTrainer names for the same numbers, logged beside ours (README: "Names people know")
 TRL_METRICS = {"reward": "reward_mean", "frac_reward_zero_std": "zero_std_groups",
                "completions/mean_length": "completion_length", "clip_ratio/region_mean": "clip_frac"}
+
+
+def same_masks(cfg: RLConfig) -> bool:
+    """Whether every inner iteration scores the same canvases: no prompt masking, and strata that
+    do not depend on the iteration (K = 1, or a deterministic partition: strided, commit_order,
+    causal). Then one reference pass serves all mu iterations and inner 0's own pass is every
+    iteration's old policy: the same numbers as separate passes, fewer forward passes."""
+    return cfg.sml.p_mask_prompt <= 0 and (cfg.sml.k == 1 or cfg.sml.partition != "random")
 
 
 def _split(n: int, parts: int) -> list[slice]:
