@@ -1,10 +1,13 @@
 """Cost of a grid's cells by stage, read from their metrics (no rerun): mean seconds per cell in
 each phase of the training step (rollout, verify, credit, old/reference log-probs, update), the
 rest (evaluation, loading, checkpoints) from the cell's wall-clock, and forward passes, per
-variant. Two grids side by side when given two folders (e.g. the mu = 1 default against the
-d1-like regime).
+(task, variant). Two grids side by side when given two folders (e.g. the mu = 1 default against the
+d1-like regime). With --workers N ...: a cost model, not a measurement: the grid's makespan on N
+single-thread workers, each cell taking its measured wall-clock (longest cells first, as
+`reproduce` orders them, each to the first free worker; no contention between workers modelled).
 
     .venv/bin/python benchmarks/cell_cost.py results/tiny/cells [runs/reproduce/tiny-readings]
+    .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-full --workers 2 16
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from pathlib import Path
 PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
 
 
-def cell_costs(folder: Path) -> dict[str, dict[str, float]]:
+def cell_costs(folder: Path) -> dict[tuple[str, str], dict[str, float]]:
     by_variant = defaultdict(list)
     for metrics in sorted(folder.glob("*/metrics.jsonl")):
         cell = metrics.parent
@@ -33,22 +36,39 @@ def cell_costs(folder: Path) -> dict[str, dict[str, float]]:
         cost["clip_frac"] = statistics.mean(r.get("clip_frac", 0.0) for r in rows)
         # the cell's wall-clock: from its config (written first) to its summary (written last)
         cost["wall"] = (cell / "summary.json").stat().st_mtime - (cell / "config.json").stat().st_mtime
-        by_variant[axes.get("variant", cell.name)].append(cost)
-    return {v: {k: statistics.mean(c[k] for c in cs) for k in cs[0]} | {"cells": len(cs)} for v, cs in by_variant.items()}
+        cost["rest"] = cost["wall"] - sum(cost[p] for p in PHASES)  # loading, the test evaluation, checkpoints
+        by_variant[(axes.get("train.task", ""), axes.get("variant", cell.name))].append(cost)
+    return {v: {k: statistics.mean(c[k] for c in cs) for k in cs[0]} | {"cells": len(cs), "walls": [c["wall"] for c in cs]}
+            for v, cs in by_variant.items()}
+
+
+def makespan(walls: list[float], workers: int) -> float:
+    """Longest-first list scheduling of the cells on `workers` identical workers."""
+    free = [0.0] * workers
+    for w in sorted(walls, reverse=True):
+        i = free.index(min(free))
+        free[i] += w
+    return max(free)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--workers", type=int, nargs="*", default=[], help="model the grid's makespan on N workers")
     args = ap.parse_args()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
     for folder in args.folders:
         print(f"\n{folder} (mean seconds per cell; wall = config.json to summary.json)")
-        print("| variant | cells | " + " | ".join(PHASES) + " | wall | forward passes | clip frac % |")
-        print("|---|---:|" + "---:|" * (len(PHASES) + 3))
-        for v, c in sorted(cell_costs(folder).items()):
-            print(f"| {v} | {c['cells']} | " + " | ".join(f"{c[p]:.1f}" for p in PHASES) +
-                  f" | {c['wall']:.0f} | {c['passes']:.0f} | {100 * c['clip_frac']:.2f} |")
+        print("| task | variant | cells | " + " | ".join(PHASES) + " | rest (load, evaluation, checkpoints) | wall | forward passes | clip frac % |")
+        print("|---|---|---:|" + "---:|" * (len(PHASES) + 4))
+        costs = cell_costs(folder)
+        for (task, v), c in sorted(costs.items()):
+            print(f"| {task} | {v} | {c['cells']} | " + " | ".join(f"{c[p]:.1f}" for p in PHASES) +
+                  f" | {c['rest']:.1f} | {c['wall']:.0f} | {c['passes']:.0f} | {100 * c['clip_frac']:.2f} |")
+        walls = [w for c in costs.values() for w in c["walls"]]
+        for n in args.workers:
+            print(f"\nmodel: {len(walls)} cells, {sum(walls) / 60:.1f} worker-min; on {n} workers the grid takes "
+                  f"{makespan(walls, n) / 60:.1f} min (a cost model from the measured walls, not a measurement)")
 
 
 if __name__ == "__main__":

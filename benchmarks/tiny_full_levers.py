@@ -9,7 +9,10 @@ For every family it times, with the project's sampler and verifiers:
   - for the code family, verifying 64 completions in one sandbox batch (the trainer's way) and
     one sandbox call per completion (the reference way);
   - the SFT start's own cost (its summary), which a second preset with the same family reuses
-    (SFT starts are cached by their config).
+    (SFT starts are cached by their config);
+  - for families without prompt masking (json, code), three RL steps of the baseline and of
+    +SML (causal K = 4) with one shared old/reference pass (`rl/trainer.same_masks`, what the
+    trainer does) and with a pass per inner iteration (the reference way).
 
     .venv/bin/python benchmarks/tiny_full_levers.py --sft-dir runs/reproduce/sft [--families math json]
 
@@ -70,10 +73,46 @@ def family_levers(label: str, fam, sft_dir: Path, preset) -> list[str]:
         _, t_single = timed(lambda: [test.verify(s, c) for s, c in zip(samples, comps)])
         rows.append(f"| {label} | sandbox: 64 programs | one batch {t_batch:.2f} s; one call each {t_single:.2f} s "
                     f"({t_single / t_batch:.1f}x) | | | |")
+    rows += shared_passes(label, fam, folder / "final", preset)
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
     if summary:
         rows.append(f"| {label} | SFT start (cached, shared by presets) | {summary.get('steps')} steps, "
                     f"{summary.get('train_seconds', float('nan')):.0f} s of training when it ran | | | |")
+    return rows
+
+
+def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[str]:
+    import statistics
+
+    import torch
+
+    from daca_bench.experiments.reproduce import tiny_cells
+    from daca_bench.rl import trainer as tr
+
+    one = replace(preset, families={label: fam})
+    cells = tiny_cells(one, {label: {"folder": str(start.parent)}}, seeds=(0,))
+    rows = []
+    for cell in (c for c in cells if c.axes["variant"] in ("baseline", "+SML")):
+        cfg = cell.config
+        if not tr.same_masks(cfg):
+            continue
+        task = tr.training_task(cfg)
+        prompts = list(task.samples)[:cfg.train.prompts_per_step]
+        times = {}
+        for name, rule in (("shared", tr.same_masks), ("separate", lambda c: False)):
+            real, tr.same_masks = tr.same_masks, rule
+            try:
+                adapter, reference = tr.load_initial(cfg), tr.load_initial(cfg)
+                opt = torch.optim.AdamW(adapter.model.parameters(), lr=cfg.train.lr)
+                counter = tr.PassCounter(adapter.model)
+                out = [tr.train_step(adapter, reference, cfg, prompts, task, s, opt, counter) for s in range(steps + 1)][1:]
+            finally:
+                tr.same_masks = real
+            times[name] = statistics.median(sum(r[f"seconds_{p}"] for p in ("rollout", "verify", "likelihood_old",
+                                                                             "update")) for r in out)
+        rows.append(f"| {label} | RL step, {cell.axes['variant']} (mu = 2, beta 0.04) | shared old/reference pass "
+                    f"{times['shared']:.2f} s; a pass per inner iteration {times['separate']:.2f} s "
+                    f"({times['separate'] / times['shared']:.2f}x) | | | |")
     return rows
 
 

@@ -137,7 +137,21 @@ def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys)
     assert "math (arithmetic): RL start" in out
     rows = [line for line in out.splitlines() if line.startswith("| baseline |")]
     assert [r.split("|")[2].strip() for r in rows] == ["0.0001", "0.001"]
-    assert all("| 1:" in r for r in rows)  # a test evaluation every fifth of the run (the last one is "final")
+    assert all("| 1:" in r for r in rows)  # a dev evaluation every fifth of the run (the last one is "final")
+    assert "on the dev split" in out
+    assert main(args + ["--set", "train.reward=exact"]) == 0
+    assert "math (arithmetic, train.reward=exact): RL start" in capsys.readouterr().out
+    cells = sorted((tmp_path / "calibrate-math" / "train.reward=exact").glob("base=*/config.json"))
+    configs = [json.loads(c.read_text())["train"] for c in cells]
+    assert len(configs) == 2 and {(c["reward"], c["eval_split"]) for c in configs} == {("exact", "dev")}
+
+
+@pytest.mark.parametrize("extra,message", [(["--set", "train.reward"], "expected KEY=VALUE"),
+                                           (["--set", "train.reward=exact"], "--set works with --calibrate")])
+def test_set_needs_key_value_and_calibrate(extra, message, capsys):
+    args = ["reproduce", "--preset", "tiny-full", "--no-progress"] + (["--calibrate", "math"] if "=" not in extra[1] else [])
+    assert main(args + extra) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_families_picks_a_tiny_preset_s_families_and_names_the_known_ones(capsys):

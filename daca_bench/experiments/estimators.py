@@ -38,10 +38,10 @@ STUDY_ARGS = ("gen_length", "prompts", "seed", "reward", "group", "draws", "mu",
 
 
 def canvas(task: str, gen_length: int | None) -> SamplerConfig:
-    """block = L = gen_length, steps L/2 when given, else the tiny presets' canvas of the task (reproduce.FIVE)."""
-    from .reproduce import FIVE
+    """block = L = gen_length, steps L/2 when given, else the tiny presets' canvas of the task (reproduce.family_of)."""
+    from .reproduce import family_of
 
-    fam = next((f for f in FIVE.values() if f.task == task), None)
+    fam = family_of(task)
     if fam is None and not gen_length:
         raise ConfigError(f"task {task!r} has no tiny-preset canvas; give --gen-length L")
     c = {"gen_length": gen_length, "block_length": gen_length, "steps": max(1, gen_length // 2)} if gen_length \
@@ -52,9 +52,9 @@ def canvas(task: str, gen_length: int | None) -> SamplerConfig:
 def sft_start(task: str, sft_dir: Path) -> Path | None:
     """The SFT start `reproduce` caches for the task's family: runs/reproduce/sft/<task>-<hash>/final for this
     version's config, else the newest finished <task>-*/final there that was SFT'd on the same canvas."""
-    from .reproduce import FIVE, PRESETS, sft_config, sft_folder
+    from .reproduce import PRESETS, family_of, sft_config, sft_folder
 
-    fam = next((f for f in FIVE.values() if f.task == task), None)
+    fam = family_of(task)
     if fam is None:
         return None
     final = sft_folder(sft_dir, sft_config(PRESETS["tiny-full"], fam)) / "final"
@@ -86,8 +86,8 @@ def model_list(tasks, specs, sft_dir) -> list[tuple[str, str, str]]:
         out.append((task, label or Path(path).name, path))
     missing = [t for t in tasks if not any(m[0] == t for m in out)]
     if missing:
-        raise ConfigError(f"no model for {', '.join(missing)}: run `daca-bench reproduce --preset tiny-full --families "
-                          f"...` (it caches the SFT starts under {sft_dir or 'runs/reproduce'}/sft) or give "
+        raise ConfigError(f"no model for {', '.join(missing)}: run `daca-bench reproduce --preset tiny-confirm` or "
+                          f"`--preset tiny-full` (they cache the SFT starts under {sft_dir or 'runs/reproduce'}/sft) or give "
                           f"--model TASK=PATH")
     return out
 
