@@ -14,7 +14,7 @@ For every family it times, with the project's sampler and verifiers:
     +SML (causal K = 4) with one shared old/reference pass (`rl/trainer.same_masks`, what the
     trainer does) and with a pass per inner iteration (the reference way).
 
-    .venv/bin/python benchmarks/tiny_full_levers.py --sft-dir runs/reproduce/sft [--families math json]
+    .venv/bin/python benchmarks/tiny_full_levers.py --sft-dir runs/reproduce [--families math json]
 
 Writes a Markdown table to stdout (BENCHMARKS.md, "tiny-full: profile and levers").
 """
@@ -122,7 +122,8 @@ def main() -> None:
     from daca_bench.experiments.reproduce import PRESETS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sft-dir", default="runs/reproduce/sft", help="where the preset cached its SFT starts")
+    parser.add_argument("--sft-dir", default="runs/reproduce",
+                        help="reproduce's work folder (its SFT starts are in sft/ below it)")
     parser.add_argument("--preset", default="tiny-full")
     parser.add_argument("--families", nargs="+", default=None)
     args = parser.parse_args()

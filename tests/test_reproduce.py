@@ -146,7 +146,7 @@ def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys)
     assert len(configs) == 2 and {(c["reward"], c["eval_split"]) for c in configs} == {("exact", "dev")}
 
 
-@pytest.mark.parametrize("extra,message", [(["--set", "train.reward"], "expected KEY=VALUE"),
+@pytest.mark.parametrize("extra,message", [(["--set", "train.reward"], "is not KEY=VALUE"),
                                            (["--set", "train.reward=exact"], "--set works with --calibrate")])
 def test_set_needs_key_value_and_calibrate(extra, message, capsys):
     args = ["reproduce", "--preset", "tiny-full", "--no-progress"] + (["--calibrate", "math"] if "=" not in extra[1] else [])

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..checkpoint import checkpoints
-from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, pick, to_dict
+from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, parse_overrides, pick, to_dict
 from ..resources import data_dir
 from .ablation import VARIANTS, Cell, slug, expand, run_local, run_ray
 from .jobs import Job, run_jobs
@@ -384,10 +384,7 @@ def run(args) -> int:
     if args.calibrate:
         if not isinstance(preset, TinyPreset):
             raise ConfigError("--calibrate works on the tiny presets")
-        bad = [kv for kv in args.set if "=" not in kv]
-        if bad:
-            raise ConfigError(f"--set {bad[0]!r}: expected KEY=VALUE (e.g. train.reward=exact)")
-        sets = dict(kv.split("=", 1) for kv in args.set)
+        sets = parse_overrides(args.set)  # KEY=VALUE, as every command's overrides
         print(calibrate(preset, args.calibrate, args.lrs, args.variants, args.steps, args.seeds, work, args.workers,
                         progress, sets))
         return 0

@@ -71,25 +71,28 @@ BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # CPU features that run bf16 matmuls i
 
 
 @functools.lru_cache(maxsize=None)
-def cpu_flags() -> frozenset:
-    """The CPU's feature flags (the `flags` line of /proc/cpuinfo), read once; empty where
-    there is no such file. Tests replace this function to force either branch of `auto`."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of the first `field` line of /proc/cpuinfo ("" without one); None where the file
+    cannot be read."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return frozenset()
-    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
-    return frozenset(line.partition(":")[2].split())
+        return None
+    line = next((x for x in text.splitlines() if x.startswith(field)), "")
+    return line.partition(":")[2].strip()
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_flags() -> frozenset:
+    """The CPU's feature flags (the `flags` line of /proc/cpuinfo), read once; empty where
+    there is no such file. Tests replace this function to force either branch of `auto`."""
+    return frozenset((_cpuinfo("flags") or "").split())
 
 
 @functools.lru_cache(maxsize=None)
 def cpu_model() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    line = next((x for x in text.splitlines() if x.startswith("model name")), "")
-    return line.partition(":")[2].strip() or platform.machine()
+    model = _cpuinfo("model name")
+    return (platform.processor() or platform.machine()) if model is None else (model or platform.machine())
 
 
 def bf16_is_fast(device, flags=None) -> bool:

@@ -351,12 +351,11 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     # the same precision and mode as the update, so that the first inner step has ratio exactly 1
     adapter.model.train()
-    same = same_masks(cfg)  # every inner iteration sees the same canvases: one old and one reference pass serve all
-    draws = 1 if same else t.mu
+    # the distinct mask draws: one per inner iteration, or one for all when every iteration sees the same canvases
+    draws = 1 if same_masks(cfg) else t.mu
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
-        # inner 0 needs none: its own pass, detached, is the old policy (same weights, masks, mode and precision);
-        # with the same masks in every inner iteration, inner 0's pass is every iteration's old policy
-        old = [None] + [None if same else sml_logprobs(adapter, *args, inner=i, **est) for i in range(1, t.mu)]
+        # draw 0 needs none: inner 0's own pass, detached, is its old policy (same weights, masks, mode and precision)
+        old = [None] + [sml_logprobs(adapter, *args, inner=i, **est) for i in range(1, draws)]
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
             ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(draws)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
@@ -367,7 +366,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     loss_fn = LOSSES[cfg.loss.base]
     micro = _split(len(rows), t.grad_accum)
     stats, losses, gnorm = Counter(), [], 0.0
-    first: dict[int, torch.Tensor] = {}  # inner 0's own log-probs per micro-batch: the old policy when `same`
+    first: dict[int, torch.Tensor] = {}  # inner 0's own log-probs per micro-batch: draw 0's old policy
     for i in range(t.mu):
         opt.zero_grad(set_to_none=True)
         for sl in micro:
@@ -376,8 +375,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                 logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
             if i == 0:
                 first[sl.start] = logp.detach()
-            old_i = old[i][sl].to(device) if old[i] is not None else first[sl.start]  # inner 0: ratio exactly 1
-            ref_i = ref[i if i < len(ref) else 0][sl].to(device) if ref else None
+            j = i % draws  # the mask draw this inner iteration scores
+            old_i = old[j][sl].to(device) if old[j] is not None else first[sl.start]  # inner 0: ratio exactly 1
+            ref_i = ref[j][sl].to(device) if ref else None
             loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
