@@ -4,11 +4,12 @@ import time
 import pytest
 
 from daca_bench.cli import main
-from daca_bench.registry import task_spec
+from daca_bench.registry import get_task, task_spec
 from daca_bench.experiments import reproduce
 from daca_bench.experiments.jobs import Job, run_jobs, steps_done
 from daca_bench.experiments.reproduce import (
     FIVE,
+    FULL_EVAL,
     PRESETS,
     Family,
     TinyPreset,
@@ -103,6 +104,11 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
     full = PRESETS["tiny-full"]
     assert {spec.family for spec in (task_spec(f.task) for f in full.families.values())} == {"math", "code",
                                                                                            "constraint", "json"}
+    # ... each scored on FULL_EVAL distinct test prompts, all of them in the split
+    for label, fam in full.families.items():
+        n = fam.rl["train.n_eval"]
+        assert n == FULL_EVAL[label] >= 256 and fam.canvas == FIVE[label].canvas
+        assert len({s.prompt for s in get_task(fam.task, split="test", n=n, seed=0).samples}) == n
 
 
 def _slow_job(folder: str, steps: int) -> dict:
