@@ -163,3 +163,12 @@ def test_set_needs_key_value_and_calibrate(extra, message, capsys):
 def test_families_picks_a_tiny_preset_s_families_and_names_the_known_ones(capsys):
     assert main(["reproduce", "--preset", "tiny-full", "--families", "sudoku_", "--no-progress"]) == 2
     assert "did you mean sudoku" in capsys.readouterr().err
+
+
+def test_sft_markdown_names_the_sft_check_s_prompt_count():
+    from daca_bench.experiments.reproduce import sft_markdown
+
+    md = sft_markdown({"json": {"task": "json_tiny", "steps": 1600, "dev_accuracy": 0.492, "accuracy": 0.609,
+                                "n_eval": 256}})
+    assert "test exact % (SFT's check) | test prompts |" in md and md.splitlines()[-1] == \
+        "| json | json_tiny | 1600 | 49.2 | 60.9 | 256 |"

@@ -46,7 +46,8 @@ class Family:
     sft_steps: int = 2500  # at most; SFT stops at the first dev evaluation that reaches the target
     sft_eval_every: int = 0  # 0 = the preset's; finer where accuracy jumps (4x4 sudoku: 0 % to 66 % in 100 steps)
     sft_target: float = 0.0  # 0 = the preset's; higher where the SFT curve is gradual and RL needs more correct samples
-    rl: dict = field(default_factory=dict)  # this family's RL overrides (steps, lr, training reward), over the preset's
+    rl: dict = field(default_factory=dict)  # this family's RL overrides (steps, training reward, test prompts), over
+    # the preset's; a preset's picks set train.lr after them
 
     @property
     def canvas(self) -> dict:
@@ -102,6 +103,7 @@ FULL_EVAL = {"code": 768, "json": 1024, "math": 510, "sudoku": 512}
 
 
 def full_family(label: str) -> Family:
+    """FIVE's family with tiny-full's test-set size (its canvas and SFT start unchanged)."""
     return replace(FIVE[label], rl={**FIVE[label].rl, "train.n_eval": FULL_EVAL[label]})
 
 
@@ -304,10 +306,13 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
 
 
 def sft_markdown(sft: dict[str, dict]) -> str:
-    lines = ["| family | task | SFT steps | dev exact % | test exact % (the RL start) |", "|---|---|---:|---:|---:|"]
+    """Each SFT start's own checks. Its test score is on the SFT's test prompts, which need not
+    be the grid's (tiny-full scores on FULL_EVAL): the table's `start` row is the RL start."""
+    lines = ["| family | task | SFT steps | dev exact % | test exact % (SFT's check) | test prompts |",
+             "|---|---|---:|---:|---:|---:|"]
     for label, s in sft.items():
         lines.append(f"| {label} | {s['task']} | {s['steps']} | {100 * (s.get('dev_accuracy') or 0):.1f} | "
-                     f"{100 * s['accuracy']:.1f} |")
+                     f"{100 * s['accuracy']:.1f} | {s.get('n_eval', '')} |")
     return "\n".join(lines) + "\n"
 
 
