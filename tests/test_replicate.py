@@ -150,3 +150,30 @@ def test_a_different_rl_start_is_named_in_the_verdict(grids):
     report = compare_tables(load_table(run), load_table(ref))
     assert report.set_index("variant").loc["start", "status"] == "accuracy differs"
     assert "the RL start of arithmetic differs" in verdict(report)
+
+
+def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
+    """`table --plan PP` on a synthetic grid: one row per comparison, its MDE the table's, and counts
+    that reach PP under the projection (experiments/plan.py; the projection itself: test_stats.py)."""
+    from daca_bench.experiments.plan import plan_table
+    from daca_bench.experiments.stats import components, projected_mde
+
+    ref, _ = grids
+    assert main(["table", str(ref), "--plan", "4"]) == 0
+    text = (ref / "plan.md").read_text()
+    assert "Seeds and prompts for an MDE of at most 4 pp" in text and text in capsys.readouterr().out
+    plan = plan_table(ref, 4.0).set_index("variant")
+    table = load_table(ref).set_index("variant")
+    assert list(plan.index) == ["baseline", "+DPS", "+SML"]  # the RL start has no comparison
+    for v in plan.index:
+        assert plan.loc[v, "MDE"] == pytest.approx(table.loc[v, "MDE"], rel=1e-9)
+        assert plan.loc[v, "seeds"] == SEEDS and plan.loc[v, "prompts"] == PROMPTS
+        assert plan.loc[v, ["seed_share", "prompt_share", "resid_share"]].sum() == pytest.approx(100)
+        assert plan.loc[v, "floor"] <= plan.loc[v, "MDE"]
+    row = plan.loc["+SML"]
+    assert row["MDE"] > 4  # 4 seeds x 200 prompts of 0/1 outcomes: about 6 pp
+    # each count is beyond this design (its MDE is above 4) or unreachable on that axis alone (NaN)
+    assert not row["prompts_needed"] <= PROMPTS and not row["seeds_needed"] <= SEEDS
+    assert not (np.isnan(row["prompts_needed"]) and np.isnan(row["seeds_needed"]))
+    assert ("none: seeds set the floor" in text) == bool(plan["prompts_needed"].isna().any())
+    assert f"| +SML | baseline | {row['delta_pp']:+.1f} | {SEEDS} x {PROMPTS} | {row['MDE']:.1f} |" in text

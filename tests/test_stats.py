@@ -101,3 +101,53 @@ def test_bootstrap_and_t_interval_agree_with_scipy_on_one_axis():
     m, half = t_interval([1.0, 2.0, 3.0, 4.0])
     assert m == 2.5 and half == pytest.approx(stats.t.ppf(0.975, 3) * stats.sem([1, 2, 3, 4]))
     assert math.isnan(t_interval([1.0])[1])
+
+
+# ---- planning: components, projected_mde, smallest (daca-bench table --plan) ----------------------------
+from daca_bench.experiments.stats import components, projected_mde, smallest  # noqa: E402
+
+
+def _planted(rng, S, P, sd_seed, sd_prompt, sd_resid):
+    return rng.normal(0, sd_seed, (S, 1)) + rng.normal(0, sd_prompt, (1, P)) + rng.normal(0, sd_resid, (S, P))
+
+
+def test_components_recover_planted_variances_and_reproduce_the_tables_mde():
+    rng = np.random.default_rng(20)
+    d = _planted(rng, 60, 3000, 2.0, 5.0, 10.0)
+    s2_s, s2_p, s2_e = components(d)
+    assert s2_s == pytest.approx(4.0, rel=0.4) and s2_p == pytest.approx(25.0, rel=0.1)
+    assert s2_e == pytest.approx(100.0, rel=0.02)
+    for draw in (_draw(rng, 0.0), _planted(rng, 8, 512, 6.0, 0.0, 40.0)):  # prompt- and seed-dominated
+        S, P = draw.shape
+        assert projected_mde(components(draw), S, P) == pytest.approx(compare(draw, n_boot=10).mde, rel=1e-9)
+
+
+def test_more_prompts_cannot_beat_a_seed_floor_but_more_seeds_can():
+    """Seed-dominated (sudoku's +SML in results/tiny-full: seed sd 6.7 pp, residual 44): with 8 seeds
+    no test set reaches an MDE of 6, and the seeds the plan asks for do reach it when drawn."""
+    comps = (45.0, 0.0, 1950.0)
+    assert projected_mde(comps, 8, 10 ** 6) > 6.0
+    assert smallest(comps, 6.0, seeds=8) is None
+    need = smallest(comps, 6.0, prompts=512)
+    assert 10 <= need <= 20 and projected_mde(comps, need, 512) <= 6.0 < projected_mde(comps, need - 1, 512)
+    rng = np.random.default_rng(21)
+    drawn = [compare(_planted(rng, need, 512, math.sqrt(45.0), 0.0, math.sqrt(1950.0)), n_boot=10).mde
+             for _ in range(200)]
+    assert np.median(drawn) == pytest.approx(6.0, rel=0.15)  # the design it asks for has about that MDE
+
+
+def test_prompt_dominated_comparisons_need_prompts_not_seeds():
+    comps = (0.0, 400.0, 560.0)  # code's baseline vs start in results/tiny-full: no seed term
+    need_p = smallest(comps, 1.5, seeds=8)
+    assert need_p is not None and projected_mde(comps, 8, need_p) <= 1.5
+    assert smallest(comps, 1.5, prompts=768, cap=512) is None  # the prompt term alone is about 2 pp at 768
+    rng = np.random.default_rng(22)
+    drawn = [compare(_planted(rng, 8, need_p, 0.0, 20.0, math.sqrt(560.0)), n_boot=10).mde for _ in range(100)]
+    assert np.median(drawn) == pytest.approx(1.5, rel=0.15)
+
+
+def test_planning_rejects_what_it_cannot_estimate():
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        components(np.zeros((1, 10)))
+    with pytest.raises(ValueError, match="exactly one"):
+        smallest((1.0, 1.0, 1.0), 1.0)

@@ -3,6 +3,7 @@
     daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
     daca-bench table results/tiny-quick      # a preset's output folder: reads cells/, writes beside it
     daca-bench table RUN --against results/tiny   # and the replication report (experiments/replicate.py)
+    daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/plan.py)
 
 Every cell of a grid is scored on its family's one fixed test set (`train.test_seed`) and keeps
 its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND by prompt. The
@@ -127,31 +128,41 @@ def paired(a: pd.DataFrame, b: pd.DataFrame | dict) -> np.ndarray:
     return np.array([[100 * (a.loc[s, "test_accuracy"] - acc[s])] for s in seeds]).reshape(len(seeds), 1)
 
 
-def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None) -> pd.DataFrame:
-    """The ablation table, one row per (base, family, task, variant); see the module docstring."""
+def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None):
+    """Each row of the table in order: (common, variant, cells, vs, d), with `common` the row's
+    base, family, task and paper gain, `cells` the variant's cells (None for the RL start's row)
+    and d its paired (seeds, prompts) matrix against `vs` (empty where there is no reference)."""
     start = start or {}
-    out = []
     for (base, family, task), g in df.groupby(["base", "family", "task"], sort=True):
         by_variant = {v: gv for v, gv in g.groupby("variant")}
         baseline = by_variant.get("baseline")
         common = {"base": base, "family": family, "task": task, "paper_gain_pp": PAPER_GAIN_PP.get(family, math.nan)}
         if task in start:
-            scored = [r for r in start[task].values() if r is not None]
-            out.append({**common, "variant": START, "acc": 100 * float(np.mean(scored)) if scored else math.nan,
-                        "seeds": 0, "prompts": len(scored)})
+            yield common, START, None, None, np.empty((0, 0))
         for variant in [v for v in VARIANT_ORDER if v in by_variant] + sorted(set(by_variant) - set(VARIANT_ORDER)):
             cells = by_variant[variant]
-            row = {**common, "variant": variant, "acc": 100 * cells["test_accuracy"].mean(),
-                   "zero_std": cells["zero_std"].mean(), "seeds": len(cells),
-                   **({"lr": cells["lr"].iloc[0], "clip_frac": 100 * cells["clip_frac"].mean(),
-                       "kl": cells["kl"].mean()} if "lr" in cells else {})}
             ref, vs = (start.get(task), START) if variant == "baseline" else (baseline, "baseline")
-            d = paired(cells, ref) if ref is not None else np.empty((0, 0))
-            if d.size:
-                c = compare(d)
-                row.update(vs=vs, prompts=c.prompts, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
-                           sig=c.excludes_zero, t_half=c.t_half, boot_lo=c.boot_lo, boot_hi=c.boot_hi, se=c.se, df=c.df)
-            out.append(row)
+            yield common, variant, cells, vs, (paired(cells, ref) if ref is not None else np.empty((0, 0)))
+
+
+def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None) -> pd.DataFrame:
+    """The ablation table, one row per (base, family, task, variant); see the module docstring."""
+    out = []
+    for common, variant, cells, vs, d in comparisons(df, start):
+        if cells is None:
+            scored = [r for r in start[common["task"]].values() if r is not None]
+            out.append({**common, "variant": START, "acc": 100 * float(np.mean(scored)) if scored else math.nan,
+                        "seeds": 0, "prompts": len(scored)})
+            continue
+        row = {**common, "variant": variant, "acc": 100 * cells["test_accuracy"].mean(),
+               "zero_std": cells["zero_std"].mean(), "seeds": len(cells),
+               **({"lr": cells["lr"].iloc[0], "clip_frac": 100 * cells["clip_frac"].mean(),
+                   "kl": cells["kl"].mean()} if "lr" in cells else {})}
+        if d.size:
+            c = compare(d)
+            row.update(vs=vs, prompts=c.prompts, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
+                       sig=c.excludes_zero, t_half=c.t_half, boot_lo=c.boot_lo, boot_hi=c.boot_hi, se=c.se, df=c.df)
+        out.append(row)
     table = pd.DataFrame(out)
     table.attrs["regime"] = regime(df)
     return table
@@ -234,6 +245,9 @@ def configure(parser) -> None:
     parser.add_argument("--against", metavar="REFERENCE", default=None,
                         help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
                              "per comparison the difference, mutual interval coverage, sign and significance, a verdict")
+    parser.add_argument("--plan", metavar="PP", type=float, default=None,
+                        help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
+                             "MDE to PP percentage points, from the spread this run measured (experiments/plan.py)")
 
 
 def run(args) -> int:
@@ -245,5 +259,11 @@ def run(args) -> int:
         text, more = write_report(table, args.results, args.against)
         print(text)
         paths += more
+    if args.plan is not None:
+        from .plan import write_plan
+
+        text, path = write_plan(args.results, args.plan)
+        print(text)
+        paths.append(path)
     print("wrote " + ", ".join(map(str, paths)))
     return 0

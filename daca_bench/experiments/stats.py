@@ -15,6 +15,9 @@ Its uncertainty has three sources: seeds, prompts and their interaction.
 - `mde`: the minimum detectable effect, (t_{1-alpha/2, df} + t_{power, df}) * SE: the true
   difference that this design would find with the given power at a two-sided alpha.
 - `t_interval`: the plain t-interval of per-seed means (the older, seeds-only interval).
+- `components`, `projected_mde`, `smallest`: planning. The three variances behind a measured
+  comparison, the MDE it would have with other numbers of seeds and prompts, and the fewest of
+  either that reach a target MDE (`daca-bench table RESULTS --plan 6`).
 
     c = compare(d)          # d: (S, P) array -> Comparison(mean, lo, hi, se, df, mde, t_half, ...)
 """
@@ -61,26 +64,22 @@ def crossed_bootstrap(d: np.ndarray, n_boot: int = 2000, level: float = 0.95, se
     return float(lo), float(hi), float(means.std(ddof=1))
 
 
-def variance_components(d: np.ndarray) -> tuple[float, float]:
-    """SE of mean(d) and its Satterthwaite df from the two-way ANOVA of a (seeds, prompts) matrix.
-    E[MS_seed] = s2_e + P s2_s, E[MS_prompt] = s2_e + S s2_p, E[MS_resid] = s2_e, hence
-    Var(mean) = (MS_seed + MS_prompt - MS_resid) / (S P). With one seed (or one prompt) it is the
-    one-way SE over the other axis."""
+def mean_squares(d: np.ndarray) -> tuple[float, float, float]:
+    """The two-way ANOVA mean squares of a (seeds, prompts) matrix: seeds, prompts, residual."""
     d = np.asarray(d, dtype=float)
     S, P = d.shape
-    if S == 1 or P == 1:
-        x = d.ravel()
-        n = x.size
-        return (float(x.std(ddof=1) / math.sqrt(n)), float(n - 1)) if n > 1 else (math.nan, math.nan)
     grand = d.mean()
     row, col = d.mean(1), d.mean(0)
     ms_s = P * ((row - grand) ** 2).sum() / (S - 1)
     ms_p = S * ((col - grand) ** 2).sum() / (P - 1)
     resid = d - row[:, None] - col[None, :] + grand
-    df_e = (S - 1) * (P - 1)
-    ms_e = (resid ** 2).sum() / df_e
+    return float(ms_s), float(ms_p), float((resid ** 2).sum() / ((S - 1) * (P - 1)))
+
+
+def _se_df(ms_s: float, ms_p: float, ms_e: float, S: int, P: int) -> tuple[float, float]:
     # Var(mean) = s2_s/S + s2_p/P + s2_e/(S P) as a sum of mean squares; a component whose estimate
     # is negative (its mean square below the residual's) is set to zero and drops out
+    df_e = (S - 1) * (P - 1)
     seed_on, prompt_on = bool(ms_s > ms_e), bool(ms_p > ms_e)
     terms = [(ms_s, S - 1)] * seed_on + [(ms_p, P - 1)] * prompt_on
     if seed_on and prompt_on:
@@ -93,6 +92,61 @@ def variance_components(d: np.ndarray) -> tuple[float, float]:
     den = sum(m * m / df for m, df in terms)
     df = (sum(m for m, _ in terms) ** 2) / den if den > 0 else math.inf
     return float(math.sqrt(var)), float(max(1.0, df))
+
+
+def variance_components(d: np.ndarray) -> tuple[float, float]:
+    """SE of mean(d) and its Satterthwaite df from the two-way ANOVA of a (seeds, prompts) matrix.
+    E[MS_seed] = s2_e + P s2_s, E[MS_prompt] = s2_e + S s2_p, E[MS_resid] = s2_e, hence
+    Var(mean) = (MS_seed + MS_prompt - MS_resid) / (S P). With one seed (or one prompt) it is the
+    one-way SE over the other axis."""
+    d = np.asarray(d, dtype=float)
+    S, P = d.shape
+    if S == 1 or P == 1:
+        x = d.ravel()
+        n = x.size
+        return (float(x.std(ddof=1) / math.sqrt(n)), float(n - 1)) if n > 1 else (math.nan, math.nan)
+    return _se_df(*mean_squares(d), S, P)
+
+
+def components(d: np.ndarray) -> tuple[float, float, float]:
+    """The variances (s2_seed, s2_prompt, s2_resid) behind a (seeds, prompts) matrix, from its mean
+    squares (method of moments; a negative estimate is 0): what `projected_mde` scales."""
+    d = np.asarray(d, dtype=float)
+    S, P = d.shape
+    if S < 2 or P < 2:
+        raise ValueError(f"components need at least 2 seeds and 2 prompts, got {S} x {P}")
+    ms_s, ms_p, ms_e = mean_squares(d)
+    return max(0.0, (ms_s - ms_e) / P), max(0.0, (ms_p - ms_e) / S), ms_e
+
+
+def projected_mde(comps: tuple[float, float, float], seeds: int, prompts: int,
+                  alpha: float = 0.05, power: float = 0.80) -> float:
+    """The MDE the same comparison would have with `seeds` x `prompts`, if its variance components
+    stay what they are: the mean squares that design would expect, through the table's own SE and
+    Satterthwaite df. At the measured design it is the table's MDE."""
+    s2_s, s2_p, s2_e = comps
+    S, P = int(seeds), int(prompts)
+    return mde(*_se_df(s2_e + P * s2_s, s2_e + S * s2_p, s2_e, S, P), alpha=alpha, power=power)
+
+
+def smallest(comps: tuple[float, float, float], target: float, *, seeds: int | None = None,
+             prompts: int | None = None, cap: int = 100_000, **kw) -> int | None:
+    """The fewest seeds (give `prompts`) or prompts (give `seeds`) whose projected MDE is at most
+    `target`, or None when even `cap` does not reach it (the other axis's spread alone is larger)."""
+    if (seeds is None) == (prompts is None):
+        raise ValueError("give exactly one of seeds= (to count prompts) or prompts= (to count seeds)")
+
+    def ok(n: int) -> bool:
+        return projected_mde(comps, n, prompts, **kw) <= target if seeds is None else \
+            projected_mde(comps, seeds, n, **kw) <= target
+
+    if not ok(cap):
+        return None
+    lo, hi = 2, cap  # the MDE falls as either count grows: bisect for the first that reaches it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
+    return lo
 
 
 def mde(se: float, df: float, alpha: float = 0.05, power: float = 0.80) -> float:

@@ -1,0 +1,85 @@
+"""Power planning: how many seeds or test prompts each comparison of a finished grid needs to
+reach a target MDE, from the spread it measured.
+
+    daca-bench table results/tiny-full --plan 6    # writes plan.md beside table.md
+
+A comparison's uncertainty has three sources (experiments/stats.py): seeds (training runs that
+go differently), prompts (some test prompts gain, others lose) and their interaction. More
+prompts shrink only the prompt and interaction terms, more seeds shrink all three. When the seed
+term alone holds the MDE above the target, no test set is large enough, and the plan says so:
+the `floor` column is the MDE with these seeds and unlimited prompts. The projection assumes
+the variance components stay what this run measured; a component estimated from 8 seeds is
+itself uncertain (its 95 % range spans about 0.4x to 3.3x), so treat the counts as a guide.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .results import START, comparisons, load_results, load_start, locate
+from .stats import components, projected_mde, smallest
+
+MAX_SEEDS, MAX_PROMPTS = 1024, 1_000_000
+
+
+def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) -> pd.DataFrame:
+    """One row per comparison of FOLDER's table (the RL start has none): its measured MDE, the
+    shares of its variance, and the seeds / prompts that would bring its MDE to `target`."""
+    cells, _ = locate(folder)
+    rows = []
+    for common, variant, _, vs, d in comparisons(load_results(cells), load_start(cells)):
+        if variant == START or d.ndim != 2 or min(d.shape) < 2:
+            continue
+        S, P = d.shape
+        comps = components(d)
+        parts = np.array([comps[0] / S, comps[1] / P, comps[2] / (S * P)])
+        share = 100 * parts / parts.sum() if parts.sum() > 0 else np.full(3, math.nan)
+        kw = {"alpha": alpha, "power": power}
+        rows.append({"family": common["family"], "task": common["task"], "base": common["base"], "variant": variant,
+                     "vs": vs, "delta_pp": float(d.mean()), "seeds": S, "prompts": P,
+                     "MDE": projected_mde(comps, S, P, **kw), "seed_share": share[0], "prompt_share": share[1],
+                     "resid_share": share[2], "floor": projected_mde(comps, S, MAX_PROMPTS, **kw),
+                     "seeds_needed": smallest(comps, target, prompts=P, cap=MAX_SEEDS, **kw),
+                     "prompts_needed": smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw)})
+    out = pd.DataFrame(rows)
+    out.attrs.update(target=target, alpha=alpha, power=power)
+    return out
+
+
+def _unreached(n) -> bool:  # None in the rows; NaN once pandas holds the column
+    return n is None or (isinstance(n, float) and math.isnan(n))
+
+
+def plan_markdown(plan: pd.DataFrame) -> str:
+    t = plan.attrs.get("target", math.nan)
+    head = ["family", "task", "variant", "vs", "Δpp", "seeds x prompts", "MDE", "variance: seed / prompt / resid %",
+            "MDE floor (these seeds)", f"seeds for MDE ≤ {t:g}", f"prompts for MDE ≤ {t:g}"]
+    lines = [f"### Seeds and prompts for an MDE of at most {t:g} pp", "",
+             "| " + " | ".join(head) + " |", "|---|---|---|---|" + "---:|" * 7]
+    for _, r in plan.iterrows():
+        base = "" if r["base"] == "grpo" else f" ({r['base']})"
+        lines.append("| " + " | ".join([
+            r["family"], r["task"], r["variant"] + base, r["vs"], f"{r['delta_pp']:+.1f}",
+            f"{r['seeds']} x {r['prompts']}", f"{r['MDE']:.1f}",
+            f"{r['seed_share']:.0f} / {r['prompt_share']:.0f} / {r['resid_share']:.0f}", f"{r['floor']:.1f}",
+            ("none: prompts set the floor" if _unreached(r["seeds_needed"]) else f"{int(r['seeds_needed']):,}")
+            + " (at these prompts)",
+            ("none: seeds set the floor" if _unreached(r["prompts_needed"]) else f"{int(r['prompts_needed']):,}")
+            + " (at these seeds)"]) + " |")
+    lines += ["", f"MDE: the smallest true difference found with {plan.attrs.get('power', 0.8):.0%} power at a two-sided "
+              f"{plan.attrs.get('alpha', 0.05):.0%} level, as in the table. Variance: each source's share of the "
+              "variance of the mean difference at this design. MDE floor: the MDE with these seeds and unlimited "
+              "test prompts (the seed term alone). Counts assume the measured variance components hold at the new "
+              "design; they are estimates from this run's seeds, so treat them as a guide."]
+    return "\n".join(lines) + "\n"
+
+
+def write_plan(folder, target: float) -> tuple[str, object]:
+    """Write plan.md beside FOLDER's table.md; return its text and path."""
+    _, out = locate(folder)
+    text = plan_markdown(plan_table(folder, target))
+    path = out / "plan.md"
+    path.write_text(text)
+    return text, path
