@@ -10,7 +10,7 @@ import pytest
 
 from daca_bench.cli import main
 from daca_bench.experiments.replicate import compare_tables, verdict
-from daca_bench.experiments.results import load_table, locate, to_markdown
+from daca_bench.experiments.results import load_table, locate, to_csv, to_markdown
 
 SEEDS, PROMPTS = 4, 200
 IDS = [f"arithmetic/{i}" for i in range(PROMPTS)]
@@ -177,3 +177,15 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     assert not (np.isnan(row["prompts_needed"]) and np.isnan(row["seeds_needed"]))
     assert ("none: seeds set the floor" in text) == bool(plan["prompts_needed"].isna().any())
     assert f"| +SML | baseline | {row['delta_pp']:+.1f} | {SEEDS} x {PROMPTS} | {row['MDE']:.1f} |" in text
+
+
+@pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full"])
+def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
+    """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
+    table.md and table.csv unchanged (built in memory here, the repository untouched)."""
+    folder = Path(__file__).resolve().parents[1] / "results" / name
+    if not (folder / "cells").is_dir():
+        pytest.skip(f"results/{name} is not in this checkout")
+    table = load_table(folder)
+    assert to_markdown(table) == (folder / "table.md").read_text()
+    assert to_csv(table) == (folder / "table.csv").read_text()

@@ -216,6 +216,10 @@ CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo
                "prompts", "se", "df", "t_half", "boot_lo", "boot_hi", "zero_std", "lr", "clip_frac", "kl", "paper_gain_pp"]
 
 
+def to_csv(table: pd.DataFrame) -> str:
+    return table.to_csv(index=False, float_format="%.4g")
+
+
 def load_table(folder: str | Path) -> pd.DataFrame:
     """The table of a grid's or a preset's output folder (see `locate`), in CSV_COLUMNS."""
     cells, _ = locate(folder)
@@ -232,7 +236,7 @@ def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
     _, out = locate(folder)
     paths = [out / "table.md", out / "table.csv", out / "table.tex"]
     paths[0].write_text(to_markdown(table))
-    table.to_csv(paths[1], index=False, float_format="%.4g")
+    paths[1].write_text(to_csv(table))
     tex = table[["family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE"]]
     paths[2].write_text(tex.to_latex(index=False, float_format="%.1f", na_rep="-"))
     return table, paths
