@@ -24,7 +24,8 @@ from daca_bench.config import RLConfig, apply, load_config
 from daca_bench.registry import get_task
 from daca_bench.rl.runtime import autocast
 from daca_bench.rl.sampler import sample
-from daca_bench.rl.trainer import PassCounter, load_initial, train_step
+from daca_bench.rl.policy import load_initial
+from daca_bench.rl.trainer import PassCounter, train_step
 
 PHASES = ("rollout", "likelihood_old", "update")
 

@@ -30,7 +30,8 @@ from daca_bench.experiments.eval import evaluate_lengths, protocol
 from daca_bench.models import count_parameters
 from daca_bench.registry import get_task
 from daca_bench.rl.memory import enable_gradient_checkpointing
-from daca_bench.rl.trainer import PassCounter, load_policy, train_step
+from daca_bench.rl.policy import load_policy
+from daca_bench.rl.trainer import PassCounter, train_step
 from daca_bench.testing import write_llada_tiny
 
 SHAPES = {

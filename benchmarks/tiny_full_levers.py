@@ -88,6 +88,7 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
 
     from daca_bench.experiments.reproduce import tiny_cells
     from daca_bench.rl import trainer as tr
+    from daca_bench.rl.policy import load_initial
 
     one = replace(preset, families={label: fam})
     cells = tiny_cells(one, {label: {"folder": str(start.parent)}}, seeds=(0,))
@@ -102,7 +103,7 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
         for name, rule in (("shared", tr.same_masks), ("separate", lambda c: False)):
             real, tr.same_masks = tr.same_masks, rule
             try:
-                adapter, reference = tr.load_initial(cfg), tr.load_initial(cfg)
+                adapter, reference = load_initial(cfg), load_initial(cfg)
                 opt = torch.optim.AdamW(adapter.model.parameters(), lr=cfg.train.lr)
                 counter = tr.PassCounter(adapter.model)
                 out = [tr.train_step(adapter, reference, cfg, prompts, task, s, opt, counter) for s in range(steps + 1)][1:]

@@ -349,7 +349,7 @@ def test_paper_presets_carry_d1s_protocol():
 
 
 def test_lora_targets_are_the_named_modules(llada_dir):
-    from daca_bench.rl.trainer import load_policy, lora_targets
+    from daca_bench.rl.policy import load_policy, lora_targets
 
     cfg = apply(RLConfig(), {"model": {"name": str(llada_dir), "trust_remote_code": True},
                              "train": {"lora": True, "lora_r": 2, "lora_alpha": 4,
@@ -372,7 +372,7 @@ def test_4bit_base_is_gated_with_one_line(llada_dir, tmp_path, capsys):
                "train.steps=1"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "load_in_4bit" in err and "CUDA" in err
-    from daca_bench.rl.trainer import nf4_config
+    from daca_bench.rl.policy import nf4_config
 
     with pytest.raises(ConfigError, match="train.lora=true"):
         nf4_config(apply(RLConfig(), {"train.load_in_4bit": True, "model.name": str(llada_dir)}))

@@ -176,7 +176,8 @@ def test_llada_shape_one_lora_step_with_checkpointing(llada_dir, tmp_path):
 
     from daca_bench.config import RLConfig, apply
     from daca_bench.rl.memory import enable_gradient_checkpointing
-    from daca_bench.rl.trainer import load_policy, train
+    from daca_bench.rl.policy import load_policy
+    from daca_bench.rl.trainer import train
 
     cfg = apply(RLConfig(), {
         "model": {"name": str(llada_dir), "trust_remote_code": True},
@@ -272,7 +273,8 @@ def test_chat_template_without_one_is_a_clear_error(tmp_path):
 def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(llada_dir, tmp_path):
     from daca_bench.checkpoint import find_checkpoint
     from daca_bench.config import RLConfig, apply
-    from daca_bench.rl.trainer import load_policy, train
+    from daca_bench.rl.policy import load_policy
+    from daca_bench.rl.trainer import train
 
     cfg = apply(RLConfig(), {
         "model": {"name": str(llada_dir), "trust_remote_code": True, "dtype": "bfloat16"},

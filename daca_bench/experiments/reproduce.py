@@ -253,7 +253,7 @@ def evaluate_starts(cells, folder: Path) -> dict[str, float]:
     cells' evaluation canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain."""
     from ..registry import get_task
     from ..rl.evaluate import evaluate, write_eval_records
-    from ..rl.trainer import load_initial
+    from ..rl.policy import load_initial
 
     out = {}
     for cfg in {c.config.train.task: c.config for c in cells}.values():

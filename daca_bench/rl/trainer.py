@@ -29,12 +29,13 @@ from ..canvas import check_rl
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
 from ..jsonl import column_means
-from ..models import default_device, load_model, load_pretrained, require_available, task_prompts
+from ..models import default_device, require_available, task_prompts
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
+from .policy import disable_dropout, load_initial, load_policy
 from .reporters import open_reporters, reporter_names
 from .runtime import (
     PRECISIONS,
@@ -248,71 +249,6 @@ def training_task(cfg: RLConfig):
 def _chat_task(adapter, task, chat: bool = True, max_tokens: int = 0):
     wrapped = task_prompts(adapter, task.samples, chat, max_tokens)
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
-
-
-def disable_dropout(model) -> None:
-    """Every dropout of the model (LoRA's included) set to 0, so the old, current and reference
-    log-probs of one mask draw agree and the first inner ratio is exactly 1 (TRL: disable_dropout)."""
-    for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
-            m.p = 0.0
-        for attr in ("dropout_prob", "attention_dropout", "dropout_p"):  # attention dropout kept as a float
-            if isinstance(getattr(m, attr, None), float):
-                setattr(m, attr, 0.0)
-
-
-def load_initial(cfg: RLConfig):
-    """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed);
-    with train.load_in_4bit, a LoRA base quantised to 4-bit NF4 as d1 loads it."""
-    name = cfg.train.init or cfg.model.name
-    if not cfg.train.load_in_4bit:
-        return load_model(replace(cfg.model, name=name))
-    return load_pretrained(name, cfg.model.trust_remote_code, cfg.model.dtype, quantization_config=nf4_config(cfg))
-
-
-def nf4_config(cfg: RLConfig):
-    """d1's 4-bit base: NF4 with double quantisation, computing in bfloat16. A one-line error where
-    it cannot run (no LoRA, the tiny model, no CUDA, no bitsandbytes)."""
-    import importlib.util
-
-    if not cfg.train.lora:
-        raise ConfigError("train.load_in_4bit=true needs train.lora=true (a 4-bit base cannot be trained itself)")
-    if (cfg.train.init or cfg.model.name) == "tiny":
-        raise ConfigError("train.load_in_4bit=true is for pretrained models; the built-in tiny model stays in full precision")
-    if not torch.cuda.is_available():
-        raise ConfigError("train.load_in_4bit=true needs a CUDA GPU (bitsandbytes 4-bit); none is visible here. "
-                          "Set train.load_in_4bit=false to train on a bfloat16 base")
-    if importlib.util.find_spec("bitsandbytes") is None:
-        raise ConfigError("train.load_in_4bit=true needs bitsandbytes (pip install bitsandbytes); "
-                          "or set train.load_in_4bit=false")
-    from transformers import BitsAndBytesConfig
-
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=torch.bfloat16)
-
-
-def lora_targets(spec: str):
-    """train.lora_target_modules -> peft's target_modules: "all-linear" or a list of module names."""
-    names = [n.strip() for n in spec.split(",") if n.strip()]
-    if not names:
-        raise ConfigError("train.lora_target_modules is empty; use all-linear or module names joined by commas")
-    return "all-linear" if names == ["all-linear"] else names
-
-
-def load_policy(cfg: RLConfig, ckpt):
-    """The policy to train: from the checkpoint when resuming; wrapped with LoRA (peft) when train.lora."""
-    t = cfg.train
-    if not t.lora:
-        return load_pretrained(str(ckpt), cfg.model.trust_remote_code, cfg.model.dtype) if ckpt else load_initial(cfg)
-    from peft import LoraConfig, PeftModel, get_peft_model
-
-    base = load_initial(cfg)
-    if ckpt:
-        model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
-    else:
-        model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-                                                      target_modules=lora_targets(t.lora_target_modules)))
-    return replace(base, model=model)
 
 
 def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter, first_prompt: int = 0) -> dict:
