@@ -9,7 +9,8 @@ prompts shrink only the prompt and interaction terms, more seeds shrink all thre
 term alone holds the MDE above the target, no test set is large enough, and the plan says so:
 the `floor` column is the MDE with these seeds and unlimited prompts. The projection assumes
 the variance components stay what this run measured; a component estimated from 8 seeds is
-itself uncertain (its 95 % range spans about 0.4x to 3.3x), so treat the counts as a guide.
+itself uncertain (its 95 % interval runs from about 0.4x to 4x the estimate), so treat the
+counts as a guide.
 """
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ def plan_markdown(plan: pd.DataFrame) -> str:
             + " (at these prompts)",
             ("none: seeds set the floor" if _unreached(r["prompts_needed"]) else f"{int(r['prompts_needed']):,}")
             + " (at these seeds)"]) + " |")
-    lines += ["", f"MDE: the smallest true difference found with {plan.attrs.get('power', 0.8):.0%} power at a two-sided "
-              f"{plan.attrs.get('alpha', 0.05):.0%} level, as in the table. Variance: each source's share of the "
+    lines += ["", f"MDE: the smallest true difference found with {100 * plan.attrs.get('power', 0.8):.0f} % power at a "
+              f"two-sided {100 * plan.attrs.get('alpha', 0.05):.0f} % level, as in the table. Variance: each source's share of the "
               "variance of the mean difference at this design. MDE floor: the MDE with these seeds and unlimited "
               "test prompts (the seed term alone). Counts assume the measured variance components hold at the new "
               "design; they are estimates from this run's seeds, so treat them as a guide."]
