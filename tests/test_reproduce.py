@@ -1,5 +1,6 @@
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -172,3 +173,25 @@ def test_sft_markdown_names_the_sft_check_s_prompt_count():
                                 "n_eval": 256}})
     assert "test exact % (SFT's check) | test prompts |" in md and md.splitlines()[-1] == \
         "| json | json_tiny | 1600 | 49.2 | 60.9 | 256 |"
+
+
+def test_tiny_full_powered_is_tiny_full_plus_its_two_supplements(tmp_path):
+    """Its cells are tiny-full's, with sudoku at 16 seeds (8 more) and code at 64 steps; every cell
+    that tiny-full also has keeps tiny-full's exact config, so results/tiny-full-sudoku16 and
+    results/tiny-full-code64 are the parts of a powered run (results/README.md)."""
+    full, powered = PRESETS["tiny-full"], PRESETS["tiny-full-powered"]
+    sft = {label: {"folder": str(tmp_path / label)} for label in full.families}
+    a = {c.name: c for c in reproduce.tiny_cells(full, sft)}
+    b = {c.name: c for c in reproduce.tiny_cells(powered, sft)}
+    assert list(powered.families) == list(full.families)
+    seeds = lambda cells, task: {c.config.train.seed for c in cells.values() if c.config.train.task == task}  # noqa: E731
+    assert seeds(b, "sudoku_tiny") == set(range(16)) and seeds(a, "sudoku_tiny") == set(range(8))
+    assert set(a) <= set(b) and len(b) == len(a) + 4 * 8
+    for name, cell in a.items():
+        if cell.config.train.task == "python_tiny":
+            assert b[name].config.train.steps == 64 and cell.config.train.steps == 32
+            assert b[name].config == replace(cell.config, train=replace(cell.config.train, steps=64))
+        else:
+            assert b[name].config == cell.config
+    # --seeds still sets every family's seeds
+    assert seeds({c.name: c for c in reproduce.tiny_cells(powered, sft, seeds=(0, 1))}, "sudoku_tiny") == {0, 1}
