@@ -156,7 +156,6 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     """`table --plan PP` on a synthetic grid: one row per comparison, its MDE the table's, and counts
     that reach PP under the projection (experiments/plan.py; the projection itself: test_stats.py)."""
     from daca_bench.experiments.plan import plan_table
-    from daca_bench.experiments.stats import components, projected_mde
 
     ref, _ = grids
     assert main(["table", str(ref), "--plan", "4"]) == 0

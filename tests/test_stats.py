@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from daca_bench.experiments.stats import compare, crossed_bootstrap, mde, t_interval, variance_components
+from daca_bench.experiments.stats import (
+    compare,
+    components,
+    crossed_bootstrap,
+    mde,
+    projected_mde,
+    smallest,
+    t_interval,
+    variance_components,
+)
 
 S, P = 4, 128
 SD_SEED, SD_PROMPT, SD_RESID = 0.02, 0.3, 0.6  # paired differences of 0/1 outcomes: the prompt term dominates
@@ -104,7 +113,6 @@ def test_bootstrap_and_t_interval_agree_with_scipy_on_one_axis():
 
 
 # ---- planning: components, projected_mde, smallest (daca-bench table --plan) ----------------------------
-from daca_bench.experiments.stats import components, projected_mde, smallest  # noqa: E402
 
 
 def _planted(rng, S, P, sd_seed, sd_prompt, sd_resid):

@@ -31,7 +31,7 @@ def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) 
     cells, _ = locate(folder)
     rows = []
     for common, variant, _, vs, d in comparisons(load_results(cells), load_start(cells)):
-        if variant == START or d.ndim != 2 or min(d.shape) < 2:
+        if variant == START or min(d.shape) < 2:
             continue
         S, P = d.shape
         comps = components(d)
