@@ -45,16 +45,20 @@ def _tracked(folder: str) -> list[str]:
 
 def _links(markdown: str):
     """(start, end, target) of each relative Markdown link outside fenced code."""
-    pos, fenced = 0, False
+    fenced, pos, inside = [], 0, None
     for line in markdown.splitlines(keepends=True):
         if FENCE.match(line):
-            fenced = not fenced
-        elif not fenced:
-            for m in LINK.finditer(line):
-                target = m.group(2)
-                if not re.match(r"[a-z][a-z0-9+.-]*:|#|/", target):
-                    yield pos + m.start(2), pos + m.end(2), target
+            if inside is None:
+                inside = pos
+            else:
+                fenced.append((inside, pos + len(line)))
+                inside = None
         pos += len(line)
+    for m in LINK.finditer(markdown):
+        target = m.group(2)
+        if any(a <= m.start() < b for a, b in fenced) or re.match(r"[a-z][a-z0-9+.-]*:|#|/", target):
+            continue
+        yield m.start(2), m.end(2), target
 
 
 def _repo_path(page_repo_path: str, target: str) -> str:
