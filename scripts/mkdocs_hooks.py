@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # replaced by the folder of the mkdocs.yml being built
 ROOT_PAGES = {  # repository path -> the page it is in the site
     "README.md": "index.md",
     "BENCHMARKS.md": "benchmarks.md",
@@ -80,11 +80,15 @@ def _site_path(repo_path: str) -> str | None:
 
 
 def on_files(files, config):
+    global ROOT
+    ROOT = Path(config["config_file_path"]).resolve().parent
     docs_dir = Path(config["docs_dir"]).resolve()
+    _origin.clear()
     for f in files.documentation_pages():
         _origin[f.src_uri] = str((docs_dir / f.src_uri).relative_to(ROOT)).replace(os.sep, "/")
-    todo = []
     for repo_path, site in ROOT_PAGES.items():
+        if not (ROOT / repo_path).is_file():
+            continue
         files.append(File.generated(config, site, abs_src_path=str(ROOT / repo_path)))
         _origin[site] = repo_path
     todo = list(_origin.items())

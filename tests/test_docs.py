@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +148,51 @@ def test_other_pages_cite_names_that_exist(page):
 def test_resolve_rejects_a_missing_name():
     with pytest.raises(AttributeError):
         resolve("daca_bench.rl.credit.no_such_function")
+
+
+# The documentation site (mkdocs.yml): it builds in strict mode, and strict mode catches what it must.
+def _mkdocs(config: Path, site: Path) -> subprocess.CompletedProcess:
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (the `docs` extra: pip install -e '.[docs]')")
+    pytest.importorskip("material", reason="mkdocs-material is not installed (the `docs` extra)")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+                          cwd=config.parent, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_site_builds_in_strict_mode(tmp_path):
+    pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed (the `docs` extra)")
+    done = _mkdocs(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    site = tmp_path / "site"
+    assert (site / "index.html").is_file() and (site / "benchmarks" / "index.html").is_file()
+    assert 'id="daca_bench.rl.credit.dps_weights"' in (site / "api" / "rl" / "index.html").read_text(encoding="utf-8")
+    # README.md links docs/method.md; in the site that is a sibling page
+    assert 'href="method/' in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_strict_build_fails_on_a_broken_link_and_anchor(tmp_path):
+    """The hook leaves a link to nothing as written, so mkdocs --strict reports it."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# Home\n\n[gone](missing.md) [bad](other.md#nope)\n")
+    (tmp_path / "docs" / "other.md").write_text("# Other\n")
+    config = tmp_path / "mkdocs.yml"
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    text = text.replace("scripts/mkdocs_hooks.py", str(ROOT / "scripts" / "mkdocs_hooks.py"))
+    text = re.sub(r"(?ms)^  - mkdocstrings:.*?(?=^\S)", "", text)  # the API pages are not in this tiny site
+    text = re.sub(r"(?ms)^nav:.*", "", text)
+    config.write_text(text)
+    done = _mkdocs(config, tmp_path / "site")
+    assert done.returncode != 0
+    assert "missing.md" in done.stderr and "nope" in done.stderr
+
+
+def test_api_core_page_names_every_top_level_module():
+    page = (ROOT / "docs" / "api" / "core.md").read_text(encoding="utf-8")
+    modules = sorted(p.stem for p in (ROOT / "daca_bench").glob("*.py") if not p.stem.startswith("__"))
+    missing = [m for m in modules if f"::: daca_bench.{m}\n" not in page]
+    assert not missing, f"docs/api/core.md does not render {missing}"
+
+
+def test_readme_is_short():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 220
