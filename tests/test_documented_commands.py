@@ -222,3 +222,19 @@ def test_parser_reads_markers_continuations_and_synopses(tmp_path):
                                           ["daca-bench reproduce --preset NAME [--seeds 0 1]"]]
     assert runnable(got[0]) == ["daca-bench train --config configs/tiny.yaml sml.k=4 train.steps=1"]
     assert runnable(got[1]) == [] and "synopsis" in excluded("daca-bench verify T --input FILE.jsonl")
+
+
+def _not_run() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for b in ALL:
+        for c in b.commands:
+            if (reason := excluded(c)) is not None:
+                out.setdefault(reason, []).append(f"{b.name}: {c.splitlines()[0][:80]}")
+    return out
+
+
+@pytest.mark.parametrize("reason", sorted(_not_run()))
+def test_excluded_commands_are_listed(reason):
+    """Shows in pytest's summary (-ra) what is not run here and why, one line per reason."""
+    where = _not_run()[reason]
+    pytest.skip(f"{len(where)} documented command(s) not run ({reason}), e.g. {where[0]}")
