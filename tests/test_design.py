@@ -90,3 +90,47 @@ def test_families_follow_the_design_else_the_preset_else_the_default():
     preset = declared(None, {"comparisons": {"primary": [{"family": "sudoku", "variant": "+SML", "vs": "baseline"}]}})
     assert family_of(row("+SML", "baseline"), preset, {"sudoku_tiny": "sudoku"}) == PRIMARY
     assert family_of(row("+DACA", "baseline"), preset, {"sudoku_tiny": "sudoku"}) == EXPLORATORY
+
+
+def _grid(folder, git="abc1234", steps=32):
+    """A preset-shaped folder: cells/ with baseline and +DACA cells of sudoku_tiny seeds 0-1 (random 0/1
+    rewards on the first 64 test puzzles), each config recording its git."""
+    import numpy as np
+
+    from daca_bench.registry import get_task
+
+    ids = [s.id for s in get_task("sudoku_tiny", split="test", n=64, seed=0).samples]
+    rng = np.random.default_rng(0)
+    for variant, (dps, k) in {"baseline": (False, 1), "+DACA": (True, 4)}.items():
+        for seed in (0, 1):
+            cell = folder / "cells" / f"variant={variant}_seed={seed}"
+            cell.mkdir(parents=True)
+            cfg = _cfg(seed, steps=steps, n_eval=64, git=git)
+            cfg.update(loss={"base": "grpo"}, dps={"enabled": dps}, sml={"k": k})
+            (cell / "config.json").write_text(json.dumps(cfg))
+            (cell / "axes.json").write_text(json.dumps({"variant": variant}))
+            rewards = rng.integers(0, 2, len(ids))
+            (cell / "summary.json").write_text(json.dumps({"test_accuracy": float(rewards.mean())}))
+            (cell / "eval.jsonl").write_text("".join(json.dumps({"id": i, "reward": float(r)}) + "\n"
+                                                     for i, r in zip(ids, rewards)))
+    return folder
+
+
+def test_the_table_says_confirmatory_only_when_every_cell_ran_under_the_design(tmp_path):
+    from daca_bench.experiments.results import load_table, to_markdown
+
+    design = {**DESIGN, "families": {"sudoku": {**DESIGN["families"]["sudoku"],
+                                                "test": {**DESIGN["families"]["sudoku"]["test"], "size": 64}}}}
+    folder = _grid(tmp_path / "run")
+    assert to_markdown(load_table(folder)).startswith("**Exploratory**: no design.json")
+    write_design(folder, design)
+    table = load_table(folder)
+    assert to_markdown(table).startswith("**Confirmatory**: every cell ran under run/design.json (commit abc1234")
+    assert table.set_index("variant").loc["+DACA", "plan"] == PRIMARY
+    other = _grid(tmp_path / "other", git="fff0000-dirty")
+    write_design(other, design)
+    md = to_markdown(load_table(other))
+    assert md.startswith("**Not confirmatory**") and "a cell ran from fff0000-dirty, the design from abc1234" in md
+    later = _grid(tmp_path / "later", steps=64)
+    write_design(later, design)
+    assert "steps 64 where the design says 32" in to_markdown(load_table(later))
