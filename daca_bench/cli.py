@@ -26,7 +26,7 @@ SUBCOMMANDS = {
     "train": ("daca_bench.rl.trainer", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
     "eval": ("daca_bench.experiments.eval", "evaluate a checkpoint on a task at one or more lengths (d1 protocol)"),
     "ablate": ("daca_bench.experiments.ablation", "run an ablation grid"),
-    "table": ("daca_bench.experiments.results", "build the ablation table from a results folder"),
+    "table": ("daca_bench.experiments.table", "build the ablation table from a results folder"),
     "plot": ("daca_bench.experiments.plots", "draw the ablation plots from a results folder"),
     "reproduce": ("daca_bench.experiments.reproduce", "the embedded default: SFT + ablation grid + table"),
     "likelihood-bias": ("daca_bench.experiments.bias", "measure the bias of likelihood estimators"),

@@ -22,7 +22,7 @@ from typing import Callable
 
 from .errors import ConfigError, UnknownTaskError
 from .resources import data_dir
-from .types import Task
+from .types import Sample, Task
 
 TASKS_DIR = data_dir("tasks")
 ENTRY_POINT_GROUP = "daca_bench.tasks"
@@ -38,6 +38,15 @@ class TaskSpec:
     build: Callable[..., Task]
     tiny: bool = False  # one of the tiny synthetic families of the CPU default
     description: str = ""
+    cluster: str | Callable[[Sample], object] | None = None  # what items cluster on (None: each item alone)
+
+    def cluster_of(self, sample: Sample) -> str:
+        """The key SAMPLE's cluster is known by: what the task's split is keyed on where several items
+        share it (a sudoku's solution grid), else the item's own id. Tables pair and resample by it."""
+        if self.cluster is None:
+            return sample.id
+        key = self.cluster(sample) if callable(self.cluster) else sample.metadata.get(self.cluster)
+        return sample.id if key is None else str(key)
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
@@ -45,8 +54,10 @@ _loaded = False
 
 
 def register_task(name: str, *, family: str, version: int, splits=("train", "test"),
-                  tiny: bool = False, description: str = ""):
-    """Decorator: register a builder `f(split, n, seed, **kw) -> Task` under `name`."""
+                  tiny: bool = False, description: str = "", cluster=None):
+    """Decorator: register a builder `f(split, n, seed, **kw) -> Task` under `name`. `cluster`: the
+    metadata field (or a function of the sample) that items cluster on, where several items share
+    what the split is keyed on (sudoku: the solution grid); None where every item stands alone."""
     if family not in FAMILIES:
         raise ValueError(f"task {name!r}: family {family!r} not in {FAMILIES}")
 
@@ -54,7 +65,7 @@ def register_task(name: str, *, family: str, version: int, splits=("train", "tes
         if name in _REGISTRY and _REGISTRY[name].build.__module__ != fn.__module__:
             raise ValueError(f"task {name!r} registered twice ({_REGISTRY[name].build.__module__}, {fn.__module__})")
         _REGISTRY[name] = TaskSpec(name, family, version, tuple(splits), fn, tiny,
-                                   description or (fn.__doc__ or "").strip().split("\n")[0])
+                                   description or (fn.__doc__ or "").strip().split("\n")[0], cluster)
         return fn
 
     return wrap

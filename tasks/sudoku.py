@@ -2,7 +2,8 @@
 
 Puzzles are generated from seeds, each with a unique solution. Train and test are disjoint
 BY SOLUTION GRID: a hash of the solved grid picks its split, so no test grid is ever seen in
-training (d1's 4x4 test set shared grids with its training set). Field `puzzle`: row-major
+training (d1's 4x4 test set shared grids with its training set); puzzles of one grid are one
+cluster for the tables' intervals (`cluster="solution"`). Field `puzzle`: row-major
 digits as a string (`0` or `.` blank; `_ * ?` too; whitespace, commas, bars ignored) or a list (flat or nested).
 Scoring: 1 iff the answer is a complete valid grid that keeps every given; the fraction of
 blank cells filled correctly is in details (and is the reward under shaping="d1").
@@ -249,7 +250,7 @@ def _verifier(shaping: str | None):
     return with_shaping(verify, shaping, partial=partial, d1=d1_sudoku)
 
 
-@register_task("sudoku", family="constraint", version=VERSION, splits=HASH_SPLITS,
+@register_task("sudoku", family="constraint", version=VERSION, splits=HASH_SPLITS, cluster="solution",
                description="4x4 and 9x9 Sudoku with unique solutions; splits disjoint by solution grid")
 def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
            sizes: tuple[int, ...] = (4, 9), shaping: str | None = None) -> Task:
@@ -261,6 +262,7 @@ def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=
 
 
 @register_task("sudoku_tiny", family="constraint", version=VERSION, splits=HASH_SPLITS, tiny=True,
+               cluster="solution",
                description="tiny 4x4 Sudoku: prompt `sudoku 1030 ...`, answer the 16 digits")
 def sudoku_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
                 shaping: str | None = None) -> Task:
@@ -320,7 +322,7 @@ def d1_train_reward(sample: Sample, completion: str, reward: Reward) -> Reward:
     return Reward(value, reward.status, {**reward.details, "shaping": "d1"})
 
 
-@register_task("sudoku_d1", family="constraint", version=VERSION,
+@register_task("sudoku_d1", family="constraint", version=VERSION, cluster="solution",
                description="d1's 4x4 Sudoku files (path / $DACA_BENCH_D1_DATA): whole-grid and d1's cell accuracy")
 def sudoku_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
               shaping: str | None = None) -> Task:

@@ -87,7 +87,7 @@ def test_table_accepts_a_preset_folder_and_writes_beside_cells(grids, capsys):
 def test_the_footer_gives_one_number_where_the_range_is_one_value(grids):
     ref, _ = grids
     md = to_markdown(load_table(ref))
-    assert f"{SEEDS} seeds per cell, {PROMPTS} paired test prompts per comparison." in md
+    assert f"{SEEDS} seeds per cell, {PROMPTS} paired test prompts per comparison; each prompt its own cluster" in md
     assert f"{SEEDS}-{SEEDS}" not in md
 
 
@@ -166,15 +166,15 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     assert list(plan.index) == ["baseline", "+DPS", "+SML"]  # the RL start has no comparison
     for v in plan.index:
         assert plan.loc[v, "MDE"] == pytest.approx(table.loc[v, "MDE"], rel=1e-9)
-        assert plan.loc[v, "seeds"] == SEEDS and plan.loc[v, "prompts"] == PROMPTS
+        assert plan.loc[v, "seeds"] == SEEDS and plan.loc[v, "prompts"] == plan.loc[v, "clusters"] == PROMPTS
         assert plan.loc[v, ["seed_share", "prompt_share", "resid_share"]].sum() == pytest.approx(100)
         assert plan.loc[v, "floor"] <= plan.loc[v, "MDE"]
     row = plan.loc["+SML"]
     assert row["MDE"] > 4  # 4 seeds x 200 prompts of 0/1 outcomes: about 6 pp
     # each count is beyond this design (its MDE is above 4) or unreachable on that axis alone (NaN)
-    assert not row["prompts_needed"] <= PROMPTS and not row["seeds_needed"] <= SEEDS
-    assert not (np.isnan(row["prompts_needed"]) and np.isnan(row["seeds_needed"]))
-    assert ("none: seeds set the floor" in text) == bool(plan["prompts_needed"].isna().any())
+    assert not row["clusters_needed"] <= PROMPTS and not row["seeds_needed"] <= SEEDS
+    assert not (np.isnan(row["clusters_needed"]) and np.isnan(row["seeds_needed"]))
+    assert ("none: seeds set the floor" in text) == bool(plan["clusters_needed"].isna().any())
     assert f"| +SML | baseline | {row['delta_pp']:+.1f} | {SEEDS} x {PROMPTS} | {row['MDE']:.1f} |" in text
 
 
@@ -188,3 +188,81 @@ def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     table = load_table(folder)
     assert to_markdown(table) == (folder / "table.md").read_text()
     assert to_csv(table) == (folder / "table.csv").read_text()
+
+
+def test_against_a_missing_reference_fails_before_any_table_is_written(grids, capsys):
+    ref, tmp = grids
+    assert main(["table", str(ref), "--against", str(tmp / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err and not (ref / "table.md").exists()
+    (tmp / "empty").mkdir()
+    assert main(["table", str(ref), "--against", str(tmp / "empty")]) == 2
+    assert "no finished cells" in capsys.readouterr().err and not (ref / "table.md").exists()
+
+
+def test_fewer_seeds_are_judged_on_the_seeds_both_runs_share(grids, capsys):
+    """A run with seeds 0-1 of the reference's 0-3 (the same cells): identical on the shared seeds, and
+    the report says it judged on them; a run sharing no seed is not judged at all."""
+    ref, tmp = grids
+    run = tmp / "two-seeds"
+    shutil.copytree(ref, run)
+    for cell in (run / "cells").glob("variant=*_seed=[23]"):
+        shutil.rmtree(cell)
+    assert main(["table", str(run), "--against", str(ref)]) == 0
+    md = (run / "replication.md").read_text()
+    assert "Identical: all 3 comparisons" in md and "Judged on the seeds both runs share (arithmetic 0,1)" in md
+    other = tmp / "other-seeds"
+    shutil.copytree(ref, other)
+    for cell in (other / "cells").glob("variant=*_seed=[01]"):
+        shutil.rmtree(cell)
+    run2 = tmp / "run2"
+    shutil.copytree(run, run2)
+    assert main(["table", str(run2), "--against", str(other)]) == 0
+    assert "Cannot judge: the two runs share no seed" in (run2 / "replication.md").read_text()
+
+
+def test_two_seed_cells_never_star_what_their_seeds_cannot_support():
+    """tiny-quick's design (2 seeds) on the committed results/tiny cells, seeds 0-1: the seed term of
+    +DACA vs baseline drops out (df jumps to clusters - 1); its seeds-only interval includes 0, so it
+    carries no star whatever its adjusted p, and the table prints that interval beside the mixed one."""
+    folder = Path(__file__).resolve().parents[1] / "results" / "tiny"
+    if not (folder / "cells").is_dir():
+        pytest.skip("results/tiny is not in this checkout")
+    table = load_table(folder, {"sudoku_tiny": {0, 1}})
+    done = table[table["delta_pp"].notna()]
+    assert (done["seeds"] == 2).all() and done["seed_dropped"].any()
+    for _, r in done.iterrows():
+        if r["sig"]:
+            assert r["seeds_lo"] > 0 or r["seeds_hi"] < 0
+    daca = done.set_index("variant").loc["+DACA"]
+    assert daca["seed_dropped"] and daca["lo"] > 0 and daca["seeds_lo"] < 0 < daca["seeds_hi"] and not daca["sig"]
+    assert f"; seeds [{daca['seeds_lo']:+.1f}, {daca['seeds_hi']:+.1f}]" in to_markdown(table)
+
+
+def test_a_grid_whose_variants_scored_the_same_prints_no_mde(tmp_path):
+    p = np.random.default_rng(0).random(PROMPTS)
+    same = {i: float(q > 0.5) for i, q in zip(IDS, p)}
+    for v in ("baseline", "+DACA"):
+        _cell(tmp_path, v, 0, same)
+    table = load_table(tmp_path)
+    row = table.set_index("variant").loc["+DACA"]
+    assert row["delta_pp"] == 0 and np.isnan(row["MDE"]) and not row["sig"]
+    line = next(x for x in to_markdown(table).splitlines() if "| +DACA |" in x)
+    assert "| no spread | - |" in line and "0.0 |" not in line.split("no spread")[1]
+
+
+def test_sudoku_tables_count_solution_grids_not_puzzles():
+    """The committed sudoku16 cells: 512 test puzzles of 69 solution grids, each comparison resampled by
+    grid (the footer says so), and a by-grid interval wider than the by-puzzle one for baseline vs start."""
+    from daca_bench.experiments.results import comparisons, load_results, load_start
+    from daca_bench.experiments.stats import compare
+
+    folder = Path(__file__).resolve().parents[1] / "results" / "tiny-full-sudoku16"
+    if not (folder / "cells").is_dir():
+        pytest.skip("results/tiny-full-sudoku16 is not in this checkout")
+    table = load_table(folder)
+    assert (table.loc[table["delta_pp"].notna(), "clusters"] == 69).all()
+    assert "sudoku_tiny 69 clusters of 512 prompts" in to_markdown(table)
+    cells = folder / "cells"
+    _, _, _, vs, d, keys = next(c for c in comparisons(load_results(cells), load_start(cells)) if c[1] == "baseline")
+    grid, puzzle = compare(d, clusters=keys, n_boot=10), compare(d, n_boot=10)
+    assert vs == "start" and grid.mean == pytest.approx(puzzle.mean) and grid.hi - grid.lo > 1.2 * (puzzle.hi - puzzle.lo)

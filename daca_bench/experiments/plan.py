@@ -8,7 +8,8 @@ go differently), prompts (some test prompts gain, others lose) and their interac
 prompts shrink only the prompt and interaction terms, more seeds shrink all three. When the seed
 term alone holds the MDE above the target, no test set is large enough, and the plan says so:
 the `floor` column is the MDE with these seeds and unlimited prompts. The projection assumes
-the variance components stay what this run measured; a component estimated from 8 seeds is
+the variance components stay what this run measured; the prompt unit is the task's cluster
+(experiments/clusters.py): for sudoku more puzzles of the same grids add nothing, more grids do; a component estimated from 8 seeds is
 itself uncertain (its 95 % interval runs from about 0.4x to 4x the estimate), so treat the
 counts as a guide.
 """
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .results import START, comparisons, load_results, load_start, locate
-from .stats import components, projected_mde, smallest
+from .stats import by_cluster, components, projected_mde, smallest
 
 MAX_SEEDS, MAX_PROMPTS = 1024, 1_000_000
 
@@ -30,20 +31,22 @@ def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) 
     shares of its variance, and the seeds / prompts that would bring its MDE to `target`."""
     cells, _ = locate(folder)
     rows = []
-    for common, variant, _, vs, d in comparisons(load_results(cells), load_start(cells)):
+    for common, variant, _, vs, d, keys in comparisons(load_results(cells), load_start(cells)):
         if variant == START or min(d.shape) < 2:
             continue
+        prompts = d.shape[1]
+        d = by_cluster(d, keys) if keys else d  # (seeds, clusters)
         S, P = d.shape
         comps = components(d)
         parts = np.array([comps[0] / S, comps[1] / P, comps[2] / (S * P)])
         share = 100 * parts / parts.sum() if parts.sum() > 0 else np.full(3, math.nan)
         kw = {"alpha": alpha, "power": power}
         rows.append({"family": common["family"], "task": common["task"], "base": common["base"], "variant": variant,
-                     "vs": vs, "delta_pp": float(d.mean()), "seeds": S, "prompts": P,
+                     "vs": vs, "delta_pp": float(d.mean()), "seeds": S, "prompts": prompts, "clusters": P,
                      "MDE": projected_mde(comps, S, P, **kw), "seed_share": share[0], "prompt_share": share[1],
                      "resid_share": share[2], "floor": projected_mde(comps, S, MAX_PROMPTS, **kw),
                      "seeds_needed": smallest(comps, target, prompts=P, cap=MAX_SEEDS, **kw),
-                     "prompts_needed": smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw)})
+                     "clusters_needed": smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw)})
     out = pd.DataFrame(rows)
     out.attrs.update(target=target, alpha=alpha, power=power)
     return out
@@ -55,25 +58,29 @@ def _unreached(n) -> bool:  # None in the rows; NaN once pandas holds the column
 
 def plan_markdown(plan: pd.DataFrame) -> str:
     t = plan.attrs.get("target", math.nan)
-    head = ["family", "task", "variant", "vs", "Δpp", "seeds x prompts", "MDE", "variance: seed / prompt / resid %",
-            "MDE floor (these seeds)", f"seeds for MDE ≤ {t:g}", f"prompts for MDE ≤ {t:g}"]
+    head = ["family", "task", "variant", "vs", "Δpp", "seeds x clusters (prompts)", "MDE",
+            "variance: seed / cluster / resid %", "MDE floor (these seeds)", f"seeds for MDE ≤ {t:g}",
+            f"clusters for MDE ≤ {t:g}"]
     lines = [f"### Seeds and prompts for an MDE of at most {t:g} pp", "",
              "| " + " | ".join(head) + " |", "|---|---|---|---|" + "---:|" * 7]
     for _, r in plan.iterrows():
         base = "" if r["base"] == "grpo" else f" ({r['base']})"
         lines.append("| " + " | ".join([
             r["family"], r["task"], r["variant"] + base, r["vs"], f"{r['delta_pp']:+.1f}",
-            f"{r['seeds']} x {r['prompts']}", f"{r['MDE']:.1f}",
+            f"{r['seeds']} x {r['clusters']}" + (f" ({r['prompts']})" if r["prompts"] != r["clusters"] else ""),
+            f"{r['MDE']:.1f}",
             f"{r['seed_share']:.0f} / {r['prompt_share']:.0f} / {r['resid_share']:.0f}", f"{r['floor']:.1f}",
             ("none: prompts set the floor" if _unreached(r["seeds_needed"]) else f"{int(r['seeds_needed']):,}")
-            + " (at these prompts)",
-            ("none: seeds set the floor" if _unreached(r["prompts_needed"]) else f"{int(r['prompts_needed']):,}")
+            + " (at these clusters)",
+            ("none: seeds set the floor" if _unreached(r["clusters_needed"]) else f"{int(r['clusters_needed']):,}")
             + " (at these seeds)"]) + " |")
     lines += ["", f"MDE: the smallest true difference found with {100 * plan.attrs.get('power', 0.8):.0f} % power at a "
               f"two-sided {100 * plan.attrs.get('alpha', 0.05):.0f} % level, as in the table. Variance: each source's share of the "
               "variance of the mean difference at this design. MDE floor: the MDE with these seeds and unlimited "
-              "test prompts (the seed term alone). Counts assume the measured variance components hold at the new "
-              "design; they are estimates from this run's seeds, so treat them as a guide."]
+              "test clusters (the seed term alone). A cluster is a test prompt except where a task groups prompts "
+              "(sudoku: a solution grid; the 4x4 universe has about 72 test grids, so more puzzles of the same grids "
+              "add nothing). Counts assume the measured variance components hold at the new design; they are "
+              "estimates from this run's seeds, so treat them as a guide."]
     return "\n".join(lines) + "\n"
 
 

@@ -17,17 +17,22 @@ both (base, task, variant) the report puts the two side by side and says, for a 
   significance, or the sign of a significant effect, differs) or `estimate outside` (the
   conclusion holds but an estimate lies outside the other's interval).
 
-`verdict` sums these up in one line.
+`verdict` sums these up in one line. Runs with different seeds are judged on the seeds both
+share (each table rebuilt from those cells alone, and the report says so), or not at all when
+they share none; a reference that is missing or holds no finished cell is refused before any
+table is written (`check_reference`).
 """
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .results import START, VARIANT_ORDER, _num, load_table, locate
+from ..errors import ConfigError
+from .results import START, VARIANT_ORDER, load_table, locate, num as _num
 
 KEYS = ["base", "family", "task", "variant"]
 SIDE = ["acc", "vs", "delta_pp", "lo", "hi", "MDE", "sig", "seeds", "prompts"]
@@ -129,7 +134,7 @@ def _yes(x) -> str:
     return "" if not isinstance(x, (bool, np.bool_)) else ("yes" if x else "**no**")
 
 
-def to_markdown(report: pd.DataFrame, ours: str, ref: str) -> str:
+def to_markdown(report: pd.DataFrame, ours: str, ref: str, note: str = "") -> str:
     head = ["task", "variant", "vs", "acc % here", "acc % ref", "Δpp here [95 % CI]", "Δpp ref [95 % CI]",
             "difference", "here covers ref", "ref covers here", "sign", "significance", "status"]
     lines = [f"### replication: {ours} against {ref}", "", "| " + " | ".join(head) + " |",
@@ -152,8 +157,8 @@ def to_markdown(report: pd.DataFrame, ours: str, ref: str) -> str:
         if len(seeds):
             sizes.append(f"{label}: {int(seeds.min())}{'' if seeds.min() == seeds.max() else f'-{int(seeds.max())}'} "
                          "seeds per cell")
-    lines += ["", f"**{verdict(report)}**", "",
-              f"({'; '.join(sizes)}. * = the interval excludes 0. An estimate's interval covering the other's "
+    lines += ["", f"**{verdict(report)}**", "", *([note, ""] if note else []),
+              f"({'; '.join(sizes)}. * = significant after the table's family-wise adjustment. An estimate's interval covering the other's "
               "estimate is what a replication at this size can promise; fewer seeds mean wider intervals.)"]
     return "\n".join(lines) + "\n"
 
@@ -162,13 +167,53 @@ CSV_COLUMNS = [*KEYS, *(f"{c}_{s}" for c in SIDE for s in ("ours", "ref")), "acc
                "ours_covers_ref", "ref_covers_ours", "sign_agrees", "sig_agrees", "status"]
 
 
+def seeds_of(folder: str | Path) -> dict[str, set]:
+    """task -> the seeds of FOLDER's finished cells (from their config.json; no eval read)."""
+    cells, _ = locate(folder)
+    out: dict[str, set] = {}
+    for summary in cells.glob("*/summary.json"):
+        cfg = json.loads((summary.parent / "config.json").read_text())
+        out.setdefault(cfg["train"]["task"], set()).add(cfg["train"]["seed"])
+    return out
+
+
+def check_reference(ref: str | Path) -> None:
+    """Refuse (one line) a reference that is missing or holds no finished cell."""
+    if not seeds_of(ref):
+        raise ConfigError(f"--against {ref}: no finished cells (*/summary.json) in it or in its cells/ folder; "
+                          "give the folder of a finished run (e.g. results/tiny)")
+
+
+def shared_seeds(ours: str | Path, ref: str | Path) -> tuple[dict | None, str]:
+    """(task -> seeds to judge on, a sentence saying so): None where both runs have the same seeds."""
+    a, b = seeds_of(ours), seeds_of(ref)
+    if a == b:
+        return None, ""
+    shared = {t: a[t] & b[t] for t in sorted(a.keys() & b.keys()) if a[t] & b[t]}
+    show = lambda s: ",".join(map(str, sorted(s)))  # noqa: E731
+    if not shared:
+        return {}, ("Cannot judge: the two runs share no seed of any task (here " + "; ".join(
+            f"{t} {show(s)}" for t, s in sorted(a.items())) + ", reference " + "; ".join(
+            f"{t} {show(s)}" for t, s in sorted(b.items())) + "); a replication is judged on the same seeds.")
+    return shared, ("Judged on the seeds both runs share (" + "; ".join(f"{t} {show(s)}" for t, s in shared.items())
+                    + "): both tables rebuilt from those cells alone, so their intervals are those of that many seeds.")
+
+
 def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path) -> tuple[str, list[Path]]:
-    """Compare OURS (its table already built) with REF's cells; write replication.md/.csv beside
-    OURS's tables and return the Markdown."""
-    report = compare_tables(ours_table, load_table(ref)).reindex(columns=CSV_COLUMNS)
+    """Compare OURS (its table already built) with REF's cells on the seeds both share; write
+    replication.md/.csv beside OURS's tables and return the Markdown."""
+    seeds, note = shared_seeds(ours, ref)
     _, out = locate(ours)
-    text = to_markdown(report, str(ours), str(ref))
     paths = [out / "replication.md", out / "replication.csv"]
+    if seeds == {}:
+        text = f"### replication: {ours} against {ref}\n\n**{note}**\n"
+        paths[0].write_text(text)
+        pd.DataFrame(columns=CSV_COLUMNS).to_csv(paths[1], index=False)
+        return text, paths
+    if seeds is not None:
+        ours_table = load_table(ours, seeds)
+    report = compare_tables(ours_table, load_table(ref, seeds)).reindex(columns=CSV_COLUMNS)
+    text = to_markdown(report, str(ours), str(ref), note)
     paths[0].write_text(text)
     report.to_csv(paths[1], index=False, float_format="%.4g")
     return text, paths

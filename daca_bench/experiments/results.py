@@ -1,22 +1,22 @@
-"""Ablation results: load finished cells and build the table researchers read.
-
-    daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
-    daca-bench table results/tiny-quick      # a preset's output folder: reads cells/, writes beside it
-    daca-bench table RUN --against results/tiny   # and the replication report (experiments/replicate.py)
-    daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/plan.py)
+"""Ablation results: load finished cells and build the table researchers read (the library; the
+`daca-bench table` command is experiments/table.py).
 
 Every cell of a grid is scored on its family's one fixed test set (`train.test_seed`) and keeps
-its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND by prompt. The
-table has one row per (base, task, variant):
+its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND by prompt, and
+resampled by the task's cluster of prompts (experiments/clusters.py: sudoku puzzles by solution
+grid). The table has one row per (base, task, variant):
 
 - `acc`: test accuracy (%, exact match), mean over seeds;
 - `delta_pp` with `lo`/`hi`: the paired difference against the row's reference (`vs`: the
   baseline for a variant; the RL start, i.e. the SFT model on the same prompts, for the
-  baseline), with its 95 % mixed-model interval over seeds x prompts (experiments/stats.py);
+  baseline), with its 95 % mixed-model interval over seeds x clusters (experiments/stats.py);
+- `p`, `p_adj`: the raw and family-wise adjusted p (Holm within the primary and within the
+  secondary family; `plan` says which, experiments/design.py); `sig` marks an adjusted p below
+  alpha, never an exploratory row, and never a row whose seed term dropped out (df ~ clusters - 1)
+  while its seeds-only interval (`seeds_lo`/`seeds_hi`) includes 0;
 - `MDE`: the smallest true difference this comparison would detect with 80 % power at a
-  two-sided 5 % level, from the measured spread; `sig` marks an interval that excludes 0;
-- `t_half` (the plain t-interval over per-seed differences), `boot_lo`/`boot_hi` (the crossed
-  bootstrap), `zero_std` (the mean fraction of groups whose rewards had no spread) in the CSV.
+  two-sided 5 % level, from the measured spread (none where no paired difference varies);
+- `t_half`, `boot_lo`/`boot_hi` (the crossed bootstrap), `zero_std` in the CSV.
 Cells without eval.jsonl (older runs) are paired by seed only.
 """
 from __future__ import annotations
@@ -30,7 +30,9 @@ import pandas as pd
 
 from ..errors import ConfigError
 from ..jsonl import column_means
-from .stats import compare
+from .clusters import cluster_keys, recorded
+from .design import PRIMARY, SECONDARY, declared, disagreements, family_of, read_design
+from .stats import adjust, compare
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
 VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA", "+DPS-random"]
@@ -75,7 +77,9 @@ def load_results(folder: str | Path) -> pd.DataFrame:
                      "seed": cfg["train"]["seed"], "test_accuracy": s["test_accuracy"],
                      "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
                      **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
-                     "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None})
+                     "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None,
+                     "recorded": recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {},
+                     "config": cfg})
     return pd.DataFrame(rows)
 
 
@@ -107,10 +111,9 @@ def _variant_of(cfg: dict) -> str:
     return {(False, True): "baseline", (True, True): "+DPS", (False, False): "+SML", (True, False): "+DACA"}[(dps, k == 1)]
 
 
-def paired(a: pd.DataFrame, b: pd.DataFrame | dict) -> np.ndarray:
-    """(seeds, prompts) matrix of a - b in pp: a's cells by seed against b's cells of the same
-    seed (or against one per-prompt dict, the RL start), over the prompts both scored. Without
-    per-prompt results, a (seeds, 1) matrix of accuracy differences."""
+def _pair(a: pd.DataFrame, b: pd.DataFrame | dict) -> tuple[np.ndarray, list]:
+    """(d, ids): the (seeds, prompts) matrix of `paired` and the prompt ids of its columns ([] when
+    it pairs accuracies only)."""
     a = a.set_index("seed")
     seeds = sorted(a.index if isinstance(b, dict) else set(a.index) & set(b["seed"]))
     if isinstance(b, dict):
@@ -121,34 +124,61 @@ def paired(a: pd.DataFrame, b: pd.DataFrame | dict) -> np.ndarray:
         ids = set.intersection(*[{i for i, r in a.loc[s, "prompts"].items() if r is not None} &
                                  {i for i, r in rhs[s].items() if r is not None} for s in seeds]) if seeds else set()
         ids = sorted(ids)
-        return np.array([[100 * (a.loc[s, "prompts"][i] - rhs[s][i]) for i in ids] for s in seeds]).reshape(len(seeds), len(ids))
+        d = np.array([[100 * (a.loc[s, "prompts"][i] - rhs[s][i]) for i in ids] for s in seeds])
+        return d.reshape(len(seeds), len(ids)), ids
     if isinstance(b, dict):
-        return np.empty((0, 0))
+        return np.empty((0, 0)), []
     acc = b.set_index("seed")["test_accuracy"]
-    return np.array([[100 * (a.loc[s, "test_accuracy"] - acc[s])] for s in seeds]).reshape(len(seeds), 1)
+    return np.array([[100 * (a.loc[s, "test_accuracy"] - acc[s])] for s in seeds]).reshape(len(seeds), 1), []
 
 
-def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None):
-    """Each row of the table in order: (common, variant, cells, vs, d), with `common` the row's
-    base, family, task and paper gain, `cells` the variant's cells (None for the RL start's row)
-    and d its paired (seeds, prompts) matrix against `vs` (empty where there is no reference)."""
+def paired(a: pd.DataFrame, b: pd.DataFrame | dict) -> np.ndarray:
+    """(seeds, prompts) matrix of a - b in pp: a's cells by seed against b's cells of the same
+    seed (or against one per-prompt dict, the RL start), over the prompts both scored. Without
+    per-prompt results, a (seeds, 1) matrix of accuracy differences."""
+    return _pair(a, b)[0]
+
+
+def cluster_maps(df: pd.DataFrame, start: dict[str, dict] | None = None) -> dict[str, dict | None]:
+    """task -> {prompt id: cluster key} (None where every prompt is its own cluster), from what
+    eval.jsonl recorded and else from the task's samples (experiments/clusters.py)."""
+    out = {}
+    for task, g in df.groupby("task", sort=True):
+        ids = set().union(*[set(p) for p in g["prompts"] if p is not None], set((start or {}).get(task, {})))
+        known = {} if "recorded" not in g else {k: v for r in g["recorded"] for k, v in r.items()}
+        configs = list(g["config"]) if "config" in g else []
+        out[task] = cluster_keys(task, configs, ids, known) if configs else None
+    return out
+
+
+def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters: dict | None = None):
+    """Each row of the table in order: (common, variant, cells, vs, d, keys), with `common` the row's
+    base, family, task and paper gain, `cells` the variant's cells (None for the RL start's row),
+    d its paired (seeds, prompts) matrix against `vs` (empty where there is no reference) and
+    `keys` the cluster of each of d's prompts (None: each prompt its own)."""
     start = start or {}
+    clusters = cluster_maps(df, start) if clusters is None else clusters
     for (base, family, task), g in df.groupby(["base", "family", "task"], sort=True):
         by_variant = {v: gv for v, gv in g.groupby("variant")}
         baseline = by_variant.get("baseline")
         common = {"base": base, "family": family, "task": task, "paper_gain_pp": PAPER_GAIN_PP.get(family, math.nan)}
         if task in start:
-            yield common, START, None, None, np.empty((0, 0))
+            yield common, START, None, None, np.empty((0, 0)), None
         for variant in [v for v in VARIANT_ORDER if v in by_variant] + sorted(set(by_variant) - set(VARIANT_ORDER)):
             cells = by_variant[variant]
             ref, vs = (start.get(task), START) if variant == "baseline" else (baseline, "baseline")
-            yield common, variant, cells, vs, (paired(cells, ref) if ref is not None else np.empty((0, 0)))
+            d, ids = _pair(cells, ref) if ref is not None else (np.empty((0, 0)), [])
+            keys = [clusters[task][i] for i in ids] if ids and clusters.get(task) else None
+            yield common, variant, cells, vs, d, keys
 
 
-def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None) -> pd.DataFrame:
-    """The ablation table, one row per (base, family, task, variant); see the module docstring."""
+def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned: dict | None = None,
+                alpha: float = 0.05, multiplicity: str = "holm", clusters: dict | None = None) -> pd.DataFrame:
+    """The ablation table, one row per (base, family, task, variant); see the module docstring.
+    `planned`: the declared families (design.declared; default DEFAULT_COMPARISONS)."""
+    planned = declared(None) if planned is None else planned
     out = []
-    for common, variant, cells, vs, d in comparisons(df, start):
+    for common, variant, cells, vs, d, keys in comparisons(df, start, clusters):
         if cells is None:
             scored = [r for r in start[common["task"]].values() if r is not None]
             out.append({**common, "variant": START, "acc": 100 * float(np.mean(scored)) if scored else math.nan,
@@ -159,50 +189,100 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None) -> pd.Da
                **({"lr": cells["lr"].iloc[0], "clip_frac": 100 * cells["clip_frac"].mean(),
                    "kl": cells["kl"].mean()} if "lr" in cells else {})}
         if d.size:
-            c = compare(d)
-            row.update(vs=vs, prompts=c.prompts, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
-                       sig=c.excludes_zero, t_half=c.t_half, boot_lo=c.boot_lo, boot_hi=c.boot_hi, se=c.se, df=c.df)
+            c = compare(d, clusters=keys)
+            row.update(vs=vs, prompts=c.prompts, clusters=c.clusters, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
+                       p=c.p, seed_dropped=c.seed_dropped, seeds_ok=c.seeds_exclude_zero,
+                       seeds_lo=c.mean - c.t_half, seeds_hi=c.mean + c.t_half,
+                       t_half=c.t_half, boot_lo=c.boot_lo, boot_hi=c.boot_hi, se=c.se, df=c.df)
+            row["plan"] = family_of(row, planned)
         out.append(row)
     table = pd.DataFrame(out)
-    table.attrs["regime"] = regime(df)
+    if "plan" in table:
+        table["p_adj"] = math.nan
+        for fam in (PRIMARY, SECONDARY):
+            rows = table.index[table["plan"] == fam]
+            table.loc[rows, "p_adj"] = adjust(table.loc[rows, "p"], multiplicity)
+        # significance by the adjusted p only; never a post-hoc row, never a df the seeds cannot support
+        table["sig"] = [bool(r["plan"] in (PRIMARY, SECONDARY) and r["p_adj"] < alpha
+                             and (not r["seed_dropped"] or r["seeds_ok"])) if isinstance(r["plan"], str) else math.nan
+                        for _, r in table.iterrows()]
+    table.attrs.update(regime=regime(df), alpha=alpha, multiplicity=multiplicity)
     return table
 
 
-def _num(x, fmt: str) -> str:
+def num(x, fmt: str) -> str:
+    """X formatted, or '-' for a missing value (None or NaN)."""
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
 FOOTER = ("Accuracy: exact match on the family's one fixed test set, mean over seeds. Δpp: paired by seed and by "
           "prompt against `vs` (a variant against the baseline; the baseline against its RL start, the SFT model "
-          "on the same prompts). 95 % CI: mixed-model interval, mean ± t(df) x SE with SE from the seed x prompt "
-          "variance components (Satterthwaite df); * = the interval excludes 0. MDE: the smallest true difference "
-          "this comparison detects with 80 % power at two-sided 5 %, (t(0.975, df) + t(0.80, df)) x SE; a Δ "
-          "smaller than its MDE is not evidence of no effect. CSV: the plain t-interval over per-seed differences "
-          "(t_half), the crossed bootstrap interval (boot_lo, boot_hi) and the zero-variance group fraction "
-          "(zero_std). Paper: the abstract's headline gain for the family (LLaDA-8B scale, not this model).")
+          "on the same prompts). 95 % CI: mixed-model interval, mean ± t(df) x SE with SE from the seed x cluster "
+          "variance components (Satterthwaite df); where the seed term is estimated at 0 (df jumps to about "
+          "clusters - 1) the seeds-only t-interval over per-seed means is printed beside it. p: two-sided, from the "
+          "same t; adj. p: {method} within the primary and within the secondary family (`plan`), at alpha {alpha:g}; "
+          "* = adjusted p < alpha, and, where the seed term dropped out, a seeds-only interval that excludes 0; an "
+          "exploratory row (not declared before the run) is never starred. MDE: the smallest true difference this "
+          "comparison detects with 80 % power at two-sided 5 %, (t(0.975, df) + t(0.80, df)) x SE; a Δ smaller "
+          "than its MDE is not evidence of no effect; none where no paired difference varies. CSV: the plain "
+          "t-interval over per-seed differences (t_half), the crossed bootstrap interval (boot_lo, boot_hi) and the "
+          "zero-variance group fraction (zero_std). Paper: the abstract's headline gain for the family (LLaDA-8B "
+          "scale, not this model).")
+
+
+def _ci(r) -> str:
+    if not r["se"] > 0:
+        return "no spread"
+    ci = f"[{num(r['lo'], '+.1f')}, {num(r['hi'], '+.1f')}]"
+    dropped = isinstance(r.get("seed_dropped"), (bool, np.bool_)) and r["seed_dropped"]
+    return ci + (f"; seeds [{num(r['seeds_lo'], '+.1f')}, {num(r['seeds_hi'], '+.1f')}]" if dropped else "")
+
+
+def _p(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else "<0.001" if x < 0.001 else f"{x:.3f}"
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    lines = []
+    lines = [table.attrs["design"], ""] if table.attrs.get("design") else []
     for base, t in table.groupby("base", sort=True):
-        head = ["family", "task", "variant", "acc %", "Δpp", "vs", "95 % CI", "MDE", "zero-std %", "paper (up to)"]
-        lines += [f"### base method: {base}", "", "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * 7]
+        head = ["family", "task", "variant", "acc %", "Δpp", "vs", "95 % CI", "MDE", "p", "adj. p", "plan",
+                "zero-std %", "paper (up to)"]
+        lines += [f"### base method: {base}", "", "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * 10]
         for _, r in t.iterrows():
             has = "delta_pp" in r and not (isinstance(r.get("delta_pp"), float) and math.isnan(r["delta_pp"]))
             sig = r.get("sig")
             marked = isinstance(sig, (bool, np.bool_)) and bool(sig)  # NaN (no comparison) is no mark
-            delta = (_num(r["delta_pp"], "+.1f") + (" *" if marked else "")) if has else "-"
-            ci = f"[{_num(r['lo'], '+.1f')}, {_num(r['hi'], '+.1f')}]" if has else "-"
+            delta = (num(r["delta_pp"], "+.1f") + (" *" if marked else "")) if has else "-"
             paper = f"+{r['paper_gain_pp']:.1f}" if r["variant"] == "baseline" and not math.isnan(r["paper_gain_pp"]) else ""
-            cells = [r["family"], r["task"], r["variant"], _num(r["acc"], ".1f"), delta, r.get("vs") if has else "",
-                     ci, _num(r.get("MDE"), ".1f") if has else "-", _num(100 * r.get("zero_std", math.nan), ".0f"), paper]
+            cells = [r["family"], r["task"], r["variant"], num(r["acc"], ".1f"), delta, r.get("vs") if has else "",
+                     _ci(r) if has else "-", num(r.get("MDE"), ".1f") if has else "-", _p(r.get("p")) if has else "-",
+                     _p(r.get("p_adj")) if has else "-", r.get("plan") if has else "",
+                     num(100 * r.get("zero_std", math.nan), ".0f"), paper]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")
     seeds = table.loc[table["variant"] != START, "seeds"]
     prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
-    lines.append(f"{_count(seeds, 'seed', 'per cell')}, {_count(prompts, 'paired test prompt', 'per comparison')}. "
-                 + FOOTER + (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
+    footer = FOOTER.format(method=table.attrs.get("multiplicity", "holm").capitalize(),
+                           alpha=table.attrs.get("alpha", 0.05))
+    lines.append(f"{_count(seeds, 'seed', 'per cell')}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
+                 f"{_clusters(table)}. " + footer + (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
     return "\n".join(lines) + "\n"
+
+
+def _clusters(table: pd.DataFrame) -> str:
+    """'clusters per comparison: sudoku_tiny 69 of 512 prompts (the rest: each prompt its own)'."""
+    if "clusters" not in table:
+        return "each prompt its own cluster"
+    done = table[table["clusters"].notna() & table["prompts"].notna()]
+    grouped = done[done["clusters"] < done["prompts"]]
+    if grouped.empty:
+        return "each prompt its own cluster (the unit the interval resamples)"
+    parts = []
+    for task, g in grouped.groupby("task", sort=True):
+        pairs = sorted({(int(c), int(p)) for c, p in zip(g["clusters"], g["prompts"])})
+        parts.append(f"{task} {', '.join(f'{c} clusters of {p} prompts' for c, p in pairs)}")
+    rest = " (every other task: each prompt its own)" if set(done["task"]) - set(grouped["task"]) else ""
+    return "clusters per comparison (the unit the interval resamples): " + "; ".join(parts) + rest
 
 
 def _count(values: pd.Series, noun: str, per: str) -> str:
@@ -212,22 +292,46 @@ def _count(values: pd.Series, noun: str, per: str) -> str:
     return f"{lo}{'' if lo == hi else f' to {hi}'} {noun}{plural} {per}"
 
 
-CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE", "sig", "seeds",
-               "prompts", "se", "df", "t_half", "boot_lo", "boot_hi", "zero_std", "lr", "clip_frac", "kl", "paper_gain_pp"]
+CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE", "p", "p_adj", "plan",
+               "sig", "seeds", "prompts", "clusters", "se", "df", "seed_dropped", "seeds_lo", "seeds_hi", "t_half",
+               "boot_lo", "boot_hi", "zero_std", "lr", "clip_frac", "kl", "paper_gain_pp"]
 
 
 def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format="%.4g")
 
 
-def load_table(folder: str | Path) -> pd.DataFrame:
-    """The table of a grid's or a preset's output folder (see `locate`), in CSV_COLUMNS."""
-    cells, _ = locate(folder)
+def design_line(design: dict | None, configs: list[dict], folder) -> str:
+    """The table's first line: confirmatory (the cells ran under design.json), not confirmatory (why),
+    or exploratory (no design.json)."""
+    if design is None:
+        return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
+                "the families below are the preset's declared ones.")
+    problems = disagreements(design, configs)
+    if problems:
+        more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        return f"**Not confirmatory**: the cells did not run under {folder}/design.json ({'; '.join(problems[:3])}{more})."
+    return (f"**Confirmatory**: every cell ran under {folder}/design.json (commit {design['commit']}, "
+            f"{design['multiplicity']} at alpha {design['alpha']:g}); bar: {design['bar']}")
+
+
+def load_table(folder: str | Path, seeds: dict | None = None) -> pd.DataFrame:
+    """The table of a grid's or a preset's output folder (see `locate`), in CSV_COLUMNS, with its
+    design line in attrs['design']. SEEDS: task -> the seeds to keep (others' cells are left out)."""
+    cells, out = locate(folder)
     df = load_results(cells)
     if df.empty:
         raise ConfigError(f"{folder}: no finished cells (*/summary.json) in it or in its cells/ folder; "
                           "give a grid's output folder or a preset's (the one reproduce printed)")
-    return build_table(df, load_start(cells)).reindex(columns=CSV_COLUMNS)
+    if seeds is not None:
+        df = df[[s in seeds.get(t, ()) for t, s in zip(df["task"], df["seed"])]].reset_index(drop=True)
+    design = read_design(out)
+    meta = json.loads((out / "config.json").read_text()) if (out / "config.json").is_file() else {}
+    spec = meta.get("preset_spec") if isinstance(meta.get("preset_spec"), dict) else None
+    kw = {"alpha": design["alpha"], "multiplicity": design["multiplicity"]} if design else {}
+    table = build_table(df, load_start(cells), declared(design, spec), **kw).reindex(columns=CSV_COLUMNS)
+    table.attrs.update(design=design_line(design, list(df["config"]), out.name))
+    return table
 
 
 def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
@@ -237,37 +341,6 @@ def write_tables(folder: str | Path) -> tuple[pd.DataFrame, list[Path]]:
     paths = [out / "table.md", out / "table.csv", out / "table.tex"]
     paths[0].write_text(to_markdown(table))
     paths[1].write_text(to_csv(table))
-    tex = table[["family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE"]]
-    paths[2].write_text(tex.to_latex(index=False, float_format="%.1f", na_rep="-"))
+    tex = table[["family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE", "p_adj", "plan"]]
+    paths[2].write_text(tex.to_latex(index=False, float_format="%.1f", na_rep="-", formatters={"p_adj": _p}))
     return table, paths
-
-
-# ---- CLI: `daca-bench table` --------------------------------------------------------------
-def configure(parser) -> None:
-    parser.add_argument("results", help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
-                                        "cells/; the tables go beside cells/)")
-    parser.add_argument("--against", metavar="REFERENCE", default=None,
-                        help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
-                             "per comparison the difference, mutual interval coverage, sign and significance, a verdict")
-    parser.add_argument("--plan", metavar="PP", type=float, default=None,
-                        help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
-                             "MDE to PP percentage points, from the spread this run measured (experiments/plan.py)")
-
-
-def run(args) -> int:
-    table, paths = write_tables(args.results)
-    print(paths[0].read_text())
-    if args.against:
-        from .replicate import write_report
-
-        text, more = write_report(table, args.results, args.against)
-        print(text)
-        paths += more
-    if args.plan is not None:
-        from .plan import write_plan
-
-        text, path = write_plan(args.results, args.plan)
-        print(text)
-        paths.append(path)
-    print("wrote " + ", ".join(map(str, paths)))
-    return 0

@@ -14,12 +14,21 @@ Its uncertainty has three sources: seeds, prompts and their interaction.
   wider (conservative) when the seed x prompt noise is large.
 - `mde`: the minimum detectable effect, (t_{1-alpha/2, df} + t_{power, df}) * SE: the true
   difference that this design would find with the given power at a two-sided alpha.
-- `t_interval`: the plain t-interval of per-seed means (the older, seeds-only interval).
+- `t_interval`: the plain t-interval of per-seed means (the seeds-only interval). Where the seed
+  term's estimate drops to 0 the mixed df jumps to about P - 1; `Comparison.seed_dropped` says so
+  and the table prints the seeds-only interval beside the mixed one (and stars neither then
+  unless the seeds-only interval excludes 0 too).
+- `by_cluster`: prompts that share a cluster (sudoku puzzles of one solution grid) are not
+  independent: the (seeds, prompts) matrix becomes a (seeds, clusters) one whose column mean is
+  the same prompt-level mean (a ratio estimator's linearisation), so the prompt unit of every
+  interval, bootstrap and MDE is the cluster. `compare(d, clusters=keys)` does this first.
+- `p_value` and `adjust`: the two-sided t-test p of the mixed model, and Holm's (or another)
+  adjustment within a family (statsmodels' `multipletests`).
 - `components`, `projected_mde`, `smallest`: planning. The three variances behind a measured
   comparison, the MDE it would have with other numbers of seeds and prompts, and the fewest of
   either that reach a target MDE (`daca-bench table RESULTS --plan 6`).
 
-    c = compare(d)          # d: (S, P) array -> Comparison(mean, lo, hi, se, df, mde, t_half, ...)
+    c = compare(d, clusters=keys)   # d: (S, P) array, keys: P cluster keys -> Comparison(mean, lo, hi, p, ...)
 """
 from __future__ import annotations
 
@@ -43,10 +52,18 @@ class Comparison:
     t_half: float  # half-width of the t-interval over per-seed means (NaN with one seed)
     seeds: int
     prompts: int
+    clusters: int = 0  # the prompt unit's count: clusters of prompts (= prompts where each stands alone)
+    p: float = math.nan  # two-sided p of the mixed-model t-test (NaN where there is no spread to judge)
+    seed_dropped: bool = False  # the seed term was estimated at 0 (or one seed): df ~ clusters - 1
 
     @property
     def excludes_zero(self) -> bool:
         return self.lo > 0 or self.hi < 0
+
+    @property
+    def seeds_exclude_zero(self) -> bool:
+        """The seeds-only interval (mean +- t_half over per-seed means) excludes 0."""
+        return math.isfinite(self.t_half) and abs(self.mean) > self.t_half
 
 
 def crossed_bootstrap(d: np.ndarray, n_boot: int = 2000, level: float = 0.95, seed: int = 0):
@@ -168,15 +185,66 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float]:
     return float(x.mean()), float(stats.t.ppf((1 + level) / 2, x.size - 1) * stats.sem(x))
 
 
-def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0) -> Comparison:
-    """Everything the table reports about one paired comparison."""
+def by_cluster(d: np.ndarray, clusters) -> np.ndarray:
+    """(seeds, clusters) matrix from a (seeds, prompts) one and each prompt's cluster key: per seed s
+    and cluster c, z = C/P * n_c * (mean of c's prompts - mean of s's row) + mean of s's row, so each
+    row keeps its mean (the estimate is the prompt-level mean) while prompts of one cluster vary
+    together. Clusters in the order they first appear; where each prompt is its own cluster, d."""
+    d = np.asarray(d, dtype=float)
+    keys = list(clusters)
+    if len(keys) != d.shape[1]:
+        raise ValueError(f"{len(keys)} cluster keys for {d.shape[1]} prompts")
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    C, P = len(index), d.shape[1]
+    if C == P:
+        return d
+    cols = np.array([index[k] for k in keys])
+    onehot = np.zeros((P, C))
+    onehot[np.arange(P), cols] = 1.0
+    n = onehot.sum(0)  # (C,) prompts per cluster
+    row = d.mean(1, keepdims=True)  # (S, 1)
+    return C / P * (d @ onehot - n * row) + row  # (S, C)
+
+
+def p_value(mean: float, se: float, df: float) -> float:
+    """Two-sided p of mean / se against t(df) (normal where df is infinite); NaN without spread."""
+    if not (math.isfinite(se) and se > 0):
+        return math.nan
+    z = abs(mean) / se
+    return float(2 * (stats.t.sf(z, df) if math.isfinite(df) else stats.norm.sf(z)))
+
+
+def adjust(pvalues, method: str = "holm") -> list[float]:
+    """Family-wise adjusted p (statsmodels' multipletests; 'none' returns them as they are); NaN
+    entries (comparisons without spread) stay NaN and do not count towards the family's size."""
+    p = np.asarray(list(pvalues), dtype=float)
+    out = np.full(p.shape, math.nan)
+    ok = np.isfinite(p)
+    if method == "none" or not ok.any():
+        out[ok] = p[ok]
+        return out.tolist()
+    from statsmodels.stats.multitest import multipletests
+
+    out[ok] = multipletests(p[ok], method=method)[1]
+    return out.tolist()
+
+
+def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0, clusters=None) -> Comparison:
+    """Everything the table reports about one paired comparison; with `clusters` (one key per
+    prompt) the prompt unit is the cluster (`by_cluster`)."""
     d = np.asarray(d, dtype=float)
     if d.ndim == 1:
         d = d[None, :]
     S, P = d.shape
+    if clusters is not None:
+        d = by_cluster(d, clusters)
     boot_lo, boot_hi, _ = crossed_bootstrap(d, n_boot=n_boot, seed=seed)
     se, df = variance_components(d)
     m = float(d.mean())
+    if not se > 0:  # no spread at all (every paired difference the same): nothing to judge, no MDE
+        return Comparison(m, m, m, se, df, math.nan, boot_lo, boot_hi, math.nan, S, P, d.shape[1])
     half = float(stats.t.ppf(0.975, df) * se) if math.isfinite(df) else float(stats.norm.ppf(0.975) * se)
     _, t_half = t_interval(d.mean(1).tolist())
-    return Comparison(m, m - half, m + half, se, df, mde(se, df), boot_lo, boot_hi, t_half, S, P)
+    dropped = S < 2 or (d.shape[1] > 1 and mean_squares(d)[0] <= mean_squares(d)[2])
+    return Comparison(m, m - half, m + half, se, df, mde(se, df), boot_lo, boot_hi, t_half, S, P, d.shape[1],
+                      p_value(m, se, df), dropped)

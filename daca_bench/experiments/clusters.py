@@ -1,0 +1,62 @@
+"""Each scored prompt's cluster: the unit the tables pair and resample by.
+
+A task declares what its items cluster on (`register_task(..., cluster="solution")`: sudoku
+puzzles of one solution grid); where it declares nothing each item is its own cluster. An
+eval.jsonl row may carry its `cluster`; where it does not, the key comes from the task's own
+samples, rebuilt from the cells' configs (task, test split, size and seed) and matched by id.
+
+    keys = cluster_keys("sudoku_tiny", configs, ids)   # id -> cluster key (None: every item alone)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def recorded(path: str | Path) -> dict[str, str]:
+    """id -> cluster for the rows of an eval.jsonl that carry one."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip() and '"cluster"' in line:
+                row = json.loads(line)
+                if row.get("cluster") is not None:
+                    out[row["id"]] = str(row["cluster"])
+    return out
+
+
+def _test_sets(configs: list[dict]) -> list[tuple[str, int | None, int]]:
+    sets = {(c["train"].get("eval_split", "test"), c["train"].get("n_eval"), c["train"].get("test_seed", 0))
+            for c in configs}
+    return sorted(sets, key=str)
+
+
+def cluster_keys(task: str, configs: list[dict], ids, known: dict[str, str] | None = None) -> dict[str, str] | None:
+    """id -> cluster key for IDS of TASK (None where the task declares no clusters and nothing was
+    recorded: every item is its own). KNOWN: keys recorded in eval.jsonl; the rest come from the
+    test sets the CONFIGS name. An id found in none of them is an error (one line)."""
+    from ..registry import get_task, task_spec
+
+    known = dict(known or {})
+    ids = set(ids)
+    try:
+        spec = task_spec(task)
+    except KeyError:
+        spec = None
+    if spec is None or spec.cluster is None:
+        return {i: known.get(i, i) for i in ids} if known else None
+    missing = ids - set(known)
+    for split, n, seed in _test_sets(configs):
+        if not missing:
+            break
+        for s in get_task(task, split=split, n=n, seed=seed).samples:
+            if s.id in missing:
+                known[s.id] = spec.cluster_of(s)
+        missing -= set(known)
+    if missing:
+        raise ConfigError(f"{task}: {len(missing)} scored prompt(s) (e.g. {sorted(missing)[0]}) are in none of the "
+                          "test sets the cells' configs name, so their cluster is unknown; rescore them or record "
+                          "`cluster` in eval.jsonl")
+    return {i: known[i] for i in ids}

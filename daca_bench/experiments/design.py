@@ -1,0 +1,176 @@
+"""The pre-registered design of a confirmatory run (`design.json`) and the planned comparison families.
+
+A confirmatory preset writes design.json into its results folder (beside cells/) before its first
+cell starts (`write_design`); `daca-bench table` reads it back (`read_design`) and calls the table
+confirmatory only when every cell ran under it (`disagreements`: same tasks, seeds, steps, test
+set, and a recorded `git` equal to the design's clean commit). A folder without one is exploratory.
+`families` says which family each comparison belongs to: the design's, else the preset's declared
+ones, else DEFAULT_COMPARISONS; a comparison in neither family is exploratory.
+
+    design = read_design(folder)            # None, or a validated dict (schema: `validate`)
+    problems = disagreements(design, configs)   # [] = the cells ran under the design
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+
+FILE = "design.json"
+SCHEMA = 1
+PRIMARY, SECONDARY, EXPLORATORY = "primary", "secondary", "exploratory"
+MULTIPLICITY = ("holm", "bonferroni", "none")
+# per area: the method against its baseline and the baseline against its RL start are primary; the
+# other variants against the baseline are secondary; anything else (a reading, a post-hoc pair) is exploratory
+DEFAULT_COMPARISONS = {PRIMARY: [("+DACA", "baseline"), ("baseline", "start")],
+                       SECONDARY: [("+DPS", "baseline"), ("+SML", "baseline")]}
+_TOP = {"schema": int, "preset": str, "commit": str, "alpha": float, "multiplicity": str, "bar": str,
+        "families": dict, "comparisons": dict}
+_FAMILY = {"task": str, "seeds": list, "steps": int, "test": dict}
+_TEST = {"split": str, "size": int, "seed": int, "draw": str}
+
+
+def _bad(where: str, what: str) -> ConfigError:
+    return ConfigError(f"{where}: {what}; see daca_bench/experiments/design.py for the design.json schema")
+
+
+def _fields(d, spec: dict, where: str) -> None:
+    if not isinstance(d, dict):
+        raise _bad(where, f"expected an object, got {type(d).__name__}")
+    missing = [k for k in spec if k not in d]
+    if missing:
+        raise _bad(where, f"missing {', '.join(missing)}")
+    for k, kind in spec.items():
+        ok = isinstance(d[k], (int, float)) and not isinstance(d[k], bool) if kind is float else \
+            isinstance(d[k], kind) and not (kind is int and isinstance(d[k], bool))
+        if not ok:
+            raise _bad(where, f"{k} must be {kind.__name__}, got {d[k]!r}")
+
+
+def validate(d: dict, where: str = FILE) -> dict:
+    """Check a design dict; return it unchanged or raise ConfigError (one line). The schema:
+
+    {"schema": 1, "preset": "tiny-full", "commit": "<git describe --always --dirty>",
+     "alpha": 0.05, "multiplicity": "holm", "bar": "<the decision rule, stated as what it is>",
+     "families": {"<label>": {"task": "sudoku_tiny", "seeds": [0, ...], "steps": 32,
+                              "test": {"split": "test", "size": 512, "seed": 0, "draw": "<how>"}}},
+     "comparisons": {"primary": [{"family": "<label>", "variant": "+DACA", "vs": "baseline"}, ...],
+                     "secondary": [...]}}        # optional "base" in a comparison (else every base)
+    Extra keys (a date, notes) are allowed and ignored."""
+    _fields(d, _TOP, where)
+    if d["schema"] != SCHEMA:
+        raise _bad(where, f"schema {d['schema']} is not {SCHEMA}")
+    if not 0 < d["alpha"] < 1:
+        raise _bad(where, f"alpha {d['alpha']} is not in (0, 1)")
+    if d["multiplicity"] not in MULTIPLICITY:
+        raise _bad(where, f"multiplicity {d['multiplicity']!r} not in {MULTIPLICITY}")
+    if not d["commit"].strip():
+        raise _bad(where, "commit is empty")
+    for label, fam in d["families"].items():
+        _fields(fam, _FAMILY, f"{where} families.{label}")
+        _fields(fam["test"], _TEST, f"{where} families.{label}.test")
+        if not fam["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in fam["seeds"]):
+            raise _bad(where, f"families.{label}.seeds must be a non-empty list of integers")
+    if set(d["comparisons"]) - {PRIMARY, SECONDARY} or PRIMARY not in d["comparisons"]:
+        raise _bad(where, f"comparisons must hold {PRIMARY!r} (and may hold {SECONDARY!r}), got {sorted(d['comparisons'])}")
+    for fam_name, rows in d["comparisons"].items():
+        for i, c in enumerate(rows):
+            _fields(c, {"family": str, "variant": str, "vs": str}, f"{where} comparisons.{fam_name}[{i}]")
+            if c["family"] not in d["families"]:
+                raise _bad(where, f"comparisons.{fam_name}[{i}] names family {c['family']!r}, not in families")
+    return d
+
+
+def read_design(folder: str | Path) -> dict | None:
+    """The validated design.json of a results folder, or None when it has none."""
+    path = Path(folder) / FILE
+    if not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    return validate(d, str(path))
+
+
+def _same(a: dict, b: dict) -> bool:
+    keep = lambda d: {k: v for k, v in d.items() if k not in ("written", "date")}  # noqa: E731
+    return keep(a) == keep(b)
+
+
+def write_design(folder: str | Path, design: dict) -> Path:
+    """Validate DESIGN and write it to FOLDER/design.json, before any cell starts. A folder that
+    already holds a different design is refused (one line); the same design is left as it is."""
+    validate(design)
+    path = Path(folder) / FILE
+    if path.is_file():
+        old = read_design(folder)
+        if not _same(old, design):
+            diff = sorted(k for k in set(old) | set(design) if old.get(k) != design.get(k) and k not in ("written", "date"))
+            raise ConfigError(f"{path} holds another design (differs in {', '.join(diff)}); give a new output folder "
+                              "or delete it to re-register (a changed design is a new, exploratory run)")
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def disagreements(design: dict, configs: list[dict]) -> list[str]:
+    """Why the cells (their config.json dicts) did not run under DESIGN: one short line per kind of
+    mismatch, [] when they all did. The start's evaluation has no config and is not checked."""
+    by_task = {f["task"]: (label, f) for label, f in design["families"].items()}
+    commit = design["commit"]
+    out = []
+    if commit.endswith("-dirty"):
+        out.append(f"the design was written from a dirty tree ({commit})")
+    for cfg in configs:
+        t = cfg.get("train", {})
+        if t.get("task") not in by_task:
+            out.append(f"task {t.get('task')} is not in the design")
+            continue
+        label, f = by_task[t["task"]]
+        for what, have, want in (("seed", t.get("seed"), None), ("steps", t.get("steps"), f["steps"]),
+                                 ("test split", t.get("eval_split", "test"), f["test"]["split"]),
+                                 ("test size", t.get("n_eval"), f["test"]["size"]),
+                                 ("test seed", t.get("test_seed", 0), f["test"]["seed"])):
+            if what == "seed" and have not in f["seeds"]:
+                out.append(f"{label}: seed {have} is not among the design's seeds")
+            elif what != "seed" and have != want:
+                out.append(f"{label}: {what} {have} where the design says {want}")
+        if cfg.get("git") != commit:
+            out.append(f"{label}: a cell ran from {cfg.get('git') or 'an unrecorded commit'}, the design from {commit}")
+    return sorted(set(out))
+
+
+def declared(design: dict | None, preset_spec: dict | None = None) -> dict[str, list[dict]]:
+    """The planned families as {'primary': [{'task'|'family', 'variant', 'vs'[, 'base']}], ...}:
+    the design's (families resolved to tasks), else the preset's `comparisons`, else the default
+    (every task: DEFAULT_COMPARISONS)."""
+    if design is not None:
+        tasks = {label: f["task"] for label, f in design["families"].items()}
+        return {fam: [{**{k: v for k, v in c.items() if k != "family"}, "task": tasks[c["family"]]} for c in rows]
+                for fam, rows in design["comparisons"].items()}
+    spec = (preset_spec or {}).get("comparisons")
+    if spec:
+        return {fam: [dict(c) for c in rows] for fam, rows in spec.items()}
+    return {fam: [{"variant": v, "vs": vs} for v, vs in pairs] for fam, pairs in DEFAULT_COMPARISONS.items()}
+
+
+def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] | None = None) -> str:
+    """PRIMARY, SECONDARY or EXPLORATORY for a table row (its base, task, variant, vs). A declared
+    comparison matches on the keys it names (no task = every task; no base = every base);
+    `labels` maps a task to its preset family label for comparisons that name a 'family'."""
+    labels = labels or {}
+    for fam in (PRIMARY, SECONDARY):
+        for c in planned.get(fam, []):
+            if c["variant"] != row["variant"] or c["vs"] != row["vs"]:
+                continue
+            if "task" in c and c["task"] != row["task"]:
+                continue
+            if "family" in c and c["family"] not in (labels.get(row["task"]), row.get("family")):
+                continue
+            if "base" in c and c["base"] != row["base"]:
+                continue
+            return fam
+    return EXPLORATORY

@@ -1,0 +1,44 @@
+"""`daca-bench table`: the command that builds a results folder's tables (the library is results.py).
+
+    daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
+    daca-bench table results/tiny-quick      # a preset's output folder: reads cells/, writes beside it
+    daca-bench table RUN --against results/tiny   # and the replication report (experiments/replicate.py)
+    daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/plan.py)
+
+Everything it is asked for is checked before any file is written: a missing or empty reference
+fails in one line with the run's tables untouched.
+"""
+from __future__ import annotations
+
+from .plan import write_plan
+from .replicate import check_reference, write_report
+from .results import write_tables
+
+
+def configure(parser) -> None:
+    parser.add_argument("results", help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
+                                        "cells/; the tables go beside cells/)")
+    parser.add_argument("--against", metavar="REFERENCE", default=None,
+                        help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
+                             "per comparison the difference, mutual interval coverage, sign and significance, a "
+                             "verdict; judged on the seeds both runs share")
+    parser.add_argument("--plan", metavar="PP", type=float, default=None,
+                        help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
+                             "MDE to PP percentage points, from the spread this run measured (experiments/plan.py)")
+
+
+def run(args) -> int:
+    if args.against:
+        check_reference(args.against)  # before any table is rewritten
+    table, paths = write_tables(args.results)
+    print(paths[0].read_text())
+    if args.against:
+        text, more = write_report(table, args.results, args.against)
+        print(text)
+        paths += more
+    if args.plan is not None:
+        text, path = write_plan(args.results, args.plan)
+        print(text)
+        paths.append(path)
+    print("wrote " + ", ".join(map(str, paths)))
+    return 0
