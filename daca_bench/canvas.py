@@ -49,16 +49,16 @@ def check(cfg: SamplerConfig, prefix: str, gold: list[int] | None = None, task: 
                           f"{fit // b})")
 
 
-def _tokenizer_encode(name: str):
+def _tokenizer_encode(name: str, trust_remote_code: bool = False):
     """An encoder for the model a run starts from, when it is cheap to get (tiny, a local folder); else None."""
     if name == "tiny":
         from .models import build_char_tokenizer
 
         tok = build_char_tokenizer()
     elif Path(name).is_dir() and any((Path(name) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
-        from transformers import AutoTokenizer
+        from .models import load_tokenizer
 
-        tok = AutoTokenizer.from_pretrained(name)
+        tok = load_tokenizer(name, trust_remote_code)
     else:
         return None
     return lambda texts: [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -73,7 +73,7 @@ def check_rl(cfg) -> None:
     gold, name = None, cfg.train.task
     spec = task_spec(name)
     if spec.tiny:
-        encode = _tokenizer_encode(cfg.train.init or cfg.model.name)
+        encode = _tokenizer_encode(cfg.train.init or cfg.model.name, cfg.model.trust_remote_code)
         if encode is not None:
             from .registry import get_task
 

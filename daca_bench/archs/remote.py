@@ -6,7 +6,8 @@ scripts/golden_models.py, which runs the original code to make the golden fixtur
     fix_loaded(model)               # after from_pretrained: Dream's RoPE buffers recomputed
 
 What they fix (each found on transformers 5.25): LLaDA never calls post_init, its tie_weights
-takes no arguments and its forward reads config.use_cache; Dream's `ROPE_INIT_FUNCTIONS` lacks
+takes no arguments, its forward reads config.use_cache, and its own activation checkpointing is
+not reachable through the standard call; Dream's `ROPE_INIT_FUNCTIONS` lacks
 "default", its generation config rejects transformers 5's validate() arguments, its
 _tied_weights_keys is a list, and its inv_freq buffers are left uninitialised by from_pretrained.
 """
@@ -40,6 +41,15 @@ def _patch_llada(mod) -> None:
     cls.__init__ = __init__
     tie = cls.tie_weights
     cls.tie_weights = lambda self, *a, **k: tie(self)
+    strategy = mod.ActivationCheckpointingStrategy.whole_layer
+
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None, **_):
+        """LLaDA's own whole-layer activation checkpointing behind the standard transformers call."""
+        self.model.set_activation_checkpointing(strategy)
+
+    cls.supports_gradient_checkpointing = True
+    cls.activation_checkpointing_enable = activation_checkpointing_enable
+    cls.gradient_checkpointing_enable = activation_checkpointing_enable
 
 
 def _patch_dream(mod) -> None:
