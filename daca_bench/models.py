@@ -187,6 +187,7 @@ def _remote_class(config, name: str, key: str):
 
     cls = get_class_from_dynamic_module(config.auto_map[key], name)
     patch_module(sys.modules[cls.__module__])
+    cls.register_for_auto_class(key)  # save_pretrained then copies the code beside the weights, as AutoModel does
     return cls
 
 

@@ -95,4 +95,6 @@ def write_paper_folder(family: str, folder: str | Path, seed: int = 0, dtype: to
     model.save_pretrained(folder)
     (folder / "config.json").write_text(json.dumps({**fields, "torch_dtype": str(dtype).split(".")[-1]}, indent=2))
     paper_tokenizer(family).save_pretrained(folder)
+    ids = {k: fields[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if k in fields}
+    (folder / "generation_config.json").write_text(json.dumps(ids, indent=2))  # the published Dream code reads one
     return folder
