@@ -128,3 +128,13 @@ def test_one_train_step_of_the_paper_config(folders, family, tmp_path, local_gsm
     assert config["train"]["gradient_checkpointing"] and config["train"]["lora"] and config["loss"]["beta"] > 0
     assert not config["model"]["trust_remote_code"]
     assert list((tmp_path / "run").glob("checkpoint-*/adapter_config.json"))
+
+
+def test_gpu_models_script_runs_tiny_on_cpu(tmp_path):
+    import importlib
+
+    gpu_models = importlib.import_module("benchmarks.gpu_models")
+    rows = gpu_models.main(["--tiny", "--json", str(tmp_path / "rows.json")])
+    assert [r["model"] for r in rows] == ["llada", "dream"]
+    assert all(r["finite"] and r["lora_grad_finite"] and r["rollout_s"] > 0 for r in rows)
+    assert json.loads((tmp_path / "rows.json").read_text()) == rows
