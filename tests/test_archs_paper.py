@@ -138,3 +138,20 @@ def test_gpu_models_script_runs_tiny_on_cpu(tmp_path):
     assert [r["model"] for r in rows] == ["llada", "dream"]
     assert all(r["finite"] and r["lora_grad_finite"] and r["rollout_s"] > 0 for r in rows)
     assert json.loads((tmp_path / "rows.json").read_text()) == rows
+
+
+@pytest.mark.parametrize("argv,key", [
+    (["eval", "--model", "tiny", "--task", "arithmetic", "--n", "2", "--gen-length", "64", "256"], "--gen-length=256"),
+    (["sample", "--model", "tiny", "--task", "arithmetic", "--n", "2", "sampler.gen_length=256",
+      "sampler.block_length=256", "sampler.steps=256"], "sampler.gen_length=256"),
+    (["train", "train.steps=1", "rollout.gen_length=256", "rollout.block_length=256", "rollout.steps=256",
+      "eval.gen_length=256", "eval.block_length=256", "eval.steps=256"], "rollout.gen_length=256"),
+])
+def test_a_canvas_beyond_the_models_positions_is_one_line_exit_2(argv, key, tmp_path, capsys):
+    from daca_bench.cli import main
+
+    out = ["--output-dir", str(tmp_path / "o")] if argv[0] in ("eval", "train") else []
+    assert main(argv[:1] + out + argv[1:]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0] and "128 positions" in err[0], err
+    assert not (tmp_path / "o" / "metrics.jsonl").exists()
