@@ -1,5 +1,5 @@
-"""One-command GPU check at the paper shape: a ~1B-parameter LLaDA-shaped model built from a
-config (random weights, no download), 3 trainer steps for the baseline and for +DACA (K = 4),
+"""One-command GPU check at the paper shape: a ~1B-parameter LLaDA built by the native class
+(daca_bench.archs, the published config format and vocabulary; random weights, no download), 3 trainer steps for the baseline and for +DACA (K = 4),
 then `eval` on 32 prompts; peak memory, seconds per phase, tokens/s and MFU, as JSON.
 
     python benchmarks/gpu_check.py --json gpu_check.json     # CUDA: prompt 200, completion 256, G = 6
@@ -32,13 +32,13 @@ from daca_bench.registry import get_task
 from daca_bench.rl.memory import enable_gradient_checkpointing
 from daca_bench.rl.policy import load_policy
 from daca_bench.rl.trainer import PassCounter, train_step
-from daca_bench.testing import write_llada_tiny
+from daca_bench.testing.paper import write_paper_folder
 
 SHAPES = {
-    "paper": {"model": dict(hidden_size=2048, num_hidden_layers=12, num_attention_heads=16, intermediate_size=5632,
-                            vocab_size=126_464), "prompt": 200, "gen": 256, "block": 32, "steps": 128, "G": 6,
+    "paper": {"model": dict(d_model=2048, n_layers=12, n_heads=16, n_kv_heads=16, mlp_hidden_size=5632),
+              "prompt": 200, "gen": 256, "block": 32, "steps": 128, "G": 6,
               "lora_r": 128, "eval_n": 32},
-    "toy": {"model": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+    "toy": {"model": dict(d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, mlp_hidden_size=64),
             "prompt": 12, "gen": 8, "block": 4, "steps": 4, "G": 2, "lora_r": 4, "eval_n": 4},
 }
 VARIANTS = {"baseline": {"sml.k": 1, "dps.enabled": False}, "daca_k4": {"sml.k": 4, "dps.enabled": True}}
@@ -47,7 +47,7 @@ PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
 
 def _config(folder: Path, shape: dict, cuda: bool) -> RLConfig:
     return apply(RLConfig(), {
-        "model": {"name": str(folder), "trust_remote_code": True, "dtype": "bfloat16" if cuda else "float32"},
+        "model": {"name": str(folder), "trust_remote_code": False, "dtype": "bfloat16" if cuda else "float32"},
         "train": {"task": "arithmetic", "prompts_per_step": 1, "num_generations": shape["G"], "lr": 3e-6,
                   "lora": True, "lora_r": shape["lora_r"], "lora_alpha": 64, "lora_dropout": 0.05,
                   "gradient_checkpointing": True, "adam_beta2": 0.99, "weight_decay": 0.1},
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> dict:
               "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "shape": {**shape, "toy": args.toy}}
     with tempfile.TemporaryDirectory() as tmp:
         tick = time.perf_counter()
-        folder = write_llada_tiny(Path(tmp) / "model", dtype=torch.bfloat16 if cuda else torch.float32, **shape["model"])
+        folder = write_paper_folder("llada", Path(tmp) / "model", dtype=torch.bfloat16 if cuda else torch.float32,
+                                    **shape["model"])
         report["seconds_build"] = round(time.perf_counter() - tick, 2)
         task = get_task("arithmetic", split="train", n=8)
         pad = "Answer with the number only. "

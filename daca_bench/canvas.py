@@ -4,6 +4,7 @@ block_length, steps a multiple of the blocks) and hold a task's longest gold ans
 
     check(cfg.sampler, "sampler", gold=gold_lengths(task, adapter.encode), task=task.name)
     check_rl(cfg)   # rollout and eval canvases of a train config (trainer.validate)
+    check_fits(adapter, prompts, [256], "--gen-length")   # prompt + canvas within the model's positions
 
 Every failure is one ConfigError naming the keys and a value that works.
 """
@@ -49,16 +50,59 @@ def check(cfg: SamplerConfig, prefix: str, gold: list[int] | None = None, task: 
                           f"{fit // b})")
 
 
-def _tokenizer_encode(name: str):
+POSITION_FIELDS = ("max_position_embeddings", "max_sequence_length", "n_positions")  # BERT/Dream, LLaDA, GPT-2
+
+
+def positions(config) -> int | None:
+    """The most positions a model config allows (an object or a config.json dict); None when it names none."""
+    get = config.get if isinstance(config, dict) else lambda k: getattr(config, k, None)
+    values = [get(k) for k in POSITION_FIELDS]
+    return next((int(v) for v in values if isinstance(v, int) and v > 0), None)
+
+
+def check_positions(gen_length: int, prompt: int, positions: int | None, key: str, prompt_key: str = "") -> None:
+    """One ConfigError when the longest prompt (tokens) plus the canvas exceeds the model's positions."""
+    if positions is None or prompt + gen_length <= positions:
+        return
+    room = positions - prompt
+    fix = f"set {key}<={room}" if room > 0 else "shorten the prompts"
+    raise ConfigError(f"{key}={gen_length} plus the longest prompt ({prompt} tokens) exceeds the model's {positions} "
+                      f"positions; {fix}{f' (or lower {prompt_key})' if prompt_key else ''}")
+
+
+def check_fits(adapter, prompts: list[str], lengths, key: str) -> None:
+    """`check_positions` for a loaded model: each canvas length in `lengths` plus the longest of `prompts`."""
+    limit = positions(adapter.model.config)
+    prompt = max((len(ids) for ids in adapter.encode(prompts)), default=0) if limit is not None else 0
+    for length in lengths:
+        check_positions(length, prompt, limit, key)
+
+
+def model_positions(name: str, cfg_model) -> int | None:
+    """Positions of the model a run starts from, when cheap to read: tiny's model.max_positions, a folder's config.json."""
+    if name == "tiny":
+        return cfg_model.max_positions
+    path = Path(name) / "config.json"
+    if not path.is_file():
+        return None
+    import json
+
+    try:
+        return positions(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _tokenizer_encode(name: str, trust_remote_code: bool = False):
     """An encoder for the model a run starts from, when it is cheap to get (tiny, a local folder); else None."""
     if name == "tiny":
         from .models import build_char_tokenizer
 
         tok = build_char_tokenizer()
     elif Path(name).is_dir() and any((Path(name) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
-        from transformers import AutoTokenizer
+        from .models import load_tokenizer
 
-        tok = AutoTokenizer.from_pretrained(name)
+        tok = load_tokenizer(name, trust_remote_code)
     else:
         return None
     return lambda texts: [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -73,13 +117,26 @@ def check_rl(cfg) -> None:
     gold, name = None, cfg.train.task
     spec = task_spec(name)
     if spec.tiny:
-        encode = _tokenizer_encode(cfg.train.init or cfg.model.name)
+        encode = _tokenizer_encode(cfg.train.init or cfg.model.name, cfg.model.trust_remote_code)
         if encode is not None:
             from .registry import get_task
 
             gold = gold_lengths(get_task(name, split="test", n=cfg.train.n_eval, seed=cfg.train.test_seed), encode)
     check(cfg.rollout, "rollout", gold, name)
     check(cfg.eval, "eval", gold, name)
+    start = cfg.train.init or cfg.model.name
+    limit = model_positions(start, cfg.model)
+    if limit is not None:
+        prompt = cfg.train.max_prompt_length
+        if not prompt and spec.tiny:
+            encode = encode if gold is not None else _tokenizer_encode(start, cfg.model.trust_remote_code)
+            if encode is not None:
+                from .registry import get_task
+
+                texts = [s.prompt for s in get_task(name, split="test", n=cfg.train.n_eval, seed=cfg.train.test_seed).samples]
+                prompt = max((len(ids) for ids in encode(texts)), default=0)
+        for section, sampler in (("rollout", cfg.rollout), ("eval", cfg.eval)):
+            check_positions(sampler.gen_length, prompt, limit, f"{section}.gen_length", "train.max_prompt_length")
     r, e = cfg.rollout, cfg.eval
     if (r.gen_length, r.block_length) != (e.gen_length, e.block_length):
         print(f"warning: rollouts use a canvas of {r.gen_length} (block {r.block_length}) but the test evaluation "

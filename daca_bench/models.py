@@ -5,8 +5,10 @@
 
 Sources: the built-in tiny model (a bidirectional BERT masked LM with a character-level
 tokenizer built offline with `tokenizers`), any folder saved with `save_pretrained`, any hub
-masked LM (`AutoModelForMaskedLM`), and LLaDA / Dream through `trust_remote_code` (mask id
-from the tokenizer or config; Dream's logits are shifted right by one position).
+masked LM (`AutoModelForMaskedLM`), and LLaDA / Dream through the native classes of
+`daca_bench.archs`, picked by the folder's model_type (the published remote code stays behind
+`trust_remote_code`, patched for transformers 5). Mask id from the tokenizer or config; Dream's
+raw logits are shifted right by one position so that logits[i] predicts token i.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import inspect
 import json
 import os
 import string
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +65,7 @@ class ModelAdapter:
     pad_token_id: int
     shift_logits: bool = False  # Dream predicts position i from the hidden state at i-1
     source: str = "tiny"
+    square_mask: bool = False  # the published Dream code takes only None or a (B, 1, L, L) bool mask
 
     def __post_init__(self):
         core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # peft
@@ -77,7 +81,9 @@ class ModelAdapter:
         """(N, P+L) ids -> (N, P+L, V) logits. Left padding is given positions from 0 at the first real token."""
         kw = {}
         if attention_mask is not None and self._takes_mask:
-            kw["attention_mask"] = attention_mask
+            keep = attention_mask.bool()  # (N, P+L)
+            kw["attention_mask"] = keep[:, None, None, :].expand(-1, 1, keep.shape[1], -1) if self.square_mask \
+                else attention_mask  # (N, 1, P+L, P+L) bool for the published Dream code
         if attention_mask is not None and self._takes_positions:
             kw["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=input_ids, **kw)
@@ -99,6 +105,15 @@ class ModelAdapter:
             if 0 <= i < vocab and i not in (self.pad_token_id, self.mask_token_id):
                 out.append(i)
         return self.tokenizer.decode(out, skip_special_tokens=False)
+
+    def decode_token(self, i: int) -> str:
+        """One id as text; "" for an id the tokenizer cannot decode (Dream's output layer is larger than its vocabulary)."""
+        if not 0 <= int(i) < len(self.tokenizer):
+            return ""
+        try:
+            return self.tokenizer.decode([int(i)], skip_special_tokens=False)
+        except (IndexError, KeyError, TypeError, ValueError, OverflowError):
+            return ""
 
     def save(self, path: str | Path) -> None:
         from transformers.utils import logging as hf_logging
@@ -127,17 +142,72 @@ def _eos_id(tokenizer, config) -> int:
     raise ValueError("model has no EOS token in its tokenizer or config")
 
 
+def load_tokenizer(name: str, trust_remote_code: bool = False):
+    """A folder's or hub id's tokenizer. Dream ships its own tokenizer class (Qwen2's byte-level BPE
+    under another name): without trust_remote_code it loads as transformers' Qwen2 tokenizer."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # a model_type AutoConfig does not know (llada, Dream) is fine here
+    try:
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        if trust_remote_code or "trust_remote_code" not in str(exc) or "dream" not in _model_type(name):
+            raise
+    finally:
+        hf_logging.set_verbosity(level)
+    from transformers import Qwen2TokenizerFast
+
+    return Qwen2TokenizerFast.from_pretrained(name)
+
+
+def _model_type(name: str) -> str:
+    """config.json's model_type of a local folder or a cached hub id, lower-cased ("" when unknown)."""
+    path = Path(name) / "config.json"
+    if not path.exists():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(name, "config.json")
+        except ValueError:
+            cached = None
+        path = Path(cached) if isinstance(cached, str) else None
+    try:
+        return str(json.loads(path.read_text()).get("model_type", "")).lower() if path else ""
+    except (OSError, ValueError):
+        return ""
+
+
+def _remote_class(config, name: str, key: str):
+    """The published remote-code class, patched in memory for the installed transformers."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    from .archs.remote import patch_module
+
+    cls = get_class_from_dynamic_module(config.auto_map[key], name)
+    patch_module(sys.modules[cls.__module__])
+    cls.register_for_auto_class(key)  # save_pretrained then copies the code beside the weights, as AutoModel does
+    return cls
+
+
 def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "float32",
                     quantization_config=None) -> ModelAdapter:
-    """A local save_pretrained folder or a hub id: masked LMs, LLaDA and Dream (remote code);
-    `quantization_config` (bitsandbytes 4-bit, train.load_in_4bit) goes to from_pretrained."""
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+    """A local save_pretrained folder or a hub id: masked LMs; LLaDA and Dream through the native
+    classes (daca_bench.archs) unless trust_remote_code asks for their own code. `quantization_config`
+    (bitsandbytes 4-bit, train.load_in_4bit) goes to from_pretrained."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
+
+    from .archs import SHIFTED, native_class
 
     hf_logging.disable_progress_bar()
     torch_dtype = pick(DTYPES, dtype, "model.dtype")
+    quant = {"quantization_config": quantization_config, "device_map": {"": default_device()}} if quantization_config else {}
+    native = None if trust_remote_code else native_class(_model_type(name))
     try:
-        config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        config = native.config_class.from_pretrained(name) if native else \
+            AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:  # a missing folder, a malformed hub id, not cached offline
         if "trust_remote_code" in str(exc):
             raise ConfigError(f"{name} ships its own model code; pass model.trust_remote_code=true "
@@ -148,20 +218,29 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
                                    "folder (e.g. an SFT run's final/)") from exc
         raise UnavailableError(f"cannot load model {name!r}: it is neither a save_pretrained folder nor a hub id "
                                "in the local cache; check the path (model.name, train.init or --model)") from exc
-    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    tokenizer = load_tokenizer(name, trust_remote_code)
     model_type = str(getattr(config, "model_type", "")).lower()
-    is_dream = "dream" in model_type
+    family = "dream" if "dream" in model_type else model_type
     extra = Path(name) / "daca_adapter.json"
-    shift = json.loads(extra.read_text()).get("shift_logits", is_dream) if extra.exists() else is_dream
+    shift = family in SHIFTED
+    shift = json.loads(extra.read_text()).get("shift_logits", shift) if extra.exists() else shift
     auto_map = getattr(config, "auto_map", None) or {}
-    if auto_map and not trust_remote_code:
-        raise ValueError(f"{name} ships its own model code ({model_type}); pass model.trust_remote_code=true")
-    loader = AutoModelForMaskedLM if ("AutoModelForMaskedLM" in auto_map or not auto_map) else AutoModel
-    quant = {"quantization_config": quantization_config, "device_map": {"": default_device()}} if quantization_config else {}
-    model = loader.from_pretrained(name, trust_remote_code=trust_remote_code, dtype=torch_dtype, **quant)
+    if native:
+        model = native.from_pretrained(name, config=config, dtype=torch_dtype, **quant)
+    else:
+        if auto_map and not trust_remote_code:
+            raise ValueError(f"{name} ships its own model code ({model_type}); pass model.trust_remote_code=true")
+        key = "AutoModelForMaskedLM" if "AutoModelForMaskedLM" in auto_map else "AutoModel"
+        if auto_map:
+            from .archs.remote import fix_loaded
+
+            model = _remote_class(config, name, key).from_pretrained(name, config=config, dtype=torch_dtype, **quant)
+            fix_loaded(model)
+        else:
+            model = AutoModelForMaskedLM.from_pretrained(name, dtype=torch_dtype, **quant)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer, config)
     return ModelAdapter(model, tokenizer, _mask_id(tokenizer, config), _eos_id(tokenizer, config), int(pad),
-                        shift_logits=shift, source=name)
+                        shift_logits=shift, source=name, square_mask=bool(auto_map) and family == "dream" and not native)
 
 
 def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..canvas import check, gold_lengths
+from ..canvas import check, check_fits, gold_lengths
 from ..config import SamplerConfig
 from ..errors import ConfigError
 from ..models import load_checkpoint, run_canvas, task_prompts
@@ -225,6 +225,7 @@ def run(args) -> int:
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n] if args.n else list(task.samples)
     adapter = load_checkpoint(args.model, args.trust_remote_code, args.dtype, args.base)
+    check_fits(adapter, [s.prompt for s in samples], list(cfgs), "--gen-length")
     if task_spec(args.task).tiny:  # the gold is the whole answer: every canvas must hold it and EOS
         gold = gold_lengths(task, adapter.encode)
         for cfg in cfgs.values():

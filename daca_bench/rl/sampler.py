@@ -227,7 +227,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from ..canvas import check, gold_lengths
+    from ..canvas import check, check_fits, gold_lengths
     from ..config import RunConfig, apply, command_config
     from ..models import default_device, load_model, run_canvas
     from ..registry import get_task, task_spec
@@ -242,6 +242,7 @@ def run(args) -> int:
     samples = list(task.samples)[: args.n]
     check(cfg.sampler, "sampler")
     adapter = load_model(cfg.model)
+    check_fits(adapter, [s.prompt for s in samples], [cfg.sampler.gen_length], "sampler.gen_length")
     if task_spec(args.task).tiny:  # the gold is the whole answer: the canvas must hold it and EOS
         check(cfg.sampler, "sampler", gold_lengths(task, adapter.encode), args.task, eos=False)
     sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work

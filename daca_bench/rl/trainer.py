@@ -214,7 +214,7 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
         n = int(batch.completion_mask[i].sum())
         ids = batch.completion_ids[i, :n].tolist()
         rows.append({"prompt": s.prompt, "completion": batch.texts[i], "reward": task.verify(s, batch.texts[i]).as_json_value(),
-                     "tokens": [adapter.tokenizer.decode([t]) for t in ids], "weights": w[i, :n].tolist(),
+                     "tokens": [adapter.decode_token(t) for t in ids], "weights": w[i, :n].tolist(),
                      "commit_step": batch.trajectory.commit_step[i, :n].tolist(), "score": dps.score})
     path.write_text(json.dumps(rows, indent=2) + "\n")
 

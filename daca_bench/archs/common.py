@@ -1,0 +1,68 @@
+"""Pieces shared by the native LLaDA and Dream classes: RMSNorm, rotary embeddings computed from
+position ids (no buffers to initialise), the attention-mask forms SDPA takes, and GQA.
+
+    cos, sin = rope(position_ids, head_dim, theta)            # (B, T, D) float32
+    q = apply_rope(q, cos, sin)                               # q: (B, H, T, D)
+    bias = sdpa_mask(attention_mask, dtype)                   # None | (B, 1, 1|T, T) bool or float
+
+Written for this project from the architectures' published descriptions (Llama-style blocks).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    """Normalise in float32, cast back, then scale by the weight (LLaDA's and Dream's order)."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def default_positions(input_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) positions 0..T-1 for every row."""
+    b, t = input_ids.shape
+    return torch.arange(t, device=input_ids.device)[None].expand(b, -1)
+
+
+def rope(position_ids: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary angles for (B, T) positions -> cos, sin of shape (B, T, head_dim), float32."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=position_ids.device, dtype=torch.int64).float()
+                                / head_dim))  # (D/2,)
+    angles = position_ids[..., None].float() * inv_freq  # (B, T, D/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (B, T, D)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, H, T, D); cos/sin: (B, T, D) in x's dtype or float32 (then x is promoted)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return x * cos[:, None] + rotated * sin[:, None]
+
+
+def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """(B, Hkv, T, D) -> (B, Hkv * groups, T, D), each key head repeated for its query heads."""
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def sdpa_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """The mask SDPA takes. (B, L) 1/0 (keys to attend) -> (B, 1, 1, L) bool, None when nothing is
+    masked; (B, 1, L, L) bool passes through; a 4-D float mask is an additive bias (cast to dtype)."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() == 2:
+        if bool(attention_mask.bool().all()):
+            return None
+        return attention_mask.bool()[:, None, None, :]
+    if attention_mask.dim() != 4:
+        raise ValueError(f"attention_mask must be (B, L) or (B, 1, L, L), got shape {tuple(attention_mask.shape)}")
+    return attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(dtype)
