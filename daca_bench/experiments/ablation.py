@@ -148,7 +148,7 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return {"cell": cell.name, "status": "locked"}
-        stale = _set_aside_if_stale(folder, cell.config)
+        stale = _set_aside_if_stale(folder, cell.config, cell.provenance)
         if (folder / "summary.json").exists():
             return {"cell": cell.name, "status": "skipped"}
         (folder / "axes.json").write_text(json.dumps(cell.axes) + "\n")
