@@ -1,7 +1,9 @@
-"""Where the data shipped with daca-bench lives: `tasks/`, `sandbox/` and `configs/`.
+"""Where the data shipped with daca-bench lives: `tasks/`, `sandbox/`, `configs/` and the readings
+sweep's picks (`results/tiny-readings/picks.json`, read by experiments/presets.py).
 
-In the repository they sit at the top, beside `daca_bench/`; an installed wheel carries them
-as `daca_bench/_data/<name>` (the build maps them there, see pyproject.toml).
+In the repository they sit at the top, beside `daca_bench/` (the picks in results/tiny-readings);
+an installed wheel carries them as `daca_bench/_data/<name>` (the build maps them there, see
+pyproject.toml).
     from daca_bench.resources import data_dir
     data_dir("configs") / "tiny.yaml"
 """
@@ -10,7 +12,8 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 
-NAMES = ("tasks", "sandbox", "configs")
+NAMES = ("tasks", "sandbox", "configs", "readings")
+IN_REPO = {"readings": "results/tiny-readings"}  # name -> its folder in a checkout, where not the name itself
 
 
 def data_dir(name: str) -> Path:
@@ -20,4 +23,4 @@ def data_dir(name: str) -> Path:
     packaged = importlib.resources.files("daca_bench").joinpath("_data", name)
     if packaged.is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / name
+    return Path(__file__).resolve().parent.parent / IN_REPO.get(name, name)

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: set up the venv, then `daca-bench reproduce`: SFT the
 # tiny diffusion LM on the default's family, run the grpo x {baseline, +DPS, +SML, +DACA} x
-# family x seed grid, print the table and write results/tiny/. Extra arguments go to
+# family x seed grid, print the table and write it to a folder of its own (runs/PRESET-DATE,
+# never the committed results/PRESET it prints how to compare with). Extra arguments go to
 # `daca-bench reproduce`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# The default preset (sudoku) needs no code sandbox; a preset with the code family does
-# (tiny-full, paper), so Docker is set up whenever a preset is named, or DACA_BENCH_DOCKER=1.
-if [ "${DACA_BENCH_SKIP_DOCKER:-0}" != 1 ] && { [[ " $* " == *" --preset"* ]] || [ "${DACA_BENCH_DOCKER:-0}" = 1 ]; }; then
-  bash scripts/setup_docker.sh
-fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+# Docker (the code sandbox) is set up only when the preset has a code family (tiny-full, paper),
+# as `reproduce --needs-docker` answers from the preset's families; DACA_BENCH_DOCKER=1 forces it,
+# DACA_BENCH_SKIP_DOCKER=1 skips it.
+if [ "${DACA_BENCH_SKIP_DOCKER:-0}" != 1 ]; then
+  if [ "${DACA_BENCH_DOCKER:-0}" = 1 ] || [ "$(.venv/bin/daca-bench reproduce "$@" --needs-docker 2>/dev/null)" = yes ]; then
+    bash scripts/setup_docker.sh
+  fi
+fi
 exec .venv/bin/daca-bench reproduce "$@"

@@ -23,13 +23,14 @@ import json
 import os
 import re
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..checkpoint import checkpoints
 from ..config import ConfigError, RLConfig, apply, load_config, read_yaml, to_dict
 from ..errors import UnavailableError
 from .jobs import Job, run_jobs, split_cores
+from .provenance import check_tree, describe, weights_hash
 
 VARIANTS = {
     "baseline": {"dps.enabled": False, "sml.k": 1},
@@ -45,6 +46,23 @@ class Cell:
     name: str
     axes: dict
     config: RLConfig
+    provenance: dict = field(default_factory=dict)  # {"git", "init_sha256"}: stamp_cells, once per grid
+
+
+PROVENANCE = ".provenance.json"  # in a cell folder: what its first attempt ran (git, init weights' hash)
+
+
+def stamp_cells(cells: list[Cell], code: str) -> list[Cell]:
+    """The cells with the grid's code (`git describe`, read once by the caller) and the hash of each
+    one's init weights (hashed once per distinct init)."""
+    hashes: dict[str, str] = {}
+    out = []
+    for c in cells:
+        init = c.config.train.init or c.config.model.name
+        if init not in hashes:
+            hashes[init] = weights_hash(init)
+        out.append(replace(c, provenance={"git": code, "init_sha256": hashes[init]}))
+    return out
 
 
 def slug(key: str, value) -> str:
@@ -90,17 +108,22 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def _set_aside_if_stale(folder: Path, cfg: RLConfig) -> str | None:
-    """A cell folder written under another config (say, a new SFT start or an edited grid)
-    is moved into FOLDER/.stale/N/ instead of being skipped or resumed; returns that path."""
+def _set_aside_if_stale(folder: Path, cfg: RLConfig, provenance: dict | None = None) -> str | None:
+    """A cell folder written under another config (say, an edited grid) or from other init weights
+    (a retrained SFT start at the same path) is moved into FOLDER/.stale/N/ instead of being skipped
+    or resumed; returns that path."""
     stored = folder / "config.json"
     if not stored.exists():
         return None
-    old = _flat(json.loads(stored.read_text()))
+    raw = json.loads(stored.read_text())
+    old = _flat(raw)
     new = _flat(json.loads(json.dumps(to_dict(cfg))))
     default = _flat(json.loads(json.dumps(to_dict(RLConfig()))))
+    side = json.loads((folder / PROVENANCE).read_text()) if (folder / PROVENANCE).exists() else {}
+    was = raw.get("init_sha256") or side.get("init_sha256")  # unknown for cells run before it was recorded
+    now = (provenance or {}).get("init_sha256")
     # a key the stored config lacks was added to the package since; at its default it changes nothing
-    if all(old[k] == v if k in old else v == default.get(k) for k, v in new.items()):
+    if all(old[k] == v if k in old else v == default.get(k) for k, v in new.items()) and not (was and now and was != now):
         return None
     earlier = list((folder / ".stale").glob("*")) if (folder / ".stale").exists() else []
     aside = folder / ".stale" / str(len(earlier))
@@ -125,14 +148,18 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return {"cell": cell.name, "status": "locked"}
-        stale = _set_aside_if_stale(folder, cell.config)
+        stale = _set_aside_if_stale(folder, cell.config, cell.provenance)
         if (folder / "summary.json").exists():
             return {"cell": cell.name, "status": "skipped"}
         (folder / "axes.json").write_text(json.dumps(cell.axes) + "\n")
+        earlier = json.loads((folder / PROVENANCE).read_text()) if (folder / PROVENANCE).exists() else {}
+        if cell.provenance and not earlier:
+            (folder / PROVENANCE).write_text(json.dumps(cell.provenance) + "\n")
         error = ""
         for attempt in range(retries + 1):
             try:
                 train(cell.config, folder, resume=bool(checkpoints(folder)), progress=False)  # never saved: anew
+                _record(folder, cell.provenance, earlier)
                 (folder / "error.txt").unlink(missing_ok=True)
                 return {"cell": cell.name, "status": "done", "attempts": attempt + 1,
                         **({"replaced": stale} if stale else {})}
@@ -140,6 +167,19 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
                 error = traceback.format_exc()
         (folder / "error.txt").write_text(error)
         return {"cell": cell.name, "status": "failed", "error": error.strip().splitlines()[-1]}
+
+
+def _record(folder: Path, provenance: dict, earlier: dict) -> None:
+    """The grid's provenance into the finished cell's config.json; a cell resumed under other code
+    keeps the code of its first attempt as `git_earlier`."""
+    if not provenance:
+        return
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg.update(provenance)
+    if earlier.get("git") not in (None, provenance.get("git")):
+        cfg["git_earlier"] = earlier["git"]
+    path.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
 def step_cost(cfg: RLConfig) -> float:
@@ -219,6 +259,9 @@ def run(args) -> int:
         for c in cells:
             print(c.name)
         return 0
+    code = describe()  # once, before any worker imports the package
+    check_tree(code, confirmatory=False, what="this grid")
+    cells = stamp_cells(cells, code)
     if args.executor == "ray":
         results = run_ray(cells, args.output_dir, args.address, args.cpus_per_cell, args.gpus_per_cell, args.retries)
     else:

@@ -10,9 +10,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import apply, pick
+from ..config import ConfigError, apply, pick
 from .ablation import Cell, run_local
-from .reproduce import TinyPreset, evaluate_starts, run_sft, tiny_cells
+from .pipeline import evaluate_starts, run_sft, tiny_cells
+from .presets import TinyPreset
 
 
 def calibrate(preset: TinyPreset, label: str, lrs, variants, steps: int | None, seeds, work: Path, workers: int,
@@ -21,10 +22,13 @@ def calibrate(preset: TinyPreset, label: str, lrs, variants, steps: int | None, 
     DEV split every fifth of the run (a calibration never looks at the test set); return a
     Markdown table of dev accuracy per step with the mean training reward, loss and gradient norm
     (what tells a step budget that moves the baseline, and an unstable update, apart). SETS
-    ({key: value}, `--set`) override the family's RL config (e.g. train.reward=exact)."""
+    ({key: value}, `--set`) override the family's RL config (e.g. train.reward=exact), never the split."""
     fam = pick(preset.families, label, "--calibrate")
-    if sets:
-        fam = replace(fam, rl={**fam.rl, **sets})
+    split = (sets or {}).get("train.eval_split", "dev")
+    if split != "dev":
+        raise ConfigError(f"reproduce --calibrate scores on the dev split only; --set train.eval_split={split} is "
+                          "refused (the test split is for the confirmatory table)")
+    fam = replace(fam, rl={**fam.rl, **(sets or {}), "train.eval_split": "dev"})  # dev wins over every override
     one = replace(preset, families={label: fam}, rl={**preset.rl, "train.eval_split": "dev"})
     sft = run_sft(one, work, workers, progress)
     n = steps or fam.rl.get("train.steps", preset.rl_steps)
@@ -35,6 +39,8 @@ def calibrate(preset: TinyPreset, label: str, lrs, variants, steps: int | None, 
         for lr in lrs:
             cfg = apply(cell.config, {"train.lr": lr, "train.eval_every": max(1, n // 5)})
             cells.append(Cell(f"{cell.name}_lr={lr:g}", {**cell.axes, "train.lr": lr}, cfg))
+    if any(c.config.train.eval_split != "dev" for c in cells):  # a guard on the guard above
+        raise ConfigError("reproduce --calibrate: a calibration cell would score on another split than dev")
     folder = work / f"calibrate-{label}" / slug_sets(sets)
     start = evaluate_starts(cells, folder)
     run_local(cells, folder, workers, desc=f"calibrate {label}", progress=progress)

@@ -4,7 +4,9 @@ time-left estimate.
 Every job writes FOLDER/metrics.jsonl with one line per step (SFT and RL both do), so the
 parent reads progress from those files: no channel between processes, and a resumed job's
 finished steps count as already done. Each step is weighted by an estimate of its cost, so
-the estimate holds when cheap and dear jobs share the bar.
+the estimate holds when cheap and dear jobs share the bar. The time left is measured from the
+first step the jobs log (starting workers and loading models are no steps) and shown only once
+it has been measured for a few seconds: no bound before there is a pace to bound with.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -47,6 +50,28 @@ def steps_done(folder: str | Path) -> int:
         except (ValueError, KeyError, TypeError):
             continue
     return 0
+
+
+class Pace:
+    """Time left from the pace measured since the first progress seen (not since the start, which
+    holds the workers' start-up): '' until `min_s` seconds of progress have been measured."""
+
+    def __init__(self, total: float, min_s: float = 5.0, clock: Callable[[], float] = time.monotonic):
+        self.total, self.min_s, self.clock = total, min_s, clock
+        self.first: tuple[float, float] | None = None  # (time, units) when progress was first seen
+
+    def left(self, done: float, initial: float, label: str = "left") -> str:
+        now = self.clock()
+        if self.first is None:
+            if done > initial:
+                self.first = (now, done)
+            return ""
+        t0, u0 = self.first
+        if now - t0 < self.min_s or done <= u0:
+            return ""
+        from tqdm.auto import tqdm
+
+        return f"~{tqdm.format_interval((self.total - done) * (now - t0) / (done - u0))} {label}"
 
 
 def _init_worker(threads: int, parent: int | None = None) -> None:
@@ -140,13 +165,16 @@ def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bo
 
     results: dict[str, dict] = {}
     lost: dict[str, int] = {}  # job -> times its worker died under it
-    fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ~{remaining} " + left + "{postfix}"
-    bar = tqdm(total=total, initial=units(set()), desc=desc, disable=not progress, bar_format=fmt, smoothing=0)
+    fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed{postfix}"
+    initial = units(set())
+    bar = tqdm(total=total, initial=initial, desc=desc, disable=not progress, bar_format=fmt, smoothing=0)
+    pace = Pace(total)
+    eta = lambda n: pace.left(n, initial, left)  # noqa: E731 - '' until the pace is measured
     with tempfile.TemporaryDirectory(prefix="daca-jobs-") as pids:
         pid_file = {j.name: os.path.join(pids, str(i)) for i, j in enumerate(jobs)}
         todo, breaks = list(jobs), 0
         while todo:
-            broken = _run_pool(todo, workers, threads, pid_file, results, bar, units, poll_s, len(jobs))
+            broken = _run_pool(todo, workers, threads, pid_file, results, bar, units, poll_s, len(jobs), eta)
             todo = [j for j in jobs if j.name not in results]
             if not broken or not todo:
                 break
@@ -189,7 +217,7 @@ def _read_pid(path: str) -> int | None:
 
 
 def _run_pool(todo: list[Job], workers: int, threads: int, pid_file: dict, results: dict, bar, units,
-              poll_s: float, n_jobs: int) -> dict[int, int]:
+              poll_s: float, n_jobs: int, eta: Callable[[float], str] = lambda n: "") -> dict[int, int]:
     """Run `todo` in one pool until done or broken; {pid: exit code} of the workers that killed it."""
     processes: dict = {}
     with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn"), initializer=_init_worker,
@@ -209,7 +237,9 @@ def _run_pool(todo: list[Job], workers: int, threads: int, pid_file: dict, resul
                     results[job.name] = {"name": job.name, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             bar.n = units(set(results))
             failed = sum(1 for r in results.values() if r.get("status") == "failed")
-            bar.set_postfix_str(f"{len(results)}/{n_jobs} done" + (f", {failed} failed" if failed else ""), refresh=False)
+            left = eta(bar.n)
+            bar.set_postfix_str((f"{left}, " if left else "") + f"{len(results)}/{n_jobs} done" +
+                                (f", {failed} failed" if failed else ""), refresh=False)
             bar.refresh()
     if not broken:
         return {}

@@ -1,6 +1,10 @@
 """Greedy evaluation of a model on a task's held-out split: accuracy and reward statuses.
 
     evaluate(adapter, get_task("arithmetic", split="test"), SamplerConfig())
+    evaluate(adapter, eval_task(cfg, adapter), cfg.eval, n=cfg.train.n_eval)   # an RL config's test set
+
+`eval_task` is the one builder of an RL config's evaluation set: the trainer scores its cells on
+it and `reproduce` scores the RL start on it, so the two are paired on the same prompts.
 """
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from ..config import SamplerConfig
-from ..models import ModelAdapter
+from dataclasses import replace
+
+from ..config import RLConfig, SamplerConfig
+from ..models import ModelAdapter, task_prompts
 from ..types import Task
 from .sampler import sample
 
@@ -32,6 +38,22 @@ def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict
         "statuses": dict(Counter(r.status for r in rewards)),
         "rewards": rewards,
     }
+
+
+def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
+    """The fixed evaluation set of an RL config: the first train.n_eval samples of its task's
+    train.eval_split drawn with train.test_seed (one set for every cell of a grid, whatever the
+    seed), as the model sees them: with train.chat_template one user message of the tokenizer's
+    chat template, and the sample's prefill, as d1 prompts (never cut: max_prompt_length is for
+    training prompts)."""
+    from ..registry import get_task
+
+    t = cfg.train
+    task = get_task(t.task, split=t.eval_split, n=t.n_eval, seed=t.test_seed)
+    if not (t.chat_template or t.max_prompt_length):  # the trainer's prompts take the prefill in these two cases
+        return task
+    wrapped = task_prompts(adapter, task.samples, t.chat_template)
+    return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
 
 
 def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | None = None, seed: int = 0) -> dict:

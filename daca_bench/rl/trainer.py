@@ -31,7 +31,7 @@ from ..config import ConfigError, RLConfig, load_config, pick, to_dict
 from ..jsonl import column_means
 from ..models import default_device, require_available, task_prompts
 from .credit import dps_weights, weight_stats
-from .evaluate import evaluate, score, write_eval_records
+from .evaluate import eval_task, evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
@@ -90,8 +90,6 @@ def validate(cfg: RLConfig) -> None:
 
 
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
-    from ..registry import get_task
-
     init_distributed()
     validate(cfg)
     rank, world = rank_and_world()
@@ -116,10 +114,9 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             reference.model.to(device).eval().requires_grad_(False)
     counter = PassCounter(adapter.model)
     train_task = training_task(cfg)
-    test_task = get_task(t.task, split=t.eval_split, n=t.n_eval, seed=t.test_seed)  # one fixed set for every cell
+    test_task = eval_task(cfg, adapter)  # one fixed set for every cell, built as reproduce builds the start's
     if t.chat_template or t.max_prompt_length:  # d1: one user message of the chat template (+ prefill);
         train_task = _chat_task(adapter, train_task, t.chat_template, t.max_prompt_length)  # train prompts cut
-        test_task = _chat_task(adapter, test_task, t.chat_template)
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)

@@ -1,0 +1,215 @@
+"""The stages of `daca-bench reproduce`, as functions the CLI (experiments/reproduce.py) and the
+calibration (experiments/calibrate.py) call: (1) SFT per family, cached by its config; (2) the
+grid's cells; the RL start scored on the cells' evaluation set; (3) the published folder.
+
+    sft = run_sft(PRESETS["tiny"], Path("runs/reproduce"), workers=2, progress=True)
+    cells = tiny_cells(PRESETS["tiny"], sft)
+    starts = evaluate_starts(cells, Path("runs/reproduce/tiny"))
+    text, paths = publish(Path("runs/reproduce/tiny"), [c.name for c in cells], out, meta)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from ..checkpoint import checkpoints
+from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, to_dict
+from ..resources import data_dir
+from .ablation import VARIANTS, Cell, expand, slug
+from .jobs import Job, run_jobs
+from .presets import Family, PaperPreset, TinyPreset
+from .readings import READINGS, overrides, reading_name
+from .results import START
+
+ROOT = data_dir("configs").parent  # the repository, or the installed package's _data folder
+
+
+# ---- stage 1: SFT per family, cached by config --------------------------------------------
+def sft_config(preset: TinyPreset, fam: Family) -> RunConfig:
+    every = fam.sft_eval_every or preset.sft_eval_every
+    return apply(RunConfig(), {"sampler": fam.canvas, "sft.task": fam.task, "sft.steps": fam.sft_steps,
+                               "sft.eval_every": every, "sft.n_dev": preset.sft_dev,
+                               "sft.target_accuracy": fam.sft_target or preset.sft_target, "sft.save_every": every})
+
+
+def sft_folder(work: Path, cfg: RunConfig) -> Path:
+    from ..registry import task_spec
+
+    key = json.dumps({**to_dict(cfg), "task_version": task_spec(cfg.sft.task).version}, sort_keys=True)
+    return work / "sft" / f"{cfg.sft.task}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def _sft_job(cfg: RunConfig, folder: str) -> dict:
+    from ..rl.sft import train_sft
+
+    done = Path(folder) / "summary.json"
+    if done.exists():
+        return {**json.loads(done.read_text()), "status": "cached"}
+    return {**train_sft(cfg, folder, resume=bool(checkpoints(folder)), progress=False), "status": "done"}
+
+
+def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dict[str, dict]:
+    jobs = []
+    for label, fam in preset.families.items():
+        cfg = sft_config(preset, fam)
+        folder = sft_folder(work, cfg)
+        cost = cfg.sft.batch_size * (cfg.sampler.gen_length + 32)  # canvases x (completion + a typical prompt)
+        jobs.append(Job(label, _sft_job, (cfg, str(folder)), folder, cfg.sft.steps, cost))
+    results = run_jobs(jobs, workers, desc="1/2 SFT per family", progress=progress, left="left at most")
+    out = {}
+    for job, r in zip(jobs, results):
+        if r.get("status") == "failed" or "accuracy" not in r:
+            raise RuntimeError(f"SFT of {job.name} ({job.folder}) failed: {r.get('error')}")
+        out[job.name] = {**r, "folder": str(job.folder)}
+    return out
+
+
+# ---- stage 2: the grid ----------------------------------------------------------------------
+def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None) -> list[Cell]:
+    """The grid. Common random numbers: the cells of one seed share the SFT start, the train
+    prompts and their order, the rollout noise and the SML masks (all keyed by train.seed), and
+    every cell of a family is scored on one evaluation set (train.test_seed, train.eval_split), so
+    that variants differ only where the method differs. A readings sweep has one cell per
+    (reading, lr) instead of per variant."""
+    if preset.readings:
+        arms = [(reading_name(r, lr, preset.lrs[0]), READINGS[r][1], {**READINGS[r][2], "train.lr": lr},
+                 {"reading": r, "train.lr": lr}) for r in preset.readings for lr in preset.lrs]
+    else:
+        arms = [(v, v, overrides(preset.picks, v), {}) for v in preset.variants]
+    cells = []
+    for label, fam in preset.families.items():
+        start = str(Path(sft[label]["folder"]) / "final")
+        rl = {"train.steps": preset.rl_steps, **preset.rl, **fam.rl}
+        if steps:
+            rl["train.steps"] = steps
+        grid = {"base": preset.base_config,
+                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **rl, "train.task": fam.task,
+                              "train.init": start, "train.threads": 0},
+                "axes": {"loss.base": list(preset.bases), "train.task": [fam.task],
+                         "train.seed": list(seeds or fam.seeds or preset.seeds)}}
+        for cell in expand(grid, ROOT):
+            for name, variant, keys, extra in arms:
+                cfg = apply(apply(cell.config, VARIANTS[variant]), keys)
+                axes = {"loss.base": cell.axes["loss.base"], "train.task": fam.task, "variant": name,
+                        "train.seed": cell.axes["train.seed"], **extra}
+                cells.append(Cell("_".join(slug(k, axes[k]) for k in ("loss.base", "train.task", "variant", "train.seed")),
+                                  axes, cfg))
+    return cells
+
+
+def paper_cells(preset: PaperPreset, steps: int | None = None, seeds=None) -> list[Cell]:
+    """Check every config's GPU and weights first (fail fast), then expand its grid."""
+    from ..models import require_available
+
+    cells = []
+    for path in preset.configs:
+        cfg = load_config(ROOT / path, [], RLConfig)
+        require_available(cfg.model, cfg.train.require_gpu)
+        grid = {"base": path, "overrides": {"train.steps": steps} if steps else {},
+                "axes": {"loss.base": list(preset.bases), "train.task": [cfg.train.task],
+                         "variant": list(preset.variants), "train.seed": list(seeds or preset.seeds)}}
+        cells += expand(grid, ROOT)
+    return cells
+
+
+def needs_sandbox(preset: TinyPreset | PaperPreset) -> bool:
+    """Whether a preset has a code family (scored in the Docker sandbox)."""
+    from ..registry import task_spec
+
+    if isinstance(preset, TinyPreset):
+        tasks = [f.task for f in preset.families.values()]
+    else:
+        tasks = [load_config(ROOT / p, [], RLConfig).train.task for p in preset.configs]
+    return any(task_spec(t).family == "code" for t in tasks)
+
+
+def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
+    """The RL start (each family's SFT model) scored once on its family's evaluation set, built by
+    the function the trainer builds its cells' set with (rl.evaluate.eval_task), with the cells'
+    canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain. Cached by the
+    init weights' content (not their path), the set and the canvas."""
+    from ..rl.evaluate import eval_task, evaluate, write_eval_records
+    from ..rl.policy import load_initial
+    from .provenance import weights_hash
+
+    out = {}
+    for cfg in {c.config.train.task: c.config for c in cells}.values():
+        t = cfg.train
+        target = folder / START / t.task
+        key = json.dumps({"init_sha256": weights_hash(t.init or cfg.model.name), "test_seed": t.test_seed,
+                          "n_eval": t.n_eval, "eval": to_dict(cfg.eval), "split": t.eval_split,
+                          "chat_template": t.chat_template, "prefill": bool(t.max_prompt_length)}, sort_keys=True)
+        done = json.loads((target / "summary.json").read_text()) if (target / "summary.json").exists() else {}
+        if done.get("key") == key:
+            out[t.task] = done["test_accuracy"]
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        adapter = load_initial(cfg)
+        result = evaluate(adapter, eval_task(cfg, adapter), cfg.eval, n=t.n_eval)
+        write_eval_records(target / "eval.jsonl", result)
+        (target / "summary.json").write_text(json.dumps({"task": t.task, "test_accuracy": result["accuracy"],
+                                                         "statuses": result["statuses"], "key": key}) + "\n")
+        out[t.task] = result["accuracy"]
+    return out
+
+
+# ---- stage 3: what a reader keeps ------------------------------------------------------------
+LIGHT = ("summary.json", "axes.json", "config.json", "metrics.jsonl", "eval.jsonl", "dps_examples.json", "error.txt")
+
+
+def foreign_cells(out: Path, names: list[str]) -> list[str]:
+    """The cell folders in OUT/cells that this grid would not write (another run's, or an earlier,
+    larger grid's): publishing would delete them."""
+    light = out / "cells"
+    if not light.is_dir():
+        return []
+    return sorted(p.name for p in light.iterdir() if p.is_dir() and p.name != START and p.name not in set(names))
+
+
+def check_output(out: Path, names: list[str]) -> None:
+    """Refuse, before anything runs, an output folder whose cells/ holds cells this run does not
+    write: `reproduce` never deletes cells it did not write."""
+    other = foreign_cells(out, names)
+    if other:
+        raise ConfigError(f"{out}/cells holds {len(other)} cell(s) this run would not write (e.g. {other[0]}); "
+                          "publishing would replace them: give another --output-dir, or move them away")
+
+
+def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[str, list[Path]]:
+    """Copy the small files (no weights) of this grid's cells to OUT/cells, then write the tables
+    and plots there. OUT/cells holds only this grid's cells (check_output refused any other)."""
+    from .plots import plot_all
+    from .results import write_tables
+
+    check_output(out, names)
+    light = out / "cells"
+    shutil.rmtree(light, ignore_errors=True)
+    for cell in sorted(cells_dir / name for name in names):
+        for name in LIGHT:
+            if (cell / name).exists():
+                (light / cell.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(cell / name, light / cell.name / name)
+    if (cells_dir / START).exists():
+        shutil.copytree(cells_dir / START, light / START)
+    table, paths = write_tables(light)
+    for p in paths:
+        shutil.move(str(p), out / p.name)
+    figures = plot_all(light)
+    for p in figures:
+        shutil.move(str(p), out / p.name)
+    (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    text = (out / "table.md").read_text()
+    return text, [out / p.name for p in paths + figures]
+
+
+def sft_markdown(sft: dict[str, dict]) -> str:
+    """Each SFT start's own checks. Its test score is on the SFT's test prompts, which need not
+    be the grid's (tiny-full scores on FULL_EVAL): the table's `start` row is the RL start."""
+    lines = ["| family | task | SFT steps | dev exact % | test exact % (SFT's check) | test prompts |",
+             "|---|---|---:|---:|---:|---:|"]
+    for label, s in sft.items():
+        lines.append(f"| {label} | {s['task']} | {s['steps']} | {100 * (s.get('dev_accuracy') or 0):.1f} | "
+                     f"{100 * s['accuracy']:.1f} | {s.get('n_eval', '')} |")
+    return "\n".join(lines) + "\n"

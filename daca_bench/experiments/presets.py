@@ -1,0 +1,180 @@
+"""The presets of `daca-bench reproduce`, as data: the tiny families, the regime, the grids and
+the paper-scale presets. No code runs here beyond building these values.
+
+    from daca_bench.experiments.presets import PRESETS, PICKS, family_of
+    PRESETS["tiny"].families["sudoku"].task   # 'sudoku_tiny'
+
+The picks of the confirmatory presets are read from the committed readings sweep
+(results/tiny-readings/picks.json, shipped in the wheel as daca_bench/_data/readings/picks.json),
+never repeated here. `comparisons` says, before a grid runs, which comparisons are primary and
+which secondary (the design a confirmatory preset writes: experiments/preregister.py).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from ..errors import UnavailableError
+from ..resources import data_dir
+from .readings import READINGS
+
+FOUR = ("baseline", "+DPS", "+SML", "+DACA")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One tiny family: its task and canvas length L, decoded in L/2 steps (two tokens per
+    step, as d1 decodes 256 tokens in 128 steps) for SFT's dev checks, rollouts and evaluation."""
+    task: str
+    gen_length: int
+    sft_steps: int = 2500  # at most; SFT stops at the first dev evaluation that reaches the target
+    sft_eval_every: int = 0  # 0 = the preset's; finer where accuracy jumps (4x4 sudoku: 0 % to 66 % in 100 steps)
+    sft_target: float = 0.0  # 0 = the preset's; higher where the SFT curve is gradual and RL needs more correct samples
+    rl: dict = field(default_factory=dict)  # this family's RL overrides (steps, training reward, test prompts), over
+    # the preset's; a preset's picks set train.lr after them
+    seeds: tuple = ()  # this family's seeds instead of the preset's (more where its comparisons are seed-bound)
+
+    @property
+    def canvas(self) -> dict:
+        return {"gen_length": self.gen_length, "block_length": self.gen_length, "steps": self.gen_length // 2}
+
+
+@dataclass(frozen=True)
+class TinyPreset:
+    description: str
+    families: dict  # family label -> Family
+    rl_steps: int
+    seeds: tuple = (0, 1)
+    bases: tuple = ("grpo",)
+    variants: tuple = FOUR
+    sft_target: float = 0.10  # stop SFT at the first dev evaluation at or above this exact-match rate
+    sft_eval_every: int = 100
+    sft_dev: int = 128  # dev prompts (held out of the train split) for that check
+    rl: dict = field(default_factory=dict)  # config overrides for every RL cell
+    base_config: str = "configs/tiny.yaml"
+    picks: dict = field(default_factory=dict)  # variant -> its picked reading's keys (readings.pick)
+    readings: tuple = ()  # a readings sweep instead of variants: these READINGS at each of `lrs`
+    lrs: tuple = ()
+    confirmatory: bool = False  # writes design.json before its first cell; refuses a dirty tree
+
+
+@dataclass(frozen=True)
+class PaperPreset:
+    description: str
+    configs: tuple  # RL presets under configs/paper
+    seeds: tuple = (0,)
+    bases: tuple = ("grpo", "gspo", "reinforce_pp")
+    variants: tuple = FOUR
+    confirmatory: bool = False
+
+
+DENSE = {"train.reward": "dense"}  # the family's partial credit for RL; the table stays exact match
+# d1 masks 15 % of a long natural-language prompt; a tiny prompt carries its task in every
+# character. Calibration on dev (docs/reproducing.md) kept it where the baseline moved with it
+# (sudoku, math) and dropped it where it stalled RL (json: mean gradient norm 4.2 against 0.25).
+NO_PROMPT_MASK = {"sml.p_mask_prompt": 0.0}
+FIVE = {  # in the order their SFT is started: the longest first, so two workers finish together
+    # SFT to 30 % dev (not 10 %): from 10 % the baseline of math and code moved less than their noise
+    "code": Family("python_tiny", 10, sft_target=0.3, rl={**DENSE, **NO_PROMPT_MASK, "train.steps": 32}),
+    "json": Family("json_tiny", 28, sft_target=0.3, rl={**DENSE, **NO_PROMPT_MASK, "train.steps": 32}),
+    "countdown": Family("countdown_tiny", 12, rl={**DENSE, "train.steps": 60}),
+    "math": Family("arithmetic_tiny", 4, sft_target=0.3, rl={**DENSE, "train.steps": 64}),
+    "sudoku": Family("sudoku_tiny", 18, sft_eval_every=20, rl={**DENSE, "train.steps": 32}),
+}
+FULL = ("code", "json", "math", "sudoku")  # one family per area of the paper (countdown: tiny-confirm)
+# tiny-full scores on more test prompts than the default's 256. Its baseline-vs-start rows are
+# paired by prompt, and with 256 the prompt variance alone put json's MDE at 6.4 pp and code's at
+# 4.1 (results/tiny-full, first run); the interval shrinks with the square root of the prompts,
+# and an evaluation is 1-5 % of a cell (BENCHMARKS.md). arithmetic_tiny's test split holds 510.
+FULL_EVAL = {"code": 768, "json": 1024, "math": 510, "sudoku": 512}
+
+
+def full_family(label: str) -> Family:
+    """FIVE's family with tiny-full's test-set size (its canvas and SFT start unchanged)."""
+    return replace(FIVE[label], rl={**FIVE[label].rl, "train.n_eval": FULL_EVAL[label]})
+
+
+# tiny-full where every bar of its issue holds (results/README.md): sudoku's variant rows are
+# seed-bound (MDE 8.1 with 8 seeds, at most 4.4 with 16: results/tiny-full-sudoku16) and code's
+# baseline needs 64 steps to move past its MDE (results/tiny-full-code64). Its cells are tiny-full's
+# where the two agree, so the three committed runs are its parts: about 115 min on 2 cores.
+POWERED = {**{f: full_family(f) for f in FULL},
+           "code": replace(full_family("code"), rl={**full_family("code").rl, "train.steps": 64}),
+           "sudoku": replace(full_family("sudoku"), seeds=tuple(range(16)))}
+
+
+# the math family before arithmetic_tiny (2-3 operands: its SFT stalled near 6 %); the committed
+# estimator study (docs/estimators.md) ran on it, so its canvas and SFT start stay findable
+EARLIER = {"arithmetic": Family("arithmetic", 4)}
+
+
+def family_of(task: str) -> Family | None:
+    """The tiny family (canvas, SFT budget) of a task, or None."""
+    return next((f for f in FIVE.values() if f.task == task), None) or EARLIER.get(task)
+
+
+# The regime every tiny cell trains in (docs/reproducing.md, "The regime"): d1's shape at the
+# lowest mu at which the importance ratio acts (the second inner update sees a moved policy),
+# d1's prompt masking and KL, and PPO's / TRL's clip 0.2 (d1's 0.5 never clipped at these lrs).
+REGIME = {"train.mu": 2, "sml.p_mask_prompt": 0.15, "loss.beta": 0.04, "loss.epsilon": 0.2}
+TINY_RL = {**REGIME, "train.lr": 5e-5, "train.n_eval": 256, "train.test_seed": 0}
+PAPER_TASKS = ("gsm8k", "math500", "humaneval", "mbpp", "sudoku", "countdown", "json_schema")
+SELECTION_SEEDS = (100, 101)  # the readings sweep's seeds: never used by a confirmatory table
+PICKS_FILE = "picks.json"  # in data_dir("readings"): results/tiny-readings in a checkout
+
+
+def load_picks() -> dict:
+    """What `tiny-readings` picked: the "picks" of its committed picks.json (variant -> keys)."""
+    path = data_dir("readings") / PICKS_FILE
+    try:
+        return json.loads(path.read_text())["picks"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise UnavailableError(f"{path}: the readings sweep's picks cannot be read ({exc}); "
+                               "restore results/tiny-readings/picks.json from the repository") from None
+
+
+PICKS = load_picks()
+CONFIRM = FOUR + ("+DPS-random",)
+PRESETS = {
+    "tiny": TinyPreset("the embedded default: the confirmatory sudoku table, grpo x {baseline, +DPS, +SML, +DACA, "
+                       "+DPS-random} x 8 seeds in the d1-like regime with the readings tiny-readings picked",
+                       {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
+                       variants=CONFIRM, picks=PICKS, confirmatory=True),
+    "tiny-confirm": TinyPreset("the confirmatory table on sudoku and countdown (tiny's cells plus countdown's)",
+                               {"sudoku": FIVE["sudoku"], "countdown": FIVE["countdown"]}, rl_steps=32,
+                               seeds=tuple(range(8)), rl=TINY_RL, variants=CONFIRM, picks=PICKS, confirmatory=True),
+    "tiny-readings": TinyPreset("the readings sweep: every DPS / SML reading and the random control at 2 lrs, "
+                                "selection seeds 100-101, scored on the dev split; writes picks.json",
+                                {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=SELECTION_SEEDS,
+                                rl={**TINY_RL, "train.eval_split": "dev"}, readings=tuple(READINGS),
+                                lrs=(5e-5, 1e-4)),
+    "tiny-quick": TinyPreset("a first look: the default's variants x sudoku x 2 seeds (exploratory)",
+                             {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=(0, 1), rl=TINY_RL, variants=CONFIRM,
+                             picks=PICKS),
+    "tiny-full": TinyPreset("every area of the paper: grpo x 4 variants x {code, json, math, sudoku} x 8 seeds "
+                            "(about 90 min on 2 cores; --executor ray on more)", {f: full_family(f) for f in FULL},
+                            rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL, picks=PICKS, confirmatory=True),
+    "tiny-full-powered": TinyPreset("tiny-full with every MDE under 6 pp and every baseline past its MDE: sudoku "
+                                    "x 16 seeds, code x 64 steps (about 115 min on 2 cores)", POWERED, rl_steps=32,
+                                    seeds=tuple(range(8)), rl=TINY_RL, picks=PICKS, confirmatory=True),
+    **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
+                                                   (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
+    "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
+                         tuple(f"configs/paper/llada_{t}.yaml" for t in PAPER_TASKS)),
+}
+
+
+def comparisons(preset: TinyPreset) -> dict:
+    """The preset's planned comparisons, per family label: primary = +DACA vs baseline and baseline
+    vs the RL start (`start`); secondary = every other variant vs baseline (the control included).
+    Anything else a table prints is exploratory. Rows as design.json holds them:
+    {"family", "task", "variant", "vs"} (variant minus vs)."""
+    primary, secondary = [], []
+    for label, fam in preset.families.items():
+        row = lambda a, b: {"family": label, "task": fam.task, "variant": a, "vs": b}  # noqa: E731
+        if "baseline" in preset.variants:
+            primary.append(row("baseline", "start"))
+            if "+DACA" in preset.variants:
+                primary.append(row("+DACA", "baseline"))
+            secondary += [row(v, "baseline") for v in preset.variants if v not in ("baseline", "+DACA")]
+    return {"primary": primary, "secondary": secondary}
