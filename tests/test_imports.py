@@ -99,6 +99,4 @@ def test_the_tables_libraries_import_no_circle():
 
 def test_no_import_circle_among_daca_bench_modules():
     found = circles(graph())
-    if found and all(set(c) <= {"daca_bench.experiments.reproduce", "daca_bench.experiments.calibrate"} for c in found):
-        pytest.xfail(f"reproduce <-> calibrate: the pipeline helper's split of reproduce.py breaks it ({found})")
     assert not found, f"import circles: {found}"

@@ -9,10 +9,10 @@ The families, seeds, steps and test sets are read from the cells themselves (aft
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import ConfigError
+from .design import write_design
 from .presets import TinyPreset, comparisons
 
 ALPHA = 0.05
@@ -47,23 +47,6 @@ def design_of(name: str, preset: TinyPreset, cells: list, commit: str) -> dict:
 
 
 def register(out: Path, design: dict) -> Path:
-    """Write OUT/design.json before the first cell; the same design again is kept, another is refused."""
-    try:  # the table side's writer and validator (experiments/design.py), where this checkout has it
-        from .design import write_design
-    except ImportError:
-        write_design = _write_plain
+    """Write OUT/design.json before the first cell (design.write_design validates it); the same
+    design again is kept, another is refused."""
     return write_design(out, design)
-
-
-def _write_plain(out: Path, design: dict) -> Path:
-    path = Path(out) / "design.json"
-    if path.is_file():
-        old = json.loads(path.read_text())
-        diff = sorted(k for k in set(old) | set(design) if old.get(k) != design.get(k))
-        if diff:
-            raise ConfigError(f"{path} holds another design (differs in {', '.join(diff)}); give a new output folder "
-                              "or delete it to re-register (a changed design is a new, exploratory run)")
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
-    return path
