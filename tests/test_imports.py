@@ -4,7 +4,6 @@ components of that graph (each of size > 1 is a circle)."""
 import ast
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "daca_bench"
 
