@@ -118,6 +118,18 @@ def _import(modname: str, name: str):
         raise
 
 
+def parse(parser: Parser, argv: list[str]):
+    """parse_args, where KEY=VALUE overrides may also follow options (`--output-dir X sft.steps=150`):
+    argparse takes one run of positionals, so the later ones are added to the command's overrides."""
+    args, extra = parser.parse_known_args(argv)
+    late = [a for a in extra if "=" in a and not a.startswith("-")]
+    if late and late == extra and isinstance(getattr(args, "overrides", None), list):
+        args.overrides += late
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -130,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"daca-bench: unknown command {command!r}.{hint} See 'daca-bench --help'.", file=sys.stderr)
         return 2
     try:
-        args = build_parser(only=command).parse_args(argv)  # imports the command's module (for its options)
+        parser = build_parser(only=command)  # imports the command's module (for its options)
+        args = parse(parser, argv)
     except ModuleNotFoundError as exc:
         line = missing_package(command, exc)
         if line is None:
