@@ -226,8 +226,36 @@ def configure(parser) -> None:
                         help="model.KEY=VALUE and sampler.KEY=VALUE (e.g. sampler.temperature=0.9 model.dtype=bfloat16)")
 
 
-def run(args) -> int:
+def _fitting_canvas(cfg, task, adapter, name: str, chosen: bool):
+    """`cfg`, or where the default canvas cannot hold the task's gold answers (and no canvas was chosen:
+    no canvas key given, no run's canvas found) the canvas of the task's tiny family, said on stderr."""
+    from dataclasses import replace
+
     from ..canvas import check, gold_lengths
+    from ..errors import ConfigError
+
+    gold = gold_lengths(task, adapter.encode)
+    try:
+        check(cfg.sampler, "sampler", gold, name, eos=False)
+        return cfg
+    except ConfigError:
+        try:
+            from ..experiments.headline import task_canvas
+
+            canvas = None if chosen else task_canvas(name)
+        except ModuleNotFoundError:  # the presets' modules need the plots extra
+            canvas = None
+        if canvas is None:
+            raise
+    cfg = replace(cfg, sampler=replace(cfg.sampler, **canvas))
+    check(cfg.sampler, "sampler", gold, name, eos=False)
+    print(f"canvas of the {name} family (the default cannot hold its answers): "
+          + " ".join(f"sampler.{k}={v}" for k, v in canvas.items()), file=sys.stderr)
+    return cfg
+
+
+def run(args) -> int:
+    from ..canvas import check
     from ..config import RunConfig, apply, command_config
     from ..models import default_device, load_model, run_canvas
     from ..registry import get_task, task_spec
@@ -243,7 +271,11 @@ def run(args) -> int:
     check(cfg.sampler, "sampler")
     adapter = load_model(cfg.model)
     if task_spec(args.task).tiny:  # the gold is the whole answer: the canvas must hold it and EOS
-        check(cfg.sampler, "sampler", gold_lengths(task, adapter.encode), args.task, eos=False)
+        cfg = _fitting_canvas(cfg, task, adapter, args.task, chosen=bool(trained) or any(
+            o.split("=")[0] in CANVAS_KEYS for o in args.overrides))
+    if cfg.model.name == "tiny":
+        print(f"note: model tiny is built with random weights (model.seed={cfg.model.seed}): its completions are "
+              "noise; give a trained model folder (e.g. --model runs/sft-tiny/final) for real ones", file=sys.stderr)
     sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
     adapter.model.to(default_device()).eval()
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)

@@ -30,6 +30,7 @@ from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
 from ..config import ConfigError, RLConfig, load_config, pick, to_dict
 from ..errors import CheckpointError
 from ..jsonl import column_means
+from ..loaders import data_files_given
 from ..models import default_device, require_available, task_prompts
 from ..runfolder import RESUMABLE_RL, refuse_changed
 from .credit import dps_weights, weight_stats
@@ -140,8 +141,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / "summary.json").unlink(missing_ok=True)
     if rank == 0:  # on a resume too: a changed step budget or thread count is what summary.json goes with
+        given = data_files_given()  # --data-file: the local files a hub task was read from
         (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_hash(), "versions": versions(),
-                                                     "world_size": world, **precision_record(device, t.precision)}, indent=2) + "\n")
+                                                     "world_size": world, **precision_record(device, t.precision),
+                                                     **({"data_files": given} if given else {})}, indent=2) + "\n")
     stop = {"signal": None}
     old_handlers = {s: signal.signal(s, lambda num, _: stop.update(signal=num)) for s in (signal.SIGTERM, signal.SIGINT)} \
         if rank == 0 and is_main_thread() else {}
