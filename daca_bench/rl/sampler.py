@@ -273,10 +273,10 @@ def run(args) -> int:
     if task_spec(args.task).tiny:  # the gold is the whole answer: the canvas must hold it and EOS
         cfg = _fitting_canvas(cfg, task, adapter, args.task, chosen=bool(trained) or any(
             o.split("=")[0] in CANVAS_KEYS for o in args.overrides))
+    sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
     if cfg.model.name == "tiny":
         print(f"note: model tiny is built with random weights (model.seed={cfg.model.seed}): its completions are "
               "noise; give a trained model folder (e.g. --model runs/sft-tiny/final) for real ones", file=sys.stderr)
-    sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
     adapter.model.to(default_device()).eval()
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)
     for i, s in enumerate(samples):
