@@ -24,7 +24,7 @@ SUBCOMMANDS = {
     "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
     "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
     "sft": ("daca_bench.rl.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
-    "train": ("daca_bench.rl.trainer", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
+    "train": ("daca_bench.experiments.train_cli", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
     "eval": ("daca_bench.experiments.eval", "evaluate a checkpoint on a task at one or more lengths (d1 protocol)"),
     "ablate": ("daca_bench.experiments.ablation", "run an ablation grid"),
     "table": ("daca_bench.experiments.results", "build the ablation table from a results folder"),

@@ -274,7 +274,7 @@ def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
     import argparse
 
     from daca_bench.experiments.reproduce import PRESETS, tiny_cells
-    from daca_bench.rl.trainer import run_config
+    from daca_bench.experiments.train_cli import run_config
 
     (cell,) = [c for c in tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])
                if c.axes["variant"] == variant]

@@ -1,8 +1,7 @@
-"""The headline's cells for a single run: what `train --variant +DACA` applies, and the canvas a
-tiny task is decoded with, both read from the presets that define them (never restated here).
+"""The headline's cells for a single run: what `train --variant +DACA` applies, read from the
+presets that define them (never restated here).
 
     keys = variant_keys("+DACA", "sudoku_tiny")   # the keys `reproduce`'s tiny cell of +DACA sets
-    canvas = task_canvas("sudoku_tiny")           # {"gen_length": 18, "block_length": 18, "steps": 9}
 
 A variant's keys are, in the order `reproduce` applies them: the preset's regime (mu, prompt
 masking, KL, clip, lr, test set), for a task of one of its families that family's canvas and
@@ -37,10 +36,3 @@ def variant_keys(name: str, task: str, preset: str = HEADLINE) -> dict:
                      **{f"eval.{k}": v for k, v in fam.canvas.items()}, **fam.rl})
     return {**keys, **VARIANTS[name], **overrides(p.picks, name)}
 
-
-def task_canvas(task: str) -> dict | None:
-    """The canvas (gen_length, block_length, steps) of a tiny task's family, or None."""
-    from .reproduce import family_of
-
-    fam = family_of(task)
-    return fam.canvas if fam else None

@@ -227,8 +227,9 @@ def configure(parser) -> None:
 
 
 def _fitting_canvas(cfg, task, adapter, name: str, chosen: bool):
-    """`cfg`, or where the default canvas cannot hold the task's gold answers (and no canvas was chosen:
-    no canvas key given, no run's canvas found) the canvas of the task's tiny family, said on stderr."""
+    """`cfg`, or where its canvas cannot hold the task's gold answers and no canvas was chosen (no canvas
+    key given, no run's canvas found) the tiny families' kind of canvas that holds them: one block of
+    the longest answer plus EOS rounded up to even, decoded two tokens per step; said on stderr."""
     from dataclasses import replace
 
     from ..canvas import check, gold_lengths
@@ -239,18 +240,14 @@ def _fitting_canvas(cfg, task, adapter, name: str, chosen: bool):
         check(cfg.sampler, "sampler", gold, name, eos=False)
         return cfg
     except ConfigError:
-        try:
-            from ..experiments.headline import task_canvas
-
-            canvas = None if chosen else task_canvas(name)
-        except ModuleNotFoundError:  # the presets' modules need the plots extra
-            canvas = None
-        if canvas is None:
+        if chosen or not gold:
             raise
+    L = max(gold) + 1 + (max(gold) + 1) % 2  # sudoku_tiny: 16 digits + EOS -> 18, its family's canvas
+    canvas = {"gen_length": L, "block_length": L, "steps": L // 2}
     cfg = replace(cfg, sampler=replace(cfg.sampler, **canvas))
     check(cfg.sampler, "sampler", gold, name, eos=False)
-    print(f"canvas of the {name} family (the default cannot hold its answers): "
-          + " ".join(f"sampler.{k}={v}" for k, v in canvas.items()), file=sys.stderr)
+    print(f"sampler.gen_length={L}: the default canvas cannot hold {name}'s answers ({max(gold)} tokens); sampling "
+          "on " + " ".join(f"sampler.{k}={v}" for k, v in canvas.items()), file=sys.stderr)
     return cfg
 
 
