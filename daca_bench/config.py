@@ -95,7 +95,7 @@ class RunConfig:
 @dataclass(frozen=True)
 class SMLConfig:
     k: int = 1  # strata; 1 = d1's mean-field estimator (the baseline)
-    partition: str = "random"  # random | strided | commit_order
+    partition: str = "random"  # random | strided | commit_order | causal (the decode order: each token scored with the tokens committed before it)
     p_mask_prompt: float = 0.0  # d1 used 0.15
     chunk: int = 0  # rows per forward pass of the K*N canvases; 0 = all at once (on CUDA: sized from free memory)
     logit_chunk: int = 1024  # tokens per float32 log-softmax chunk; 0 = all at once

@@ -1,18 +1,33 @@
-"""Dataset loading for the benchmark tasks through `datasets`: a hub id (online, or cached
-with HF_DATASETS_OFFLINE=1) or a local JSON / JSONL / Parquet / CSV file or folder.
+"""Dataset loading for the benchmark tasks through `datasets`: a hub id or a local JSON / JSONL /
+Parquet / CSV file or folder.
 
     rows = load_rows("openai/gsm8k", config="main", split="test")          # hub id
     rows = load_rows("openai/gsm8k", split="test", path="gsm8k_test.jsonl")  # local file
 A single local file is taken whole, whatever the split; `data_files={"test": ...}` picks one.
 Local `.jsonl` files are read by `daca_bench.jsonl` (a bad line is an error naming FILE:LINE).
+The CLI's `--data-file [SPLIT=]FILE` gives a hub task its local file (DATA_FILES_ENV).
+
+A hub dataset is read from the local cache first, with no network; only when it is not cached,
+no offline variable is set and the hub answers a connection within seconds is it downloaded.
+Otherwise it is one UnavailableError line ("not cached; ... or pass a local file"). Inside
+`cache_only()` (`daca-bench tasks`) the network is never touched.
 """
 from __future__ import annotations
 
+import logging
+import os
+import socket
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-from .errors import ConfigError
+from .errors import ConfigError, UnavailableError
 from .jsonl import read_jsonl
+
+DATA_FILES_ENV = "DACA_BENCH_DATA_FILES"  # "[SPLIT=]FILE" entries joined by os.pathsep (set by --data-file)
+PROBE_SECONDS = 3.0  # how long a connection to the hub may take before it counts as unreachable
+_cache_only = [False]
 
 _BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -53,9 +68,97 @@ def read_jsonl_rows(path: str | Path) -> list[dict]:
     return rows
 
 
+def data_file(split: str) -> str | None:
+    """The local file `--data-file` gives for `split` (a `SPLIT=FILE` entry, else a bare FILE), or None."""
+    entries = [e for e in os.environ.get(DATA_FILES_ENV, "").split(os.pathsep) if e]
+    named = dict(e.split("=", 1) for e in entries if "=" in e)
+    bare = [e for e in entries if "=" not in e]
+    return named.get(split) or (bare[0] if bare else None)
+
+
+def data_files_given() -> dict:
+    """What --data-file gave, for a run's config.json: {split or "*": file}."""
+    entries = [e for e in os.environ.get(DATA_FILES_ENV, "").split(os.pathsep) if e]
+    return dict(e.split("=", 1) if "=" in e else ("*", e) for e in entries)
+
+
+@contextmanager
+def cache_only():
+    """Inside: a hub dataset is read from the local cache or not at all (never the network)."""
+    before, _cache_only[0] = _cache_only[0], True
+    try:
+        yield
+    finally:
+        _cache_only[0] = before
+
+
+def offline_requested() -> bool:
+    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = PROBE_SECONDS) -> bool:
+    """Whether the hub endpoint (HF_ENDPOINT, else huggingface_hub's default) accepts a connection."""
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def _offline():
+    """`datasets` and `huggingface_hub` in offline mode (cache only) for the duration, quietly."""
+    import datasets.config
+    from huggingface_hub import constants
+
+    flags = [(m, a) for m in (datasets.config, constants) for a in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+             if hasattr(m, a)]
+    saved = [getattr(m, a) for m, a in flags]
+    logger = logging.getLogger("datasets")
+    level = logger.level
+    for m, a in flags:
+        setattr(m, a, True)
+    logger.setLevel(logging.ERROR)  # not "Using the latest cached version ..." for every load
+    try:
+        yield
+    finally:
+        for (m, a), v in zip(flags, saved):
+            setattr(m, a, v)
+        logger.setLevel(level)
+
+
+def load_hub_rows(hub_id: str, config: str | None, split: str) -> list[dict]:
+    """One split of a hub dataset: from the cache, else (online, reachable) downloaded, else one line."""
+    import datasets
+
+    try:
+        with _offline():
+            return datasets.load_dataset(hub_id, config, split=split).to_list()
+    except (ConnectionError, FileNotFoundError):  # not cached here
+        pass
+    from huggingface_hub import constants
+
+    why = None
+    if _cache_only[0]:
+        why = "this command reads the cache only"
+    elif offline_requested():
+        why = "offline mode is set (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)"
+    elif not hub_reachable():
+        why = f"the hub ({constants.ENDPOINT}) cannot be reached"
+    if why:
+        raise UnavailableError(f"the hub dataset {hub_id} ({split} split) is not cached here and {why}; run once "
+                               f"with internet to cache it, or pass a local file: --data-file {split}=FILE")
+    return datasets.load_dataset(hub_id, config, split=split).to_list()
+
+
 def load_rows(hub_id: str, *, split: str, config: str | None = None, path: str | Path | None = None,
               data_files: Any = None) -> list[dict]:
     """The rows of one split as plain dicts (in dataset order)."""
+    if path is None and data_files is None:
+        path = data_file(split)
     import datasets  # heavy import, only when a task really loads data
 
     if data_files is not None:
@@ -78,7 +181,7 @@ def load_rows(hub_id: str, *, split: str, config: str | None = None, path: str |
         if _jsonl_files(str(p)) is not None:
             return read_jsonl_rows(p)
         return datasets.load_dataset(_builder(str(p)), data_files=str(p), split="train").to_list()
-    return datasets.load_dataset(hub_id, config, split=split).to_list()
+    return load_hub_rows(hub_id, config, split)
 
 
 def select(rows: list, n: int | None) -> list:
@@ -106,6 +209,7 @@ def d1_file(kind: str, path: str | Path | None = None) -> Path:
     import os
 
     name = D1_FILES[kind]
+    path = path if path is not None else data_file(kind.split("/")[1])
     if path is None:
         folder = os.environ.get(D1_DATA_ENV)
         if not folder:

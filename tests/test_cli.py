@@ -64,3 +64,14 @@ def test_an_option_and_an_override_for_one_key_is_an_error(capsys):
 def test_an_unknown_dtype_names_the_known_ones(capsys):
     assert main(["sample", "--task", "arithmetic", "model.dtype=bf16"]) == 2
     assert "did you mean bfloat16?" in capsys.readouterr().err
+
+
+def test_overrides_may_follow_options_and_a_stray_word_is_still_an_error(capsys):
+    assert main(["train", "--output-dir", "x", "train.steps=7", "--print-config", "sml.k=3"]) == 0
+    out = capsys.readouterr().out
+    assert "train.steps = 7 " in out and "sml.k = 3 " in out and "output_dir" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "sml.k=3", "--print-config", "stray"])
+    assert exc.value.code == 2 and "unrecognized arguments: stray" in capsys.readouterr().err
+    assert main(["train", "--print-config", "stray"]) == 2
+    assert "override 'stray' is not KEY=VALUE" in capsys.readouterr().err

@@ -42,3 +42,20 @@ def test_yaml_preset_with_unknown_key_names_the_file(tmp_path):
 def test_shipped_tiny_preset_loads():
     cfg = load_config("configs/tiny_sft.yaml")
     assert cfg.model.name == "tiny" and cfg.sft.task == "arithmetic"
+
+
+def test_print_config_names_every_choice_of_each_named_key():
+    from daca_bench.config import RLConfig
+    from daca_bench.confighelp import describe
+    from daca_bench.rl.credit import NORMS, SCORES
+    from daca_bench.rl.likelihood import STRATA
+    from daca_bench.rl.losses import AGGREGATIONS, LOSSES
+    from daca_bench.rl.runtime import PRECISIONS
+    from daca_bench.rl.trainer import REWARDS
+
+    helps = {key: help_ for key, _, help_ in describe(RLConfig())}
+    tables = {"sml.partition": STRATA, "dps.score": SCORES, "dps.norm": NORMS, "loss.base": LOSSES,
+              "loss.loss_type": AGGREGATIONS, "train.precision": PRECISIONS, "train.reward": REWARDS}
+    for key, table in tables.items():
+        missing = [name for name in table if name not in helps[key]]
+        assert not missing, f"{key}'s help does not name {missing}"

@@ -131,10 +131,18 @@ def test_sample_and_eval_take_the_canvas_of_the_run_that_trained_the_model(tmp_p
     assert main(["eval", "--model", str(model), "--task", "sudoku_tiny", "--n", "2", "--no-progress",
                  "--output-dir", str(tmp_path / "e")]) == 0
     assert "| 18 | 2 | " in capsys.readouterr().out
-    # the tiny default canvas of 8 cannot hold a 16-digit grid and EOS: one line, before any sampling
-    assert main(["sample", "--model", "tiny", "--task", "sudoku_tiny", "--n", "2"]) == 2
+    # the default canvas of 8 cannot hold a 16-digit grid: the family's canvas (18, 9 steps) is taken, and said;
+    # so is that tiny has random weights
+    assert main(["sample", "--model", "tiny", "--task", "sudoku_tiny", "--n", "2", "--output", str(tmp_path / "t.jsonl")]) == 0
+    err = capsys.readouterr().err
+    assert "the default canvas cannot hold sudoku_tiny's answers (16 tokens); sampling on sampler.gen_length=18 " \
+           "sampler.block_length=18 sampler.steps=9" in err
+    assert "model tiny is built with random weights" in err
+    assert [len(json.loads(x)["commit_step"]) for x in (tmp_path / "t.jsonl").read_text().splitlines()] == [18, 18]
+    # a canvas the user chose is never replaced: one line, before any sampling
+    assert main(["sample", "--model", "tiny", "--task", "sudoku_tiny", "--n", "2", "sampler.gen_length=8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "sampler.gen_length=8 cannot hold sudoku_tiny's longest gold answer (16 tokens);" in err[0]
+    assert len(err) == 1 and err[0].startswith("daca-bench sample: sampler.gen_length=8 cannot hold sudoku_tiny's longest gold answer (16 tokens);")
 
 
 # ---- every canvas checked before the first step ------------------------------------------

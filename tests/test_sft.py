@@ -68,3 +68,9 @@ def test_dev_prompts_are_held_out_of_training():
     assert dev == list(range(90, 100)) and not set(train) & set(dev)
     with pytest.raises(ValueError, match="sft.n_dev"):
         _split_dev(list(range(10)), 5, "t")
+
+
+def test_the_progress_bar_shows_no_dev_accuracy_without_dev_checks(tmp_path, capsys):
+    train_sft(_cfg(steps=2, n_train=32, n_eval=4, batch_size=8), tmp_path, progress=True)
+    bar = capsys.readouterr().err
+    assert "loss=" in bar and "dev=" not in bar  # not dev=nan for a whole run

@@ -266,3 +266,32 @@ def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypat
     assert (used["setting"], used["rollout"], used["old_logprobs"], used["update"]) == (precision, rollout, update, update)
     assert used["device"] == "cpu" and used["cpu_bf16_flags"] == sorted(flags & {"amx_bf16", "avx512_bf16"})
     assert used["cpu"]
+
+
+@pytest.mark.parametrize("variant", ["baseline", "+DACA"])
+def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
+    """`train --config configs/tiny.yaml --variant NAME` is the headline's (preset tiny) cell of NAME, key for key."""
+    import argparse
+
+    from daca_bench.experiments.reproduce import PRESETS, tiny_cells
+    from daca_bench.experiments.train_cli import run_config
+
+    (cell,) = [c for c in tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])
+               if c.axes["variant"] == variant]
+    args = argparse.Namespace(config="configs/tiny.yaml", variant=variant, overrides=[
+        "train.task=sudoku_tiny", "train.init=runs/x/final", "train.seed=3"])
+    assert run_config(args) == cell.config
+    line = capsys.readouterr().err
+    assert f"--variant {variant} (the tiny preset's cell): " in line and "train.mu=2" in line
+    if variant == "+DACA":
+        assert "sml.partition=causal" in line and "dps.score=progress" in line
+    # an override on the command line still wins
+    args.overrides.append("train.lr=3e-4")
+    assert run_config(args).train.lr == 3e-4
+
+
+def test_an_unknown_variant_names_the_headline_ones(capsys):
+    from daca_bench.cli import main
+
+    assert main(["train", "--variant", "+DAC", "--print-config"]) == 2
+    assert "choose from baseline, +DPS, +SML, +DACA, +DPS-random" in capsys.readouterr().err

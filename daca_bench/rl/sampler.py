@@ -226,8 +226,33 @@ def configure(parser) -> None:
                         help="model.KEY=VALUE and sampler.KEY=VALUE (e.g. sampler.temperature=0.9 model.dtype=bfloat16)")
 
 
+def _fitting_canvas(cfg, task, adapter, name: str, chosen: bool):
+    """`cfg`, or where its canvas cannot hold the task's gold answers and no canvas was chosen (no canvas
+    key given, no run's canvas found) the tiny families' kind of canvas that holds them: one block of
+    the longest answer plus EOS rounded up to even, decoded two tokens per step; said on stderr."""
+    from dataclasses import replace
+
+    from ..canvas import check, gold_lengths
+    from ..errors import ConfigError
+
+    gold = gold_lengths(task, adapter.encode)
+    try:
+        check(cfg.sampler, "sampler", gold, name, eos=False)
+        return cfg
+    except ConfigError:
+        if chosen or not gold:
+            raise
+    L = max(gold) + 1 + (max(gold) + 1) % 2  # sudoku_tiny: 16 digits + EOS -> 18, its family's canvas
+    canvas = {"gen_length": L, "block_length": L, "steps": L // 2}
+    cfg = replace(cfg, sampler=replace(cfg.sampler, **canvas))
+    check(cfg.sampler, "sampler", gold, name, eos=False)
+    print(f"sampler.gen_length={L}: the default canvas cannot hold {name}'s answers ({max(gold)} tokens); sampling "
+          "on " + " ".join(f"sampler.{k}={v}" for k, v in canvas.items()), file=sys.stderr)
+    return cfg
+
+
 def run(args) -> int:
-    from ..canvas import check, check_fits, gold_lengths
+    from ..canvas import check, check_fits
     from ..config import RunConfig, apply, command_config
     from ..models import default_device, load_model, run_canvas
     from ..registry import get_task, task_spec
@@ -242,10 +267,14 @@ def run(args) -> int:
     samples = list(task.samples)[: args.n]
     check(cfg.sampler, "sampler")
     adapter = load_model(cfg.model)
-    check_fits(adapter, [s.prompt for s in samples], [cfg.sampler.gen_length], "sampler.gen_length")
     if task_spec(args.task).tiny:  # the gold is the whole answer: the canvas must hold it and EOS
-        check(cfg.sampler, "sampler", gold_lengths(task, adapter.encode), args.task, eos=False)
+        cfg = _fitting_canvas(cfg, task, adapter, args.task, chosen=bool(trained) or any(
+            o.split("=")[0] in CANVAS_KEYS for o in args.overrides))
+    check_fits(adapter, [s.prompt for s in samples], [cfg.sampler.gen_length], "sampler.gen_length")
     sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
+    if cfg.model.name == "tiny":
+        print(f"note: model tiny is built with random weights (model.seed={cfg.model.seed}): its completions are "
+              "noise; give a trained model folder (e.g. --model runs/sft-tiny/final) for real ones", file=sys.stderr)
     adapter.model.to(default_device()).eval()
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)
     for i, s in enumerate(samples):

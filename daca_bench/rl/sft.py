@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from ..canvas import check, gold_lengths
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
+from ..errors import CheckpointError
 from ..config import (
     ConfigError,
     RunConfig,
@@ -39,6 +40,7 @@ from ..config import (
     load_config,
 )
 from ..models import ModelAdapter, default_device, load_model, load_pretrained
+from ..runfolder import RESUMABLE_SFT, refuse_changed, set_aside
 from .evaluate import evaluate
 from .sampler import pad_prompts
 
@@ -81,6 +83,8 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     out.mkdir(parents=True, exist_ok=True)
     if s.threads:
         torch.set_num_threads(s.threads)
+    if resume:  # a folder written under another config is never resumed, nor relabelled
+        refuse_changed(out, cfg, RESUMABLE_SFT)
     ckpt = resume_point(out, fresh=not resume)
     adapter = load_pretrained(str(ckpt)) if ckpt else load_model(cfg.model)
     adapter.model.to(default_device())
@@ -96,12 +100,16 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     gen = run.generator  # also draws the masks, so a resumed run draws what an uninterrupted one would
     if ckpt:
         run.restore(ckpt)
+        if run.step > s.steps:
+            raise CheckpointError(f"{out} is at step {run.step}, past sft.steps={s.steps}; set sft.steps to "
+                                  f"{run.step} or more, or rerun with --fresh to start over")
         truncate_metrics(out / "metrics.jsonl", run.step)
         if progress:
             print(f"resuming {out} from {ckpt.name} (step {run.step} of {s.steps})", file=sys.stderr)
     else:
-        dump(cfg, out / "config.json")
         (out / "metrics.jsonl").unlink(missing_ok=True)
+        (out / "summary.json").unlink(missing_ok=True)
+    dump(cfg, out / "config.json")  # on a resume too: a changed step budget is what summary.json goes with
 
     adapter.model.train()
     start_step = run.step
@@ -132,7 +140,8 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
             log.write(json.dumps(row) + "\n")
             log.flush()  # progress watchers (daca_bench.experiments.jobs) read this file
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{run.extra.get('dev_accuracy', math.nan):.3f}")
+            dev = run.extra.get("dev_accuracy")  # none before the first dev check (none at all without sft.eval_every)
+            bar.set_postfix(loss=f"{loss.item():.3f}", **({"dev": f"{dev:.3f}"} if dev is not None else {}))
             if run.step % s.save_every == 0 or run.step == s.steps or run.extra.get("stopped_early"):
                 save_checkpoint(out, adapter, run.state_dict(), s.save_total_limit)
     if run.extra.get("stopped_early"):  # the bar ends where the run did, not at a time left for steps never run
@@ -180,7 +189,8 @@ def _trim_left(ids: torch.Tensor, mask: torch.Tensor):
 def configure(parser) -> None:
     parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny_sft.yaml)")
     parser.add_argument("--output-dir", default=None, help="run folder (default: output_dir of the config)")
-    parser.add_argument("--fresh", action="store_true", help="start over, overwriting the run in OUTPUT")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start over: a run already in OUTPUT is set aside in OUTPUT/.stale/N/, never deleted")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE overrides, e.g. sft.steps=500")
 
@@ -188,6 +198,9 @@ def configure(parser) -> None:
 def run(args) -> int:
     cfg = command_config(args.overrides, ("model", "sampler", "sft", "output_dir"), base=load_config(args.config))
     out = args.output_dir or cfg.output_dir
+    aside = set_aside(out) if args.fresh else None
+    if aside:
+        print(f"--fresh: the earlier run in {out} is set aside in {aside}", file=sys.stderr)
     summary = train_sft(cfg, out, resume=not args.fresh, progress=not args.no_progress)
     ran = summary["steps"] - summary["resumed_from_step"]
     speed = (f"{summary['tokens_per_s']:.0f} tokens/s" if ran else "no step left to run") + \

@@ -27,9 +27,12 @@ from tqdm.auto import tqdm
 
 from ..canvas import check_rl
 from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
-from ..config import ConfigError, RLConfig, load_config, pick, to_dict
+from ..config import ConfigError, RLConfig, pick, to_dict
+from ..errors import CheckpointError
 from ..jsonl import column_means
+from ..loaders import data_files_given
 from ..models import default_device, require_available, task_prompts
+from ..runfolder import RESUMABLE_RL, refuse_changed
 from .credit import dps_weights, weight_stats
 from .evaluate import eval_task, evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
@@ -99,6 +102,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     if t.threads:
         torch.set_num_threads(t.threads)
     require_available(cfg.model if not t.init else replace(cfg.model, name=t.init), t.require_gpu)
+    if resume:  # a folder written under another config is never resumed, nor relabelled
+        refuse_changed(out, cfg, RESUMABLE_RL)
     ckpt = resume_point(out, fresh=not resume)
     device = default_device()
     adapter = load_policy(cfg, ckpt)
@@ -124,13 +129,19 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     run = RunState(opt, sched, len(samples), t.seed)
     if ckpt:
         run.restore(ckpt)
+        if run.step > t.steps:
+            raise CheckpointError(f"{out} is at step {run.step}, past train.steps={t.steps}; set train.steps to "
+                                  f"{run.step} or more, or rerun with --fresh to start over")
         if rank == 0:
             truncate_metrics(out / "metrics.jsonl", run.step)
     elif rank == 0:
-        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_hash(), "versions": versions(),
-                                                     "world_size": world, **precision_record(device, t.precision)}, indent=2) + "\n")
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / "summary.json").unlink(missing_ok=True)
+    if rank == 0:  # on a resume too: a changed step budget or thread count is what summary.json goes with
+        given = data_files_given()  # --data-file: the local files a hub task was read from
+        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_hash(), "versions": versions(),
+                                                     "world_size": world, **precision_record(device, t.precision),
+                                                     **({"data_files": given} if given else {})}, indent=2) + "\n")
     stop = {"signal": None}
     old_handlers = {s: signal.signal(s, lambda num, _: stop.update(signal=num)) for s in (signal.SIGTERM, signal.SIGINT)} \
         if rank == 0 and is_main_thread() else {}
@@ -176,7 +187,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval)
         if rank == 0:
             write_eval_records(out / "eval.jsonl", result)
-        summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "sml_k": cfg.sml.k,
+        summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "dps_score": cfg.dps.score,
+                   "sml_k": cfg.sml.k, "sml_partition": cfg.sml.partition,
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
                    "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
@@ -361,30 +373,3 @@ def _split(n: int, parts: int) -> list[slice]:
     parts = max(1, min(parts, n))
     edges = [round(i * n / parts) for i in range(parts + 1)]
     return [slice(a, b) for a, b in zip(edges, edges[1:])]
-
-
-# ---- CLI: `daca-bench train` --------------------------------------------------------------
-def configure(parser) -> None:
-    parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny.yaml)")
-    parser.add_argument("--output-dir", default=None)
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest intact OUTPUT/checkpoint-STEP (the default when one exists)")
-    parser.add_argument("--fresh", action="store_true", help="start over, overwriting the run in OUTPUT")
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--print-config", action="store_true", help="list every key, its value and help, then stop")
-    parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE, e.g. loss.base=gspo dps.enabled=true sml.k=4 "
-                        "(TRL's names too: learning_rate=1e-5 importance_sampling_level=sequence)")
-
-
-def run(args) -> int:
-    cfg = load_config(args.config, args.overrides, RLConfig)
-    if args.print_config:
-        from ..confighelp import print_config
-
-        print_config(cfg)
-        return 0
-    summary = train(cfg, args.output_dir or cfg.output_dir, resume=not args.fresh, progress=not args.no_progress)
-    if "test_accuracy" in summary and rank_and_world()[0] == 0:
-        print(f"{summary['task']} {summary['base']} dps={summary['dps']} sml.k={summary['sml_k']}: "
-              f"greedy test accuracy {summary['test_accuracy']:.3f} after {summary['steps']} steps")
-    return 0
