@@ -14,7 +14,7 @@ HEADLINE = "tiny"  # the preset whose table the README reports
 
 
 def variant_names() -> tuple[str, ...]:
-    from .reproduce import PRESETS
+    from .presets import PRESETS
 
     return tuple(PRESETS[HEADLINE].variants)
 
@@ -24,7 +24,7 @@ def variant_keys(name: str, task: str, preset: str = HEADLINE) -> dict:
     from ..config import ConfigError
     from .ablation import VARIANTS
     from .readings import overrides
-    from .reproduce import PRESETS
+    from .presets import PRESETS
 
     p = PRESETS[preset]
     if name not in p.variants:
