@@ -7,7 +7,7 @@
 #   MIRROR is the URI of the machine's apt source (see /etc/apt/sources.list.d/).
 # Normally run through `python -m daca_bench sandbox build`, which reads SUITE and MIRROR
 # from /etc/apt/sources.list{,.d/*} at run time and tags the image with a hash of this file.
-# The worker program is not baked in: the client passes sandbox/worker.py at container start.
+# The worker program is not baked in: the client passes the sandbox/worker/ package at container start.
 set -euo pipefail
 
 if [ "$#" -ne 3 ]; then

@@ -28,7 +28,7 @@ def test_pyproject_packages_name_every_folder_and_map_the_data():
 
 def test_data_dirs_resolve_in_the_checkout():
     assert (data_dir("tasks") / "arithmetic.py").is_file()
-    assert (data_dir("sandbox") / "worker.py").is_file()
+    assert (data_dir("sandbox") / "worker" / "main.py").is_file()
     assert (data_dir("configs") / "tiny.yaml").is_file()
 
 

@@ -1,13 +1,18 @@
-"""Plot functions for people: Figures back, drawn on the caller's axes when given, no files, no backend."""
+"""Plot functions for people: Figures back, drawn on the caller's axes when given, no files, no backend;
+`daca-bench plot` into a folder of one's choosing, the same bytes on a rerun, one colour per variant."""
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
-from daca_bench.experiments.plots import load_curves, plot_curves, plot_dps, plot_gains
-from daca_bench.experiments.results import build_table, load_results
+from daca_bench.cli import main
+from daca_bench.experiments.gold import wrong_tokens_of
+from daca_bench.experiments.plots import PALETTE, colour, load_curves, plot_curves, plot_dps, plot_gains
+from daca_bench.experiments.results import build_table, load_results, load_table
 
 ROOT = Path(__file__).resolve().parent.parent
 CELLS = ROOT / "results" / "tiny" / "cells"
@@ -65,3 +70,94 @@ def test_curves_show_the_final_accuracy_and_say_what_they_show():
     fig = plot_curves(short)
     assert "3 steps" in fig.axes[0].get_title() and "no test evaluation" in fig.axes[1].get_title()
     assert all(line.get_marker() == "o" for line in fig.axes[0].lines)  # a point per step, not a bare line
+
+
+def _tree(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_plot_command_writes_into_the_given_folder_the_same_bytes_twice(tmp_path):
+    preset = ROOT / "results" / "tiny"
+    before = _tree(preset)
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["plot", str(preset), "--output-dir", str(first)]) == 0
+    assert main(["plot", str(preset), "--output-dir", str(second)]) == 0
+    assert _tree(preset) == before  # the committed figures untouched
+    names = {f"{stem}.{ext}" for stem in ("gains", "curves", "dps") for ext in ("png", "pdf")}
+    assert {p.name for p in first.iterdir()} == names
+    assert _tree(first) == _tree(second)  # no timestamps: a rerun writes the same bytes
+
+
+def test_plot_output_dir_whose_parent_is_missing_is_one_line(tmp_path, capsys):
+    assert main(["plot", str(CELLS), "--output-dir", str(tmp_path / "no" / "such")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+
+
+def _colours_by_label(ax) -> dict:
+    handles, labels = ax.get_legend_handles_labels()
+    out = {}
+    for h, label in zip(handles, labels):
+        if hasattr(h, "patches"):  # a bar container
+            out[label] = to_hex(h.patches[0].get_facecolor())
+        elif hasattr(h, "get_xdata"):  # a line
+            out[label] = to_hex(h.get_color())
+    return out
+
+
+def test_a_variant_has_one_colour_in_every_figure():
+    gains = _colours_by_label(plot_gains(load_table(CELLS)).axes[0])
+    curves = _colours_by_label(plot_curves(load_curves(CELLS)).axes[0])
+    shared = set(gains) & set(curves)
+    assert {"+DPS", "+SML", "+DACA", "+DPS-random"} <= shared
+    assert all(gains[v] == curves[v] == to_hex(PALETTE[v]) for v in shared)
+    assert colour("+NEW") == colour("+NEW") and colour("+NEW") not in PALETTE.values()
+
+
+def test_dps_figure_names_the_run_marks_wrong_tokens_and_rounds_rewards():
+    fig = plot_dps(CELLS)
+    title = fig._suptitle.get_text()
+    examples_file = sorted(CELLS.glob("*/dps_examples.json"))[0]
+    cell = examples_file.parent
+    assert "constraint/sudoku_tiny" in title and cell.name not in title
+    variant = json.loads((cell / "axes.json").read_text())["variant"]
+    assert variant in title
+    assert any("w > 1" in t.get_text() for legend in fig.legends for t in legend.get_texts())
+    examples = json.loads(examples_file.read_text())
+    for ax, ex in zip(fig.axes, examples):
+        assert str(ex["reward"]) not in ax.get_title() or len(str(ex["reward"])) <= 4
+        assert f"reward {ex['reward']:.2f}" in ax.get_title()
+        red = [t.get_text() for t in ax.get_xticklabels() if to_hex(t.get_color()) == to_hex("tab:red")]
+        assert f"{len(red)} of {len(ex['tokens'])} tokens wrong" in ax.get_title()
+        assert (len(red) == 0) == (ex["reward"] == 1.0)  # a solved grid has no wrong token, an unsolved one has
+
+
+def test_wrong_tokens_against_the_gold_completion():
+    assert wrong_tokens_of(["2", "3", "[EOS]"], "23", "24") == [False, True, False]
+    assert wrong_tokens_of(["2", "[EOS]", "[EOS]"], "2", "24") == [False, True, True]  # stopped early
+    assert wrong_tokens_of(["12", "3"], "123", "123") == [False, False]
+
+
+def test_curves_give_the_final_stars_a_small_panel():
+    fig = plot_curves(load_curves(CELLS))  # no evaluation during training: only the final stars below
+    top, bottom = fig.axes[0].get_position(), fig.axes[1].get_position()
+    assert bottom.height < 0.5 * top.height
+    assert fig.axes[1].get_legend() is None and fig.axes[0].get_legend() is not None
+
+
+def test_notebook_shows_the_table_with_the_start_row():
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "notebooks" / "ablations.ipynb", as_version=4)
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "\n".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+    head = rows[0]
+    by_variant = {r[head.index("variant")]: r for r in rows[1:]}
+    assert "start" in by_variant  # the RL start's row
+    baseline = by_variant["baseline"]
+    assert baseline[head.index("vs")] == "start" and baseline[head.index("Δpp")] not in ("", "-")  # its gain

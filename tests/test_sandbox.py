@@ -1,4 +1,4 @@
-"""Tests of the Docker code sandbox (daca_bench/containers/ + sandbox/worker.py), one behaviour each.
+"""Tests of the Docker code sandbox (daca_bench/containers/ + sandbox/worker/), one behaviour each.
 
 They need a running Docker engine and build the sandbox image if it is missing (about two
 minutes, once).  Without an engine they FAIL with a message saying how to start one; set
@@ -8,6 +8,8 @@ Run: .venv/bin/python -m pytest tests/test_sandbox.py -x -q
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -18,6 +20,7 @@ import pytest
 from daca_bench import containers as sandbox
 from daca_bench.containers import cli as sandbox_cli
 from daca_bench.containers import image
+from daca_bench.containers import payload
 from daca_bench.containers import pool as pool_module
 from daca_bench.containers import ExecResult, Pool, SandboxUnavailable
 
@@ -264,3 +267,35 @@ def test_local_backend_runs_only_when_chosen_and_says_so(monkeypatch):
     with Pool(size=1) as p:
         r = p.run(GOOD, TEST)
     assert r.status == "passed" and r.backend == "local-unsafe", r
+
+
+# ---------------------------------------------------------------- the worker package as a payload
+def test_payload_carries_every_module_of_the_worker_package():
+    folder = image.SANDBOX_DIR / payload.PACKAGE
+    files = sorted(folder.glob("*.py"))
+    sources = payload.worker_sources()
+    assert {origin for origin, _ in sources.values()} == {f"sandbox/{payload.PACKAGE}/{f.name}" for f in files}
+    assert all(src == (folder / origin.rsplit("/", 1)[1]).read_text() for origin, src in sources.values())
+    assert max(len(f.read_text().splitlines()) for f in files) <= 450
+    assert len(payload.worker_program().encode()) <= payload.ARG_MAX
+
+
+def test_worker_tracebacks_show_the_packaged_source_lines(tmp_path):
+    """The payload imports the package from memory, and the worker's own tracebacks (traceback.format_exc)
+    still show each frame's path and source line (run away from the checkout, so no file is read)."""
+    program = payload.worker_program().replace(
+        f"from {payload.PACKAGE}.main import main\nmain()",
+        f"import traceback, {payload.PACKAGE}.values as v\ntry:\n    v.decode('{{\"t\": 1}}')\n"
+        "except ValueError:\n    print(traceback.format_exc())")
+    r = subprocess.run([sys.executable, "-I", "-B", "-c", program], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=60)
+    assert r.returncode == 0 and 'sandbox/worker/values.py", line' in r.stdout, r.stderr
+    assert 'raise ValueError("malformed value")' in r.stdout, r.stdout
+
+
+def test_incomplete_worker_package_is_one_clear_error(tmp_path, monkeypatch):
+    (tmp_path / payload.PACKAGE).mkdir()
+    (tmp_path / payload.PACKAGE / "__init__.py").write_text("")
+    monkeypatch.setattr(payload, "SANDBOX_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="main.py"):
+        payload.worker_program()

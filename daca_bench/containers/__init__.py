@@ -2,7 +2,7 @@
 sandbox/): a pool of long-lived, locked-down Docker containers that run untrusted programs.
 
 Each container (no network, memory and pids limits, read-only root, small tmpfs /tmp, no
-capabilities, no-new-privileges, user 10001, docker-init) runs sandbox/worker.py, which
+capabilities, no-new-privileges, user 10001, docker-init) runs the sandbox/worker/ package, which
 executes one program at a time in freshly forked processes with a wall-clock timeout, a CPU
 limit, an output cap, kills every leftover process afterwards and reports.  A pass is proven
 by the worker (see sandbox/README.md), never inferred from an exit code or printed text.

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .image import SANDBOX_DIR
+from .payload import worker_program
 from .protocol import (
     NO_IPC,
     STATUSES,
@@ -100,7 +100,7 @@ class Slot:
     def start(self) -> None:
         self.buf.clear()
         self.raw.clear()
-        src = (SANDBOX_DIR / "worker.py").read_text()
+        src = worker_program()
         if self.pool.backend == "docker":
             self._start_container(src)
         else:

@@ -11,11 +11,8 @@ included: the sampler committed those tokens too). Intervals: 95 % bootstrap ove
 """
 from __future__ import annotations
 
-import copy
 import csv
 import json
-import math
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,72 +20,48 @@ import torch
 
 from ..config import RunConfig, SamplerConfig, command_config, to_dict
 from ..models import default_device, load_model
-from ..rl.likelihood import elbo_logprobs, sml_logprobs
 from ..rl.sampler import replay_commit_logp, sample
 from ..rl.sft import sft_loss
+from .studies import REFERENCE_DRAW, Estimator, bootstrap_items, nearby_copy, row_corr, spearman
 
 ELBO_DRAWS = 64
 REFERENCE_ELBO_DRAWS = 512
 
 
-def _sml(k: int, partition: str = "random"):
-    return lambda a, p, m, c, d: sml_logprobs(a, p, m, c, k=k, partition=partition, inner=d, seed=17)
-
-
-def _elbo(draws: int, seed: int):
-    return lambda a, p, m, c, d: elbo_logprobs(a, p, m, c, draws=draws, seed=seed + d)
-
-
-def estimators(L: int) -> dict:
-    """name -> (fn(adapter, prompt_ids, prompt_mask, completion, draw) -> (N, L), K or None)."""
-    table = {"mean-field (K=1)": (_sml(1), 1), "coupled (K=2)": (_sml(2), 2), "SML K=4": (_sml(4), 4),
-             "SML K=8": (_sml(8), 8), f"pseudo-likelihood (K=L={L})": (_sml(L, "strided"), L),
-             f"MC ELBO ({ELBO_DRAWS} draws)": (_elbo(ELBO_DRAWS, 1000), None)}
-    return {name: v for name, v in table.items() if v[1] is None or v[1] <= L}
-
-
-def _pearson(a, b) -> float:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if len(a) < 2 or a.std() == 0 or b.std() == 0:
-        return math.nan
-    return float(np.corrcoef(a, b)[0, 1])
-
-
-def _spearman(a, b) -> float:
-    return _pearson(np.argsort(np.argsort(a)), np.argsort(np.argsort(b)))
-
-
-def _bootstrap(fn, n: int, reps: int = 500, seed: int = 0) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    vals = [v for v in (fn(rng.integers(0, n, n)) for _ in range(reps)) if np.isfinite(v)]
-    return (float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))) if vals else (math.nan, math.nan)
+def estimators(L: int) -> list[Estimator]:
+    """The study's estimators that fit a canvas of L tokens (studies.Estimator; every mask keyed by MASK_SEED)."""
+    table = [Estimator("mean-field (K=1)", "mean field", 1, False, 1, "random"),
+             Estimator("coupled (K=2)", "SML random", 2, True, 2, "random"),
+             Estimator("SML K=4", "SML random", 4, True, 4, "random"),
+             Estimator("SML K=8", "SML random", 8, True, 8, "random"),
+             Estimator(f"pseudo-likelihood (K=L={L})", "SML strided", L, False, L, "strided"),
+             Estimator(f"MC ELBO ({ELBO_DRAWS} draws)", "ELBO", ELBO_DRAWS, True, elbo_draws=ELBO_DRAWS)]
+    return [e for e in table if e.elbo_draws or e.k <= L]
 
 
 def nearby_policy(adapter, batch, lr: float, seed: int):
     """A copy of the model one AdamW step away: a masked-diffusion step on the batch's own
     completions with random per-sequence signs, so that log-ratios differ across sequences."""
-    other = replace(adapter, model=copy.deepcopy(adapter.model))
-    other.model.train()
-    opt = torch.optim.AdamW(other.model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     signs = (torch.randint(0, 2, (len(batch.texts),), generator=gen) * 2 - 1).float()
-    total = 0.0
-    for i in range(len(batch.texts)):
-        sl = slice(i, i + 1)
-        loss, _ = sft_loss(other, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl], gen, 1e-3)
-        total = total + signs[i] * loss
-    opt.zero_grad()
-    (total / len(batch.texts)).backward()
-    opt.step()
-    other.model.eval()
-    return other
+
+    def loss(other):
+        total = 0.0
+        for i in range(len(batch.texts)):
+            sl = slice(i, i + 1)
+            step, _ = sft_loss(other, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl], gen, 1e-3)
+            total = total + signs[i] * step
+        return total / len(batch.texts)
+
+    return nearby_copy(adapter, loss, 1, lr, weight_decay=0.01)  # (AdamW's default decay, as recorded)
 
 
 @torch.no_grad()
-def sequence_scores(adapter, batch, fn, draws: int) -> np.ndarray:
-    """(draws, N) sequence log-likelihood estimates, one row per mask draw."""
+def sequence_scores(adapter, batch, est: Estimator, draws) -> np.ndarray:
+    """(D, N) sequence log-likelihood estimates, one row per mask draw (`draws`: a count or the draw ids)."""
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
-    return np.stack([fn(adapter, *args, d).sum(1).float().cpu().numpy() for d in range(draws)])
+    ids = range(draws) if isinstance(draws, int) else draws
+    return np.stack([est.score(adapter, *args, d).sum(1).float().cpu().numpy() for d in ids])
 
 
 def reference_scores(adapter, other, batch, reference: str) -> tuple[np.ndarray, np.ndarray]:
@@ -97,8 +70,9 @@ def reference_scores(adapter, other, batch, reference: str) -> tuple[np.ndarray,
         with torch.no_grad():
             return batch.trajectory.commit_logp.sum(1).numpy(), replay_commit_logp(other, batch).sum(1).numpy()
     if reference == "elbo":
-        big = _elbo(REFERENCE_ELBO_DRAWS, 99)
-        return sequence_scores(adapter, batch, big, 1)[0], sequence_scores(other, batch, big, 1)[0]
+        big = Estimator("reference ELBO", "ELBO", REFERENCE_ELBO_DRAWS, True, elbo_draws=REFERENCE_ELBO_DRAWS)
+        return (sequence_scores(adapter, batch, big, [REFERENCE_DRAW])[0],
+                sequence_scores(other, batch, big, [REFERENCE_DRAW])[0])
     raise ValueError(f"unknown reference {reference!r}; use trajectory or elbo")
 
 
@@ -110,11 +84,12 @@ def summarise(name: str, k, est_a: np.ndarray, est_b: np.ndarray, ref_a: np.ndar
     ratio, ref_ratio = (est_b - est_a).mean(0), ref_b - ref_a
     n = len(ref_a)
     return {"estimator": name, "k": k if k is not None else "", "draws": est_a.shape[0],
-            "bias_per_token": float(gap.mean()), "bias_ci": _bootstrap(lambda i: gap[i].mean(), n),
+            "bias_per_token": float(gap.mean()),
+            "bias_ci": bootstrap_items(lambda i: gap[i].mean(-1), n, vectorized=True),
             "sd_over_draws_per_token": float((est_a.std(0) / L).mean()),
-            "rank_corr": _spearman(mean_a, ref_a),
-            "logratio_corr": _pearson(ratio, ref_ratio),
-            "logratio_corr_ci": _bootstrap(lambda i: _pearson(ratio[i], ref_ratio[i]), n)}
+            "rank_corr": spearman(mean_a, ref_a),
+            "logratio_corr": float(row_corr(ratio, ref_ratio)),
+            "logratio_corr_ci": bootstrap_items(lambda i: row_corr(ratio[i], ref_ratio[i]), n, vectorized=True)}
 
 
 def study(adapter, prompts: list[str], sampler: SamplerConfig, draws: int = 8, reference: str = "trajectory",
@@ -127,10 +102,10 @@ def study(adapter, prompts: list[str], sampler: SamplerConfig, draws: int = 8, r
     other = nearby_policy(adapter, batch, lr, seed)
     ref_a, ref_b = reference_scores(adapter, other, batch, reference)
     rows = []
-    for name, (fn, k) in tqdm(estimators(L).items(), desc="estimators", disable=not progress):
-        est_a = sequence_scores(adapter, batch, fn, draws)
-        est_b = sequence_scores(other, batch, fn, draws)  # same draws -> same masks under both policies
-        rows.append(summarise(name, k, est_a, est_b, ref_a, ref_b, L))
+    for est in tqdm(estimators(L), desc="estimators", disable=not progress):
+        est_a = sequence_scores(adapter, batch, est, draws)
+        est_b = sequence_scores(other, batch, est, draws)  # same draws -> same masks under both policies
+        rows.append(summarise(est.name, None if est.elbo_draws else est.k, est_a, est_b, ref_a, ref_b, L))
     return rows
 
 

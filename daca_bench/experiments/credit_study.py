@@ -22,8 +22,9 @@ from scipy import stats
 
 from ..config import DPSConfig
 from ..rl.credit import SCORES, dps_weights
-from .gradients import (N_BOOT, Rollouts, bootstrap, bootstrap_prompts, cosine_and_ratio, exact_estimator, gram, interval,
-                        prompt_gradients)
+from .gold import ONE_ANSWER_TASKS
+from .gradients import Rollouts, bootstrap_prompts, cosine_and_ratio, exact_estimator, gram, prompt_gradients
+from .studies import bootstrap_items, spearman
 
 
 def gold_target(adapter, sample, L: int) -> list[int]:
@@ -32,7 +33,7 @@ def gold_target(adapter, sample, L: int) -> list[int]:
     return ids + [adapter.eos_token_id] * (L - len(ids))
 
 
-WRONGNESS = {"sudoku_tiny": gold_target, "arithmetic": gold_target}  # tasks with one right canvas
+WRONGNESS = {task: gold_target for task in ONE_ANSWER_TASKS}  # tasks with one right canvas
 
 
 def wrong_tokens(adapter, ro: Rollouts, task_name: str) -> torch.Tensor | None:
@@ -82,10 +83,9 @@ def auc_with_interval(weights: np.ndarray, wrong: np.ndarray, valid: np.ndarray,
         return token_auc(*cat) if groups is None else within_auc(*cat)
 
     point = stat(range(len(per_seq)))
-    if len(per_seq) < 2 or not np.isfinite(point):
+    if not np.isfinite(point):
         return point, (float("nan"), float("nan"))
-    return point, interval(bootstrap((np.arange(len(per_seq)),), stat, vectorized=False, n_resamples=N_BOOT,
-                                           method="percentile", random_state=np.random.default_rng(seed)))
+    return point, bootstrap_items(stat, len(per_seq), seed)
 
 
 def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, scores=None, plain=None,
@@ -107,7 +107,7 @@ def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, score
         auc, ci = auc_with_interval(wn[failed], wrong_np[failed], valid[failed], seed)
         auc_step, ci_step = auc_with_interval(wn[failed], wrong_np[failed], valid[failed], seed, groups=step[failed])
         sel = valid & failed[:, None]
-        rho = stats.spearmanr(wn[sel], step[sel]).statistic if sel.sum() > 2 else float("nan")
+        rho = spearman(wn[sel], step[sel]) if sel.sum() > 2 else float("nan")
         weighted = prompt_gradients(adapter, ro, exact, 0, weights=w)[0]
         cross, g_w = gram(weighted, plain), gram(weighted, weighted)
         cos = float(cosine_and_ratio(ones, cross, g_w, g_plain)[0][0])

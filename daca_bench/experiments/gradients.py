@@ -13,22 +13,17 @@ can be bootstrapped over prompts (scipy.stats.bootstrap) without storing the vec
 """
 from __future__ import annotations
 
-import copy
 import time
-import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy import stats
 
 from ..config import LossConfig, SamplerConfig
-from ..rl.likelihood import elbo_logprobs, keyed_generator, sml_logprobs
+from ..rl.likelihood import keyed_generator
 from ..rl.losses import ADVANTAGES, LOSSES
 from ..rl.sampler import sample
-
-MASK_SEED = 17
-N_BOOT = 999
+from .studies import Estimator, bootstrap_items, nearby_copy, row_corr
 
 
 @dataclass
@@ -69,29 +64,7 @@ def rollouts(adapter, prompts, task, cfg: SamplerConfig, group: int, seed: int =
     return Rollouts(batch, rows, [x.status for x in rewards], r, adv, group, cfg.steps, seq_ids)
 
 
-# ---- the estimators: name -> (fn(adapter, ro, rows, draw) -> (n, L) logp, passes per sequence, random?) ----
-@dataclass(frozen=True)
-class Estimator:
-    name: str
-    family: str  # for the plot: mean field, SML random / strided / commit_order, causal, ELBO
-    passes: int  # forward passes per sequence
-    random: bool  # True: several mask draws
-    k: int = 1
-    partition: str = "random"
-    p_mask_prompt: float = 0.0
-    elbo_draws: int = 0
-
-    def logp(self, adapter, ro: Rollouts, rows: slice, draw: int) -> torch.Tensor:
-        b = ro.batch
-        args = (b.prompt_ids[rows], b.prompt_mask[rows], b.completion_ids[rows])
-        ids = ro.seq_ids[rows]
-        if self.elbo_draws:
-            return elbo_logprobs(adapter, *args, draws=self.elbo_draws, seq_ids=ids, seed=MASK_SEED + 1000 * draw)
-        return sml_logprobs(adapter, *args, k=self.k, partition=self.partition, seq_ids=ids, inner=draw,
-                            seed=MASK_SEED, p_mask_prompt=self.p_mask_prompt,
-                            commit_step=b.trajectory.commit_step[rows])
-
-
+# ---- the estimators (studies.Estimator) ----------------------------------------------------
 def estimators(L: int, T: int, elbo_draws=(1, 4, 16)) -> list[Estimator]:
     """Every estimator of the study that fits a canvas of L tokens decoded in T steps; exact last."""
     out = [Estimator("mean field (K=1)", "mean field", 1, False, 1, "strided"),
@@ -163,29 +136,7 @@ def cosine_and_ratio(counts, cross: np.ndarray, g_est: np.ndarray, g_ref: np.nda
 
 def bootstrap_prompts(statistic, B: int, seed: int = 0) -> tuple[float, float]:
     """95 % percentile interval of statistic(counts (R, B)) -> (R,) over prompts resampled with replacement."""
-    if B < 2:
-        return float("nan"), float("nan")
-
-    def stat(idx, axis=-1):
-        return statistic(_counts(idx.astype(int), B))
-
-    return interval(bootstrap((np.arange(B),), stat, vectorized=True, n_resamples=N_BOOT,
-                                    method="percentile", random_state=np.random.default_rng(seed)))
-
-
-def bootstrap(*args, **kwargs):
-    """scipy.stats.bootstrap, quiet about degenerate resamples (`interval` leaves them out)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        return stats.bootstrap(*args, **kwargs)
-
-
-def interval(res) -> tuple[float, float]:
-    """The 95 % percentile interval of a scipy bootstrap result, leaving out resamples where the
-    statistic is undefined (a resample of prompts that all lack signal, of tokens that are all wrong)."""
-    dist = np.asarray(res.bootstrap_distribution, float)
-    dist = dist[np.isfinite(dist)]
-    return (float(np.percentile(dist, 2.5)), float(np.percentile(dist, 97.5))) if len(dist) else (np.nan, np.nan)
+    return bootstrap_items(lambda idx: statistic(_counts(idx, B)), B, seed, vectorized=True)
 
 
 def gradient_rows(adapter, ro: Rollouts, table: list[Estimator], draws: int = 3, progress=None):
@@ -227,28 +178,17 @@ def gradient_rows(adapter, ro: Rollouts, table: list[Estimator], draws: int = 3,
 # ---- the ratio view: mu exact-gradient steps, then each estimator's log-ratio against the exact one ----
 def updated_policy(adapter, ro: Rollouts, mu: int, lr: float):
     """A copy of the model after mu AdamW steps of the grpo loss on the exact decode-order log-probs."""
-    new = replace(adapter, model=copy.deepcopy(adapter.model))
-    opt = torch.optim.AdamW([p for p in new.model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     exact, all_rows = exact_estimator(ro.T), slice(0, len(ro.samples))
     valid = ro.batch.completion_mask.to(adapter.device)
     ones = torch.ones(valid.shape, device=adapter.device)
     with torch.no_grad():
         old = exact.logp(adapter, ro, all_rows, 0)
-    for _ in range(mu):
-        logp = exact.logp(new, ro, all_rows, 0)
-        loss, _ = LOSSES["grpo"](logp, old, None, ro.adv.to(adapter.device), valid, ones, LossConfig())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return new
 
+    def loss(new):
+        return LOSSES["grpo"](exact.logp(new, ro, all_rows, 0), old, None, ro.adv.to(adapter.device), valid, ones,
+                              LossConfig())[0]
 
-def _row_corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation along the last axis."""
-    a = a - a.mean(-1, keepdims=True)
-    b = b - b.mean(-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+    return nearby_copy(adapter, loss, mu, lr)
 
 
 @torch.no_grad()
@@ -265,11 +205,9 @@ def ratio_rows(new, ro: Rollouts, table: list[Estimator], old: dict, seed: int =
     out = []
     for est in table:
         lr = np.stack([seq_logp(est, d) for d in range(len(old[est.name]))]) - old[est.name]  # (D, N)
-        corr = _row_corr(lr, ref[None])
-        res = bootstrap((np.arange(len(ref)),), lambda i, axis=-1: _row_corr(lr[:, i], ref[i][None]).mean(0),
-                              vectorized=True, n_resamples=N_BOOT, method="percentile",
-                              random_state=np.random.default_rng(seed))
-        out.append({"estimator": est.name, "logratio_corr": float(corr.mean()), "logratio_corr_ci": interval(res),
+        corr = row_corr(lr, ref[None])
+        ci = bootstrap_items(lambda i: row_corr(lr[:, i], ref[i][None]).mean(0), len(ref), seed, vectorized=True)
+        out.append({"estimator": est.name, "logratio_corr": float(corr.mean()), "logratio_corr_ci": ci,
                     "logratio_corr_sd_draws": float(corr.std()),
                     "logratio_scale": float(np.mean(np.abs(lr)) / max(np.abs(ref).mean(), 1e-12))})
     return out
