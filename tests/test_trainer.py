@@ -273,7 +273,8 @@ def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
     """`train --config configs/tiny.yaml --variant NAME` is the headline's (preset tiny) cell of NAME, key for key."""
     import argparse
 
-    from daca_bench.experiments.reproduce import PRESETS, tiny_cells
+    from daca_bench.experiments.pipeline import tiny_cells
+    from daca_bench.experiments.presets import PRESETS
     from daca_bench.experiments.train_cli import run_config
 
     (cell,) = [c for c in tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])

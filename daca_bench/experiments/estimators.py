@@ -38,8 +38,8 @@ STUDY_ARGS = ("gen_length", "prompts", "seed", "reward", "group", "draws", "mu",
 
 
 def canvas(task: str, gen_length: int | None) -> SamplerConfig:
-    """block = L = gen_length, steps L/2 when given, else the tiny presets' canvas of the task (reproduce.family_of)."""
-    from .reproduce import family_of
+    """block = L = gen_length, steps L/2 when given, else the tiny presets' canvas of the task (presets.family_of)."""
+    from .presets import family_of
 
     fam = family_of(task)
     if fam is None and not gen_length:
@@ -52,7 +52,8 @@ def canvas(task: str, gen_length: int | None) -> SamplerConfig:
 def sft_start(task: str, sft_dir: Path) -> Path | None:
     """The SFT start `reproduce` caches for the task's family: runs/reproduce/sft/<task>-<hash>/final for this
     version's config, else the newest finished <task>-*/final there that was SFT'd on the same canvas."""
-    from .reproduce import PRESETS, family_of, sft_config, sft_folder
+    from .pipeline import sft_config, sft_folder
+    from .presets import PRESETS, family_of
 
     fam = family_of(task)
     if fam is None:

@@ -29,10 +29,6 @@ from .pipeline import ROOT, check_output, evaluate_starts, needs_sandbox, paper_
 from .presets import PRESETS, PaperPreset, TinyPreset, comparisons
 from .provenance import check_tree, describe
 
-# names callers used to import from here before the split (benchmarks/, the estimator study)
-from .pipeline import sft_config, sft_folder  # noqa: F401,E402
-from .presets import PICKS, family_of  # noqa: F401,E402
-
 
 def configure(parser) -> None:
     parser.add_argument("--preset", default="tiny", help="tiny (default), tiny-quick, paper, llada-TASK; --list shows all")
