@@ -295,6 +295,17 @@ def spg_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
     return torch.stack([e, u, has.float()], dim=-1)
 
 
+def espo_counts(L: int, group_size: int, seq_ids, inner, seed: int = 0) -> list[int]:
+    """ESPO's masked-token counts: x_g = round(k + g (L+1)/G) mod (L+1), k ~ U{0..L} drawn once per
+    group (keyed by the sequence id without its member index g), so a group's ratios are evenly spread."""
+    out = []
+    for sid in seq_ids:
+        group, g = (sid[:-1], sid[-1]) if isinstance(sid, tuple) else (sid // group_size, sid % group_size)
+        k = int(torch.randint(0, L + 1, (1,), generator=keyed_generator(seed, "espo-k", group, inner)))
+        out.append(int(torch.round(torch.tensor(k + g * (L + 1) / group_size))) % (L + 1))
+    return out
+
+
 def espo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, group_size: int, mc: int = 2,
                   seq_ids=None, inner: int = 0, seed: int = 0, p_mask_prompt: float = 0.0, chunk: int | None = None,
                   logit_chunk: int = LOGIT_CHUNK, **_) -> torch.Tensor:
@@ -307,10 +318,7 @@ def espo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *,
     out = 0
     for d in range(mc):
         hide, w = torch.zeros(n, L, dtype=torch.bool), torch.zeros(n, L)
-        for i, sid in enumerate(seq_ids):
-            group, g = (sid[:-1], sid[-1]) if isinstance(sid, tuple) else (sid // group_size, sid % group_size)
-            k = int(torch.randint(0, L + 1, (1,), generator=keyed_generator(seed, "espo-k", group, inner, d)))
-            x = int(torch.round(torch.tensor(k + g * (L + 1) / group_size))) % (L + 1)
+        for i, (sid, x) in enumerate(zip(seq_ids, espo_counts(L, group_size, seq_ids, (inner, d), seed))):
             pos = torch.randperm(L, generator=keyed_generator(seed, "espo", sid, inner, d))[:x]
             hide[i, pos] = True
             w[i] = torch.where(hide[i], (L + 1) / max(x, 1), (L + 1) / max(L - x, 1))
