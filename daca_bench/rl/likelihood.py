@@ -236,14 +236,15 @@ ESTIMATORS = {"sml": sml_logprobs, "elbo": elbo_logprobs}
 def masked_passes(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, hide, *, seq_ids, inner, seed: int = 0,
                   p_mask_prompt: float = 0.0, tag: str = "pass", chunk: int | None = None,
                   logit_chunk: int = LOGIT_CHUNK) -> torch.Tensor:
-    """(D, N, L) bool `hide` -> (D, N, L) log p(o_k | canvas d): one pass per draw d (its own prompt mask)."""
+    """(D, N, L) bool `hide` -> (D, N, L) log p(o_k | canvas d): one pass per draw d, all D sharing one prompt
+    mask per sequence and inner iteration (as SML's K canvases do)."""
     D, n, L = hide.shape
     device = adapter.device
     completion, hide = completion.to(device), hide.to(device)
     mask = torch.full_like(completion, adapter.mask_token_id)
-    canvases = [torch.cat([mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id,
-                                        seq_ids, (inner, tag, d), seed), torch.where(hide[d], mask, completion)], dim=1)
-                for d in range(D)]
+    prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids,
+                          (inner, tag), seed)
+    canvases = [torch.cat([prompt, torch.where(hide[d], mask, completion)], dim=1) for d in range(D)]
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1).repeat(D, 1)
     logp = token_logprobs(adapter, torch.cat(canvases), attn, completion.repeat(D, 1), prompt_ids.shape[1], chunk,
                           logit_chunk)
