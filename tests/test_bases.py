@@ -265,3 +265,72 @@ def test_a_variant_the_base_does_not_admit_is_one_clear_error(base, over, msg):
 
 def test_wd1_admits_sml_and_dps():
     check(_cfg("wd1", **{"sml.k": 4, "dps.enabled": True}))
+
+
+# ---- tiny-bases: the compute-matched baseline and the design, as data --------------------------
+def _cells(tmp_path, per_step):
+    import json
+
+    for variant, secs in per_step.items():
+        for seed in (0, 1):
+            cell = tmp_path / f"base=grpo_task=sudoku_tiny_variant={variant}_seed={seed}"
+            cell.mkdir()
+            rows = [{"seconds_rollout": secs[0], "seconds_likelihood_old": secs[1], "seconds_update": secs[2] + seed}
+                    for _ in range(3)]
+            (cell / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def test_compute_matched_baseline_runs_the_measured_cost_ratio_times_the_steps(tmp_path):
+    from daca_bench.experiments.bases_grid import compute_matched_arm, compute_matched_steps, measured_cost_ratio
+
+    cells = _cells(tmp_path, {"baseline": (1.0, 0.5, 0.5), "+DACA": (1.0, 2.0, 2.5)})
+    ratio = measured_cost_ratio(cells)  # (1 + 2 + 3) / (1 + 0.5 + 1) with the seeds' +0/+1 averaged
+    assert ratio == pytest.approx(6.0 / 2.5)
+    assert compute_matched_steps(32, ratio) == 77 and compute_matched_steps(32, 0.5) == 32
+    base, name, variant, keys, extra = compute_matched_arm(32, ratio, {"baseline": {"train.lr": 1e-4}})
+    assert (base, variant, keys["train.steps"], keys["train.lr"]) == ("grpo", "baseline", 77, 1e-4)
+    assert extra == {"compute_ratio": round(ratio, 4), "base_steps": 32}  # recorded in the cell's axes.json
+    with pytest.raises(ValueError):
+        compute_matched_steps(32, 0)
+
+
+def test_the_committed_cells_give_the_compute_matched_step_count():
+    from pathlib import Path
+
+    from daca_bench.experiments.bases_grid import compute_matched_steps, measured_cost_ratio
+
+    ratio = measured_cost_ratio(Path(__file__).resolve().parent.parent / "results" / "tiny" / "cells")
+    assert 2.0 < ratio < 4.0 and compute_matched_steps(32, ratio) == round(32 * ratio)
+
+
+def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_only_real_variants():
+    import json
+    from pathlib import Path
+
+    from daca_bench.experiments.bases_grid import (
+        BASE_KEYS,
+        BASE_VARIANTS,
+        DACA_ROW,
+        TINY_BASES_DESIGN as D,
+        confirmatory_arms,
+        selection_arms,
+    )
+    from daca_bench.experiments.reproduce import PICKS
+
+    used = {json.loads(c.read_text())["train"]["seed"]
+            for c in (Path(__file__).resolve().parent.parent / "results").glob("*/cells/*/config.json")}
+    assert used and not set(D["confirmatory_seeds"]) & used and len(D["confirmatory_seeds"]) == 8
+    assert not set(D["selection_seeds"]) & set(D["confirmatory_seeds"]) and D["selection_split"] == "dev"
+    assert max(D["lr_grid"]) > 1e-4  # above today's top lr
+    assert {p["base"] for p in D["primary"]} == set(BASE_VARIANTS) and D["alpha"] == 0.05
+    for base, variants in BASE_VARIANTS.items():
+        assert DACA_ROW[base] in variants
+        for v in variants:  # every listed variant is admitted by its base; every other one is refused
+            check(_cfg(base, **{**BASE_KEYS[base], "sml.k": 4 if "SML" in v or "DACA" in v else 1}))
+        if "+SML" not in variants:
+            with pytest.raises(ConfigError):
+                check(_cfg(base, **{**BASE_KEYS[base], "sml.k": 4}))
+    arms = confirmatory_arms(PICKS, 2.9)
+    assert len(arms) == sum(map(len, BASE_VARIANTS.values())) + 1
+    assert all(a[3].get("loss.base", a[0]) == a[0] for a in arms) and selection_arms()
