@@ -334,3 +334,16 @@ def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_
     arms = confirmatory_arms(PICKS, 2.9)
     assert len(arms) == sum(map(len, BASE_VARIANTS.values())) + 1
     assert all(a[3].get("loss.base", a[0]) == a[0] for a in arms) and selection_arms()
+
+
+def test_a_base_pick_overrides_the_shared_reading_and_unswept_rows_inherit_it():
+    from daca_bench.experiments.bases_grid import base_arms
+    from daca_bench.experiments.reproduce import PICKS
+
+    picks = {**PICKS, "gspo": {"baseline": {"train.lr": 2e-4}, "+DACA": {"train.lr": 5e-5}},
+             "spg": {"baseline": {"train.lr": 5e-5}, "+DPS": {"train.lr": 2e-4, "loss.spg_mix": 0.25}}}
+    gspo = {name: keys for _, name, _, keys, _ in base_arms("gspo", picks)}
+    assert gspo["+DPS"]["train.lr"] == 2e-4 and gspo["+DPS"]["dps.score"] == "progress"  # the baseline's lr
+    assert gspo["+SML"]["train.lr"] == 5e-5 and gspo["+SML"]["sml.partition"] == "causal"  # +DACA's lr
+    spg = {name: keys for _, name, _, keys, _ in base_arms("spg", picks)}
+    assert set(spg) == {"baseline", "+DPS"} and spg["+DPS"]["loss.spg_mix"] == 0.25 and spg["+DPS"]["loss.beta"] == 0
