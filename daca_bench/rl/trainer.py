@@ -34,7 +34,7 @@ from .bases import check as check_base
 from .bases import estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
 from .evaluate import evaluate, score, write_eval_records
-from .likelihood import STRATA, keyed_generator
+from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
 from .policy import disable_dropout, load_initial, load_policy
@@ -287,7 +287,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step,
                chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
                logit_chunk=cfg.sml.logit_chunk, valid=batch.completion_mask)
-    lik = estimator_for(cfg)  # SML, or the base's own likelihood (rl/bases/)
+    lik = estimator_for(cfg) or sml_logprobs  # the base's own likelihood (rl/bases/), or SML
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     # the same precision and mode as the update, so that the first inner step has ratio exactly 1
     adapter.model.train()

@@ -2,7 +2,7 @@
 "The field's methods as bases"): wd1, spg, espo, coupled_grpo, map.
 
     base = FIELD["spg"]                   # advantage, loss, likelihood, what it admits
-    lik = estimator_for(cfg)              # the likelihood the trainer calls: SML, or the base's own
+    lik = estimator_for(cfg) or sml_logprobs   # the base's own likelihood, or SML
     logp = lik(adapter, prompt_ids, prompt_mask, completion, inner=i, **est)  # (N, L) or (N, L, C)
 
 A base's own estimator returns per-token channels in the last dimension, so the trainer can
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import ConfigError
-from ..likelihood import sml_logprobs
 from . import coupled, espo, map as map_, spg, wd1
 
 
@@ -42,9 +41,9 @@ FIELD = {
 
 
 def estimator_for(cfg):
-    """The likelihood function the trainer calls for cfg.loss.base."""
+    """The base's own likelihood function for cfg.loss.base, or None where the base uses SML."""
     base = FIELD.get(cfg.loss.base)
-    return base.estimator(cfg) if base and base.estimator else sml_logprobs
+    return base.estimator(cfg) if base and base.estimator else None
 
 
 def ratio_free(cfg) -> bool:
