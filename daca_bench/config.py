@@ -31,12 +31,21 @@ class DPSConfig:
 
 @dataclass(frozen=True)
 class LossConfig:
-    base: str = "grpo"  # grpo | gspo | reinforce_pp
+    base: str = "grpo"  # grpo | gspo | reinforce_pp | the field's: wd1 | spg | espo | coupled_grpo | map
     epsilon: float = 0.5  # token clip (d1: 0.5)
     epsilon_seq: float = 4e-4  # sequence clip for gspo
     beta: float = 0.0  # KL coefficient (d1: 0.04)
     scale_rewards: bool = False  # grpo: divide by the group std
     loss_type: str = "grpo"  # token aggregation: grpo (per-sequence mean) | bnpo (d1: batch token mean) | dr_grpo
+    std_unbiased: bool = True  # scale_rewards divides by the unbiased group std (TRL, d1); false = population std
+    spg_mode: str = "mix"  # spg, A < 0: eubo | mix (w EUBO + (1-w) ELBO: SPG's mitigation of eubo's collapse) | elbo
+    spg_beta: float = 1.0  # spg: the EUBO's beta (SPG: 1.0 sudoku, 1.5 gsm8k / math)
+    spg_mix: float = 0.5  # spg: the EUBO's weight w in mix
+    spg_draws: int = 2  # spg: block-wise mask draws (forward passes) per update (SPG's num_t)
+    spg_floor: float = -20.0  # spg collapse guard: a token whose upper bound u_k is below this is pushed no lower
+    espo_mc: int = 2  # espo: Monte Carlo mask draws, each a pass and its complement (ESPO's num_mc)
+    map_blocks: int = 4  # map: the sampler's steps merged into this many causal blocks (MAP's StepMerge)
+    map_lambda: float = 1.0  # map: weight of the unmasking-position term
 
 
 @dataclass(frozen=True)

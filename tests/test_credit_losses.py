@@ -122,3 +122,20 @@ def test_k3_kl_is_zero_at_the_reference_and_positive_elsewhere():
     _, same = LOSSES["grpo"](logp, logp, logp, torch.zeros(1), valid, torch.ones(1, 2), cfg)
     _, diff = LOSSES["grpo"](logp, logp, logp - 0.3, torch.zeros(1), valid, torch.ones(1, 2), cfg)
     assert same["kl"] == 0 and diff["kl"] > 0
+
+
+def test_clip_frac_counts_only_where_the_clip_binds_for_the_advantage_sign():
+    """TRL's clip_ratio/region_mean: low with A < 0, high with A > 0; clip_frac_any counts every ratio outside."""
+    logp = torch.zeros(2, 2)
+    old = torch.tensor([[-1.0, 1.0], [-1.0, 1.0]])  # ratios e (high) and 1/e (low) in each row
+    valid = torch.ones(2, 2, dtype=torch.bool)
+    _, st = LOSSES["grpo"](logp, old, None, torch.tensor([1.0, -1.0]), valid, torch.ones(2, 2), LossConfig(epsilon=0.2))
+    assert st["clip_frac"] == 0.5 and st["clip_frac_any"] == 1.0  # row 0 high (A > 0), row 1 low (A < 0)
+    _, none = LOSSES["grpo"](logp, old, None, torch.tensor([1.0, -1.0]) * 0, valid, torch.ones(2, 2), LossConfig(epsilon=0.2))
+    assert none["clip_frac"] == 0.0 and none["clip_frac_any"] == 1.0
+
+
+@pytest.mark.parametrize("unbiased, expected", [(True, 0.5 / math.sqrt(0.5)), (False, 1.0)])
+def test_scale_rewards_divides_by_the_unbiased_group_std_unless_told_otherwise(unbiased, expected):
+    adv = ADVANTAGES["grpo"](torch.tensor([[1.0, 0.0]]), LossConfig(scale_rewards=True, std_unbiased=unbiased))
+    assert adv[0].item() == pytest.approx(expected, rel=1e-3)

@@ -153,3 +153,23 @@ def test_causal_gradient_matches_autograd_through_plain_log_softmax(tiny, rollou
     for q in params:
         q.grad = None
     assert torch.allclose(g_est, g_ref, atol=1e-5, rtol=1e-4)
+
+
+def test_causal_with_k_above_the_steps_warns_and_builds_no_empty_stratum(tiny, data):
+    p, m, comp = data
+    commit = torch.tensor([[1, 1, 1, 2, 2, 2]] * 3)  # two denoising steps
+    with pytest.warns(UserWarning, match="using k=2"):
+        s = assign_strata(3, 6, 4, "causal", [0, 1, 2], 0, commit_step=commit)
+    assert s.unique().tolist() == [0, 1]
+    calls = []
+    handle = tiny.model.register_forward_pre_hook(lambda mod, args, kw: calls.append(args[0].shape[0] if args else
+                                                                                    kw["input_ids"].shape[0]),
+                                                  with_kwargs=True)
+    try:
+        with pytest.warns(UserWarning):
+            clamped = sml_logprobs(tiny, p, m, comp, k=4, partition="causal", commit_step=commit)
+    finally:
+        handle.remove()
+    assert sum(calls) == 2 * 3  # two passes of three rows: no duplicate pass for an empty stratum
+    exact = sml_logprobs(tiny, p, m, comp, k=2, partition="causal", commit_step=commit)
+    assert torch.equal(clamped, exact)

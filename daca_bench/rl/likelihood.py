@@ -5,13 +5,17 @@
 Stratified Masking Likelihood (docs/method.md, sections 5-7): the L completion positions are split into K
 balanced strata; for stratum j one forward pass sees the completion with S_j masked, and
 log p(o_k | x^(j)) is read for k in S_j. K = 1 is d1's one-pass mean-field estimator
-(completion fully masked), K = 2 with `random` strata is DiffuCoder's coupled pair, K = L
-is the pseudo-likelihood. `causal` strata follow the sampler's commit order and the pass for
+(completion fully masked), K = 2 with `random` strata is a complementary mask pair like
+DiffuCoder's (not its estimator: that adds an all-masked pass and 1/t weights, t ~ U(0.2, 0.8)),
+K = L is the pseudo-likelihood. `causal` strata follow the sampler's commit order and the pass for
 stratum j masks S_j and every later stratum, so each token sees exactly the tokens committed
 before it: the step-merged decode-order likelihood (d2, TraceRL); with K = the sampler's steps
 it equals the recorded `commit_logp`. Masks come from generators keyed by (seed, sequence id,
 inner iteration) so the current, old and reference policies see the same masks.
 `elbo_logprobs` is LLaDA's Monte Carlo ELBO (l ~ U{1..L} masked tokens, weight L/l).
+The field's estimators (`spg_logprobs`: SPG's ELBO and EUBO terms from block-wise masks;
+`espo_logprobs`: ESPO's group-stratified, complement-coupled sequence ELBO; `coupled_logprobs`:
+DiffuCoder's three-pass coupled estimator) share `masked_passes`, one pass per mask draw.
 
 Memory: log p(target) is read as `logit[target] - logsumexp(logits)` over at most
 `logit_chunk` tokens at a time (`target_logprobs`, `logsumexp_max`), so no float32 copy of
@@ -21,6 +25,8 @@ tens of GB); the backward pass recomputes the softmax chunk by chunk.
 from __future__ import annotations
 
 import hashlib
+import math
+import warnings
 
 import torch
 
@@ -67,7 +73,9 @@ def strata_commit_order(L: int, K: int, gen=None, commit_step=None) -> torch.Ten
 @_strata
 def strata_causal(L: int, K: int, gen=None, commit_step=None) -> torch.Tensor:
     """The sampler's steps merged into K consecutive groups: stratum = (tau_k - 1) * K // T, with T
-    this sequence's number of steps; K = T gives one stratum per step. Scored cumulatively (CAUSAL)."""
+    this sequence's number of steps; K = T gives one stratum per step. Scored cumulatively (CAUSAL).
+    Balances decoding steps (each stratum holds T/K of them, +-1), not tokens: a stratum has as many
+    tokens as its steps committed. K above T would leave strata empty: assign_strata clamps K to T."""
     if commit_step is None:
         raise ValueError("sml.partition=causal needs the rollouts' trajectory record")
     T = int(commit_step.max().clamp(min=1))
@@ -79,11 +87,19 @@ CAUSAL = {"causal"}  # partitions whose pass j masks every stratum >= j, not onl
 
 def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int = 0,
                   commit_step: torch.Tensor | None = None) -> torch.Tensor:
-    """(N, L) stratum index in [0, K) per completion position; balanced within each sequence."""
+    """(N, L) stratum index in [0, K) per completion position. `random`, `strided` and `commit_order`
+    balance tokens (every stratum holds L/K of each sequence's positions, +-1); `causal` balances
+    decoding steps (see strata_causal) and clamps K to the fewest steps of any sequence, with a warning."""
     if not 1 <= K <= L:
         raise ValueError(f"sml.k={K} must be between 1 and the completion length {L}")
     if partition not in STRATA:
         raise ValueError(f"unknown sml.partition {partition!r}; choose from {', '.join(STRATA)}")
+    if partition in CAUSAL and commit_step is not None:
+        steps = int(commit_step.amax(1).clamp(min=1).min())  # the fewest denoising steps of any sequence
+        if K > steps:
+            warnings.warn(f"sml.partition=causal: sml.k={K} is above the {steps} denoising steps of the "
+                          f"rollouts; using k={steps} (more strata than steps would leave some empty)", stacklevel=3)
+            K = steps
     rows = [STRATA[partition](L, K, keyed_generator(seed, "strata", sid, inner),
                               None if commit_step is None else commit_step[i]) for i, sid in enumerate(seq_ids)]
     return torch.stack(rows)
@@ -160,8 +176,8 @@ def token_logprobs(adapter: ModelAdapter, ids, attn, completion, prompt_len: int
 def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, k: int = 4,
                  partition: str = "random", seq_ids=None, inner: int = 0, seed: int = 0,
                  p_mask_prompt: float = 0.0, commit_step=None, chunk: int | None = None,
-                 logit_chunk: int = LOGIT_CHUNK) -> torch.Tensor:
-    """SML per-token log-probs (N, L); differentiable. The K passes run as one (K*N, P+L) batch or in chunks."""
+                 logit_chunk: int = LOGIT_CHUNK, valid=None) -> torch.Tensor:
+    """SML per-token log-probs (N, L); differentiable (`valid` is unused: every position is scored). The K passes run as one (K*N, P+L) batch or in chunks."""
     n, L = completion.shape
     device = adapter.device
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
@@ -169,15 +185,17 @@ def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
     prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed)
     completion = completion.to(device)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)
+    levels = strata.unique()  # (K',) sorted: the strata that hold a token (a stratum no row has gets no pass)
     canvases = []
-    for j in range(k):
+    for j in levels.tolist():
         hide = strata >= j if partition in CAUSAL else strata == j  # (N, L): what pass j cannot see
         noisy = torch.where(hide, torch.full_like(completion, adapter.mask_token_id), completion)
         canvases.append(torch.cat([prompt, noisy], dim=1))
-    ids = torch.cat(canvases)  # (K*N, P+L), stratum-major
+    k = len(canvases)
+    ids = torch.cat(canvases)  # (K'*N, P+L), stratum-major
     logp = token_logprobs(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk, logit_chunk)
     logp = logp.view(k, n, L)
-    return logp.gather(0, strata[None]).squeeze(0)  # each token from the pass that masked it
+    return logp.gather(0, torch.searchsorted(levels, strata)[None]).squeeze(0)  # each token from the pass that masked it
 
 
 def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, draws: int = 32,
@@ -212,3 +230,122 @@ def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *,
 
 
 ESTIMATORS = {"sml": sml_logprobs, "elbo": elbo_logprobs}
+
+
+# ---- the field's estimators (docs/method.md, "The field's methods as bases") -----------------
+def masked_passes(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, hide, *, seq_ids, inner, seed: int = 0,
+                  p_mask_prompt: float = 0.0, tag: str = "pass", chunk: int | None = None,
+                  logit_chunk: int = LOGIT_CHUNK) -> torch.Tensor:
+    """(D, N, L) bool `hide` -> (D, N, L) log p(o_k | canvas d): one pass per draw d, all D sharing one prompt
+    mask per sequence and inner iteration (as SML's K canvases do)."""
+    D, n, L = hide.shape
+    device = adapter.device
+    completion, hide = completion.to(device), hide.to(device)
+    mask = torch.full_like(completion, adapter.mask_token_id)
+    prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids,
+                          (inner, tag), seed)
+    canvases = [torch.cat([prompt, torch.where(hide[d], mask, completion)], dim=1) for d in range(D)]
+    attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1).repeat(D, 1)
+    logp = token_logprobs(adapter, torch.cat(canvases), attn, completion.repeat(D, 1), prompt_ids.shape[1], chunk,
+                          logit_chunk)
+    return logp.view(D, n, L)
+
+
+def spg_masks(valid: torch.Tensor, block: int, draws: int, seq_ids, inner, seed: int = 0) -> torch.Tensor:
+    """SPG's `block_random` masks, (D, N, L): per draw a block b of the completion (a fresh order of
+    the blocks, repeated when there are fewer blocks than draws); blocks before b clean, m ~ U{1..|b|}
+    of b's valid tokens masked, every later position and every position past the completion masked."""
+    n, L = valid.shape
+    out = torch.ones(draws, n, L, dtype=torch.bool)
+    for i, sid in enumerate(seq_ids):
+        length = int(valid[i].sum())
+        if length == 0:
+            continue
+        gen = keyed_generator(seed, "spg", sid, inner)
+        n_blocks = -(-L // block)
+        order = torch.randperm(n_blocks, generator=gen) % ((length - 1) // block + 1)
+        for d in range(draws):
+            start = int(order[d % n_blocks]) * block
+            width = min(block, length - start)
+            m = int(torch.randint(1, width + 1, (1,), generator=gen))
+            out[d, i, :start] = False
+            out[d, i, start:start + width] = False
+            out[d, i, start + torch.randperm(width, generator=gen)[:m]] = True
+    return out
+
+
+def spg_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, valid, block: int, draws: int = 2,
+                 beta: float = 1.0, seq_ids=None, inner: int = 0, seed: int = 0, p_mask_prompt: float = 0.0,
+                 chunk: int | None = None, logit_chunk: int = LOGIT_CHUNK, **_) -> torch.Tensor:
+    """SPG's bounds per token, (N, L, 3): e_k = mean_j 1[k in M_j] l_jk / t_j (its mean over the valid
+    tokens is the ELBO), u_k = (1/beta) log mean_j 1[k in M_j] p_jk^beta / t_j (the EUBO's term, in
+    log space so p^beta never underflows), and 1[k masked in some draw] (where u_k is defined)."""
+    n, L = completion.shape
+    seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
+    valid = valid.bool().cpu()
+    hide = spg_masks(valid, block, draws, seq_ids, inner, seed)  # (D, N, L)
+    logp = masked_passes(adapter, prompt_ids, prompt_mask, completion, hide, seq_ids=seq_ids, inner=inner, seed=seed,
+                         p_mask_prompt=p_mask_prompt, tag="spg", chunk=chunk, logit_chunk=logit_chunk)
+    scored = (hide & valid[None]).to(logp.device)  # (D, N, L)
+    t = scored.sum(-1, keepdim=True) / valid.sum(-1).clamp(min=1).to(logp.device)[None, :, None]  # (D, N, 1)
+    t = t.clamp(min=1e-8)
+    e = torch.where(scored, logp / t, torch.zeros_like(logp)).mean(0)  # (N, L)
+    x = torch.where(scored, beta * logp - t.log(), torch.full_like(logp, -1e4))
+    has = scored.any(0)
+    u = torch.where(has, (torch.logsumexp(x, 0) - math.log(draws)) / beta, torch.zeros_like(e))
+    return torch.stack([e, u, has.float()], dim=-1)
+
+
+def espo_counts(L: int, group_size: int, seq_ids, inner, seed: int = 0) -> list[int]:
+    """ESPO's masked-token counts: x_g = round(k + g (L+1)/G) mod (L+1), k ~ U{0..L} drawn once per
+    group (keyed by the sequence id without its member index g), so a group's ratios are evenly spread."""
+    out = []
+    for sid in seq_ids:
+        group, g = (sid[:-1], sid[-1]) if isinstance(sid, tuple) else (sid // group_size, sid % group_size)
+        k = int(torch.randint(0, L + 1, (1,), generator=keyed_generator(seed, "espo-k", group, inner)))
+        out.append(int(torch.round(torch.tensor(k + g * (L + 1) / group_size))) % (L + 1))
+    return out
+
+
+def espo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, group_size: int, mc: int = 2,
+                  seq_ids=None, inner: int = 0, seed: int = 0, p_mask_prompt: float = 0.0, chunk: int | None = None,
+                  logit_chunk: int = LOGIT_CHUNK, **_) -> torch.Tensor:
+    """ESPO's coupled sequence ELBO per token, (N, L) (its sum over the canvas is the ELBO E): per draw,
+    group member g masks x_g = round(k + g (L+1)/G) mod (L+1) positions (k ~ U{0..L} per group: the
+    mask ratios are stratified within each group) and a second pass masks the complement;
+    e_k = l_k (L+1)/x on the masked, l_k (L+1)/(L-x) on the rest, halved; mean over the `mc` draws."""
+    n, L = completion.shape
+    seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
+    out = 0
+    for d in range(mc):
+        hide, w = torch.zeros(n, L, dtype=torch.bool), torch.zeros(n, L)
+        for i, (sid, x) in enumerate(zip(seq_ids, espo_counts(L, group_size, seq_ids, (inner, d), seed))):
+            pos = torch.randperm(L, generator=keyed_generator(seed, "espo", sid, inner, d))[:x]
+            hide[i, pos] = True
+            w[i] = torch.where(hide[i], (L + 1) / max(x, 1), (L + 1) / max(L - x, 1))
+        logp = masked_passes(adapter, prompt_ids, prompt_mask, completion, torch.stack([hide, ~hide]), seq_ids=seq_ids,
+                             inner=(inner, d), seed=seed, p_mask_prompt=p_mask_prompt, tag="espo", chunk=chunk,
+                             logit_chunk=logit_chunk)  # (2, N, L)
+        hide = hide.to(logp.device)
+        out = out + torch.where(hide, logp[0], logp[1]) * w.to(logp.device) / 2
+    return out / mc
+
+
+def coupled_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, seq_ids=None, inner: int = 0,
+                     seed: int = 0, p_mask_prompt: float = 0.0, t_range=(0.2, 0.8), chunk: int | None = None,
+                     logit_chunk: int = LOGIT_CHUNK, **_) -> torch.Tensor:
+    """DiffuCoder's coupled-GRPO estimator, (N, L): t ~ U(0.2, 0.8) per sequence, M = {k: u_k < t};
+    three passes (completion all masked, M masked, the complement masked);
+    l_k = (l0_k + (k in M ? l1_k / t : l2_k / (1 - t))) / 2."""
+    n, L = completion.shape
+    seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
+    hide, t = torch.zeros(n, L, dtype=torch.bool), torch.zeros(n, 1)
+    for i, sid in enumerate(seq_ids):
+        gen = keyed_generator(seed, "coupled", sid, inner)
+        t[i] = t_range[0] + (t_range[1] - t_range[0]) * torch.rand(1, generator=gen)
+        hide[i] = torch.rand(L, generator=gen) < t[i]
+    logp = masked_passes(adapter, prompt_ids, prompt_mask, completion, torch.stack([torch.ones_like(hide), hide, ~hide]),
+                         seq_ids=seq_ids, inner=inner, seed=seed, p_mask_prompt=p_mask_prompt, tag="coupled", chunk=chunk,
+                         logit_chunk=logit_chunk)  # (3, N, L)
+    hide, t = hide.to(logp.device), t.to(logp.device)
+    return (logp[0] + torch.where(hide, logp[1] / t, logp[2] / (1 - t))) / 2

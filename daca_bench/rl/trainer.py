@@ -1,4 +1,4 @@
-"""The DACA-GRPO trainer: one loop for GRPO, GSPO and REINFORCE++, each with DPS and SML.
+"""The DACA-GRPO trainer: one loop for GRPO, GSPO, REINFORCE++ and the field's bases (rl/bases/), with DPS and SML.
 
     daca-bench train --config configs/tiny.yaml train.init=runs/sft-tiny/final dps.enabled=true sml.k=4
 
@@ -33,6 +33,8 @@ from ..jsonl import column_means
 from ..loaders import data_files_given
 from ..models import default_device, require_available, task_prompts
 from ..runfolder import RESUMABLE_RL, refuse_changed
+from .bases import check as check_base
+from .bases import estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
 from .evaluate import eval_task, evaluate, score, write_eval_records
 from .likelihood import STRATA, keyed_generator, sml_logprobs
@@ -78,6 +80,7 @@ def _seed(*key) -> int:
 def validate(cfg: RLConfig) -> None:
     check_rl(cfg)  # every canvas, before the first step
     pick(LOSSES, cfg.loss.base, "loss.base")
+    check_base(cfg)
     pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
     from .credit import NORMS, SCORES
@@ -292,7 +295,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
                p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step,
                chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
-               logit_chunk=cfg.sml.logit_chunk)
+               logit_chunk=cfg.sml.logit_chunk, valid=batch.completion_mask)
+    lik = estimator_for(cfg) or sml_logprobs  # the base's own likelihood (rl/bases/), or SML
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     # the same precision and mode as the update, so that the first inner step has ratio exactly 1
     adapter.model.train()
@@ -300,9 +304,10 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     draws = 1 if same_masks(cfg) else t.mu
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
         # draw 0 needs none: inner 0's own pass, detached, is its old policy (same weights, masks, mode and precision)
-        old = [None] + [sml_logprobs(adapter, *args, inner=i, **est) for i in range(1, draws)]
+        # a ratio-free base (wd1, spg) never reads the old policy: no old passes
+        old = [None] * draws if ratio_free(cfg) else [None] + [lik(adapter, *args, inner=i, **est) for i in range(1, draws)]
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
-            ref = [sml_logprobs(reference, *args, inner=i, **est) for i in range(draws)] if reference is not None else None
+            ref = [lik(reference, *args, inner=i, **est) for i in range(draws)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
     # 6. mu inner updates
     tick = time.perf_counter()
@@ -315,9 +320,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     for i in range(t.mu):
         opt.zero_grad(set_to_none=True)
         for sl in micro:
-            sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl]}
+            sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl], "valid": est["valid"][sl]}
             with counter("likelihood"), autocast(device, t.precision, grad=True):
-                logp = sml_logprobs(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L)
+                logp = lik(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L) or (n, L, C)
             if i == 0:
                 first[sl.start] = logp.detach()
             j = i % draws  # the mask draw this inner iteration scores
@@ -347,7 +352,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                "exact_mean": sum(exact) / len(exact) if exact else math.nan,
                "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
                "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
-               "loss": sum(losses) / len(losses), "kl": stats["kl"] / n_parts, "clip_frac": stats["clip_frac"] / n_parts,
+               "loss": sum(losses) / len(losses), **{k: v / n_parts for k, v in stats.items()},
                "grad_norm": gnorm, **weight_stats(weights, valid),
                "completion_length": valid.float().sum(1).mean().item(),
                **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
@@ -364,9 +369,10 @@ TRL_METRICS = {"reward": "reward_mean", "frac_reward_zero_std": "zero_std_groups
 def same_masks(cfg: RLConfig) -> bool:
     """Whether every inner iteration scores the same canvases: no prompt masking, and strata that
     do not depend on the iteration (K = 1, or a deterministic partition: strided, commit_order,
-    causal). Then one reference pass serves all mu iterations and inner 0's own pass is every
-    iteration's old policy: the same numbers as separate passes, fewer forward passes."""
-    return cfg.sml.p_mask_prompt <= 0 and (cfg.sml.k == 1 or cfg.sml.partition != "random")
+    causal), and a base whose own likelihood draws no fresh masks per iteration (rl/bases/). Then one
+    reference pass serves all mu iterations and inner 0's own pass is every iteration's old policy:
+    the same numbers as separate passes, fewer forward passes."""
+    return not fresh_masks(cfg) and cfg.sml.p_mask_prompt <= 0 and (cfg.sml.k == 1 or cfg.sml.partition != "random")
 
 
 def _split(n: int, parts: int) -> list[slice]:

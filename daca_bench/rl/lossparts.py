@@ -1,0 +1,70 @@
+"""Pieces every policy loss shares: group statistics, the group-mean and leave-one-out
+advantages, the token aggregations, the k3 KL and the clip statistics.
+
+- `group_stats`: NaN rewards (infrastructure failures) stay out of every statistic; the std
+  is the unbiased one (TRL, d1) unless `loss.std_unbiased=false` (the population std).
+- `advantages_rloo`: A_i = r_i - mean_{j != i} r_j over the scored members of the group
+  (ESPO, DiffuCoder's coupled-GRPO, MAP); no std.
+- `clip_stats`: `clip_frac` is TRL's `clip_ratio/region_mean` (a ratio counts only where the clip
+  binds for its advantage's sign: below 1 - eps with A < 0, above 1 + eps with A > 0);
+  `clip_frac_any` is the unconditioned share outside [1 - eps, 1 + eps] (this project's earlier
+  `clip_frac`).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def group_stats(r: torch.Tensor, unbiased: bool = True):
+    """(B, G) rewards with NaN = unscored -> finite mask, group mean and std over the scored ones."""
+    ok = torch.isfinite(r)
+    n = ok.sum(1, keepdim=True)
+    r0 = torch.where(ok, r, torch.zeros_like(r))
+    mean = r0.sum(1, keepdim=True) / n.clamp(min=1)
+    ss = (torch.where(ok, r - mean, torch.zeros_like(r)) ** 2).sum(1, keepdim=True)
+    var = ss / (n - 1).clamp(min=1) if unbiased else ss / n.clamp(min=1)
+    return ok, mean, var.sqrt()
+
+
+def advantages_rloo(r: torch.Tensor, cfg=None) -> torch.Tensor:
+    """Leave-one-out: r_i minus the mean of the other scored members, = n/(n-1) (r_i - mean)."""
+    ok, mean, _ = group_stats(r)
+    n = ok.sum(1, keepdim=True).float()
+    adv = (r - mean) * n / (n - 1).clamp(min=1)
+    return torch.where(ok & (n > 1), adv, torch.zeros_like(adv)).flatten()
+
+
+def k3(logp, ref_logp):
+    d = ref_logp - logp
+    return d.exp() - d - 1
+
+
+def masked_mean(x, mask):
+    """Mean over each sequence's valid tokens, then over sequences: (N, L) -> scalar."""
+    return ((x * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
+
+
+def token_mean(x, mask):
+    """bnpo (d1): sum over the batch's valid tokens / their count."""
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def constant_norm(x, mask):
+    """dr_grpo: sum over valid tokens / (N * L), the same constant for every batch of this shape."""
+    return (x * mask).sum() / mask.numel()
+
+
+AGGREGATIONS = {"grpo": masked_mean, "bnpo": token_mean, "dr_grpo": constant_norm}
+
+
+def clip_stats(ratio, adv, mask, eps, eps_high=None) -> dict:
+    """Token ratios (N, L) or sequence ratios (N,): TRL's region mean and the unconditioned share."""
+    hi = eps if eps_high is None else eps_high
+    a = adv if ratio.dim() == 1 else adv[:, None].expand_as(ratio)
+    low, high = ratio < 1 - eps, ratio > 1 + hi
+    region = ((low & (a < 0)) | (high & (a > 0))).float()
+    anywhere = (low | high).float()
+    if ratio.dim() == 1:
+        return {"clip_frac": region.mean().item(), "clip_frac_any": anywhere.mean().item()}
+    # TRL / DiffuCoder: over the batch's valid tokens; the earlier count: per sequence, then over sequences
+    return {"clip_frac": token_mean(region, mask).item(), "clip_frac_any": masked_mean(anywhere, mask).item()}
