@@ -71,7 +71,10 @@ def load_results(folder: str | Path) -> pd.DataFrame:
             family = task_spec(cfg["train"]["task"]).family
         except KeyError:
             family = axes.get("family", "?")
-        m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "kl"))  # one read
+        m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "clip_frac_any", "kl"))  # one read
+        # the table's clip column is the share of ratios outside [1-eps, 1+eps] whatever the advantage's
+        # sign: `clip_frac_any` since clip_frac became TRL's region mean; older cells logged it as clip_frac
+        m["clip_frac"] = m["clip_frac_any"] if math.isfinite(m["clip_frac_any"]) else m["clip_frac"]
         rows.append({"cell": cell.name, "task": cfg["train"]["task"], "family": family,
                      "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
                      "seed": cfg["train"]["seed"], "test_accuracy": s["test_accuracy"],
