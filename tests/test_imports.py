@@ -1,6 +1,6 @@
-"""No import circle among daca_bench modules (issue 31): a static check of every import statement,
+"""The shape of the package (issue 31): no import circle among daca_bench modules: a static check of every import statement,
 module-level or inside a function, resolved to daca_bench modules, then the strongly connected
-components of that graph (each of size > 1 is a circle)."""
+components of that graph (each of size > 1 is a circle); and no module over 450 lines."""
 import ast
 from pathlib import Path
 
@@ -99,3 +99,10 @@ def test_the_tables_libraries_import_no_circle():
 def test_no_import_circle_among_daca_bench_modules():
     found = circles(graph())
     assert not found, f"import circles: {found}"
+
+
+def test_no_module_of_the_package_or_the_sandbox_is_over_450_lines():
+    """Issue 31: modules stay small enough to read top to bottom (the sandbox test checks its own too)."""
+    roots = (PACKAGE, PACKAGE.parent / "sandbox")
+    sizes = {str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for r in roots for p in r.rglob("*.py")}
+    assert sizes and not {p: n for p, n in sizes.items() if n > 450}
