@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..config import LossConfig
-from .lossparts import AGGREGATIONS, clip_stats, group_stats, k3, masked_mean
+from .lossparts import AGGREGATIONS, clip_stats, group_stats, k3, loss_grpo, masked_mean
 
 __all__ = ["ADVANTAGES", "AGGREGATIONS", "LOSSES"]
 
@@ -42,19 +42,6 @@ def advantages_reinforce_pp(r: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
 
 
 ADVANTAGES = {"grpo": advantages_grpo, "gspo": advantages_grpo, "reinforce_pp": advantages_reinforce_pp}
-
-
-def loss_grpo(logp, old_logp, ref_logp, adv, valid, weights, cfg: LossConfig):
-    mask = valid.float()
-    ratio = (logp - old_logp).exp()  # (N, L)
-    a = adv[:, None]
-    surrogate = torch.min(ratio * a, ratio.clamp(1 - cfg.epsilon, 1 + cfg.epsilon) * a)
-    per_token = -weights * surrogate
-    kl = k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(logp)
-    if cfg.beta:
-        per_token = per_token + cfg.beta * kl
-    return AGGREGATIONS[cfg.loss_type](per_token, mask), {"kl": masked_mean(kl, mask).item(),
-                                                          **clip_stats(ratio, adv, mask, cfg.epsilon)}
 
 
 def loss_gspo(logp, old_logp, ref_logp, adv, valid, weights, cfg: LossConfig):

@@ -9,6 +9,7 @@ advantages, the token aggregations, the k3 KL and the clip statistics.
   binds for its advantage's sign: below 1 - eps with A < 0, above 1 + eps with A > 0);
   `clip_frac_any` is the unconditioned share outside [1 - eps, 1 + eps] (this project's earlier
   `clip_frac`).
+- `loss_grpo`: the grpo loss itself, which coupled-GRPO reuses.
 """
 from __future__ import annotations
 
@@ -68,3 +69,18 @@ def clip_stats(ratio, adv, mask, eps, eps_high=None) -> dict:
         return {"clip_frac": region.mean().item(), "clip_frac_any": anywhere.mean().item()}
     # TRL / DiffuCoder: over the batch's valid tokens; the earlier count: per sequence, then over sequences
     return {"clip_frac": token_mean(region, mask).item(), "clip_frac_any": masked_mean(anywhere, mask).item()}
+
+
+def loss_grpo(logp, old_logp, ref_logp, adv, valid, weights, cfg):
+    """d1's diffu-GRPO loss (token-clipped ratio, k3 KL with beta); here so that every base module
+    can build on it without importing losses.py, which registers them (rl/losses.py's LOSSES)."""
+    mask = valid.float()
+    ratio = (logp - old_logp).exp()  # (N, L)
+    a = adv[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - cfg.epsilon, 1 + cfg.epsilon) * a)
+    per_token = -weights * surrogate
+    kl = k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(logp)
+    if cfg.beta:
+        per_token = per_token + cfg.beta * kl
+    return AGGREGATIONS[cfg.loss_type](per_token, mask), {"kl": masked_mean(kl, mask).item(),
+                                                          **clip_stats(ratio, adv, mask, cfg.epsilon)}

@@ -8,7 +8,7 @@ coupled estimator, which is then the grpo +SML cell; the two estimators are comp
 from __future__ import annotations
 
 from ..likelihood import coupled_logprobs
-from ..lossparts import advantages_rloo
+from ..lossparts import advantages_rloo, loss_grpo
 
 __all__ = ["advantages_rloo", "estimator", "loss_coupled"]
 
@@ -18,6 +18,4 @@ def estimator(cfg):
 
 
 def loss_coupled(logp, old_logp, ref_logp, adv, valid, weights, cfg):
-    from ..losses import loss_grpo
-
     return loss_grpo(logp, old_logp, ref_logp, adv, valid, weights, cfg)
