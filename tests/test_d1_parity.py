@@ -1,10 +1,11 @@
-"""The paper presets on d1's protocol (docs/paper-presets.md), element by element, on CPU: EOS
-with pad = eos, d1's prompt layout, d1's data files in their published formats (written here),
+"""The paper presets on d1's protocol (docs/paper-presets.md), element by element, on CPU: the
+greedy sampler against LLaDA's generate token for token, EOS with pad = eos, d1's prompt layout, d1's data files in their published formats (written here),
 d1's readings and metrics beside ours, d1's training rewards, LoRA targets, the 4-bit gate, the
 prompt cut, and each d1 preset's evaluation path end to end on the native LLaDA class at a tiny
 config (daca_bench.testing.paper: LLaDA's config fields, special-token ids and chat layout)."""
 import csv
 import json
+import math
 import random
 import sys
 from pathlib import Path
@@ -90,6 +91,50 @@ def llada(llada_dir):
 def test_llada_tokenizer_has_pad_equal_to_eos(llada):
     assert llada.pad_token_id == llada.eos_token_id == llada.tokenizer.eos_token_id
     assert llada.tokenizer.chat_template
+
+
+@torch.no_grad()
+def _llada_generate(model, prompt, mask_id: int, gen_length: int, block_length: int, steps: int):
+    """LLaDA's own sampler, written here from its published algorithm (generate.py, which d1's eval
+    runs): greedy, low-confidence remasking, blocks left to right, each block's tokens split evenly
+    over its steps (the remainder to the first steps), the model called without a mask. One change:
+    the mask id cannot be chosen (ours bans it; LLaDA's could pick it and leave the position masked).
+    Returns the completion (N, L) and the step that committed each position (N, L), counted from 1."""
+    n, start = prompt.shape
+    x = torch.cat([prompt, torch.full((n, gen_length), mask_id)], 1)
+    when = torch.zeros(n, gen_length, dtype=torch.long)
+    per_block, t = steps // (gen_length // block_length), 0
+    for blk in range(gen_length // block_length):
+        hi = start + (blk + 1) * block_length
+        count = (x[:, hi - block_length:hi] == mask_id).sum(1)
+        for i in range(per_block):
+            t += 1
+            logits = model(input_ids=x).logits.double()  # (N, P+L, V)
+            logits[..., mask_id] = -math.inf
+            x0 = logits.argmax(-1)
+            confidence = torch.softmax(logits, -1).gather(-1, x0[..., None]).squeeze(-1)  # (N, P+L)
+            confidence[:, hi:] = -math.inf
+            confidence[x != mask_id] = -math.inf
+            for row in range(n):
+                k = int(count[row] // per_block + (i < count[row] % per_block))
+                pick = confidence[row].topk(k).indices
+                x[row, pick] = x0[row, pick]
+                when[row, pick - start] = t
+    return x[:, start:], when
+
+
+@pytest.mark.parametrize("gen_length,block_length,steps", [(16, 8, 8), (16, 16, 6), (12, 4, 12)])
+def test_the_greedy_sampler_equals_llada_s_generate_token_for_token(llada, gen_length, block_length, steps):
+    from daca_bench.rl.sampler import pad_prompts, sample
+
+    prompts = ["12+5=", "3*4-1"]  # the same length: no padding, where d1's and our masking differ
+    ids, mask = pad_prompts(llada, prompts)
+    assert bool(mask.all())
+    want, when = _llada_generate(llada.model, ids, llada.mask_token_id, gen_length, block_length, steps)
+    batch = sample(llada, prompts, SamplerConfig(gen_length=gen_length, block_length=block_length, steps=steps), seed=0)
+    assert torch.equal(batch.completion_ids, want)
+    assert torch.equal(batch.trajectory.commit_step, when)  # the same positions, in the same order
+    assert len(set(want.flatten().tolist())) > 1 and int(when.max()) == steps
 
 
 def test_eos_can_be_sampled_when_pad_is_eos_and_ends_the_loss_mask(llada):
