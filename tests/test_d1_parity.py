@@ -1,8 +1,9 @@
 """The paper presets on d1's protocol (docs/paper-presets.md), element by element, on CPU: the
-greedy sampler against LLaDA's generate token for token, EOS with pad = eos, d1's prompt layout, d1's data files in their published formats (written here),
-d1's readings and metrics beside ours, d1's training rewards, LoRA targets, the 4-bit gate, the
-prompt cut, and each d1 preset's evaluation path end to end on the native LLaDA class at a tiny
-config (daca_bench.testing.paper: LLaDA's config fields, special-token ids and chat layout)."""
+greedy sampler against LLaDA's generate token for token, EOS with pad = eos, d1's prompt layout,
+d1's data files in their published formats (written here), d1's readings and metrics beside ours,
+d1's training rewards, LoRA targets, the 4-bit gate, the prompt cut, and each d1 preset's
+evaluation path end to end on the native LLaDA class at a tiny config (daca_bench.testing.paper:
+LLaDA's config fields, special-token ids and chat layout)."""
 import csv
 import json
 import math
