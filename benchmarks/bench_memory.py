@@ -1,6 +1,7 @@
-"""Peak memory of one +DACA update (SML K = 4, DPS weights, GRPO loss, backward) on the
-LLaDA-shaped toy model in bf16 on CPU, measured with torch.profiler's memory timeline:
-the chunked log-prob path against an unchunked one and the full log_softmax it replaced.
+"""Peak memory of one +DACA update (SML K = 4, DPS weights, GRPO loss, backward) on the native
+LLaDA class at a toy size (hidden 64, 2 layers, vocabulary V) in bf16 on CPU, measured with
+torch.profiler's memory timeline: the chunked log-prob path against an unchunked one and the
+full log_softmax it replaced. The mask, eos and pad ids are put at the top of the V rows.
 
     PYTHONPATH=. python benchmarks/bench_memory.py [--vocab 32768] [--gen 64] [--prompt 32] [--g 6]
 """
@@ -18,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile
 from daca_bench.config import LossConfig
 from daca_bench.rl import likelihood
 from daca_bench.rl.losses import loss_grpo
-from daca_bench.testing import build_llada
+from daca_bench.testing import paper_adapter
 
 
 def full_log_softmax(logits, target, chunk=None):
@@ -54,14 +55,16 @@ def main() -> None:
     ap.add_argument("--g", type=int, default=6)
     args = ap.parse_args()
     torch.set_num_threads(2)
-    adapter = build_llada(dtype=torch.bfloat16, vocab_size=args.vocab, hidden_size=64, num_hidden_layers=2,
-                          num_attention_heads=4, intermediate_size=172)
+    v = args.vocab
+    adapter = paper_adapter("llada", dtype=torch.bfloat16, vocab_size=v, embedding_size=v, d_model=64, n_layers=2,
+                            n_heads=4, n_kv_heads=4, mlp_hidden_size=172, mask_token_id=v - 1, eos_token_id=v - 2,
+                            pad_token_id=v - 2)
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(4, 96, (args.g, args.prompt), generator=gen)
     mask = torch.ones_like(prompt)
     completion = torch.randint(4, 96, (args.g, args.gen), generator=gen)
     logits_mib = 4 * args.g * (args.prompt + args.gen) * args.vocab * 2 / 2**20
-    print(f"LLaDA-shaped toy, bf16, V={args.vocab}, G={args.g}, P={args.prompt}, L={args.gen}, K=4: "
+    print(f"LLaDA (native class) toy, bf16, V={args.vocab}, G={args.g}, P={args.prompt}, L={args.gen}, K=4: "
           f"the K*G canvases' bf16 logits are {logits_mib:.0f} MiB")
     rows = {}
     original = likelihood.target_logprobs

@@ -1,9 +1,12 @@
-"""The paper presets on d1's protocol (docs/paper-presets.md), element by element, on CPU: EOS
-with pad = eos, d1's prompt layout, d1's data files in their published formats (written here),
-d1's readings and metrics beside ours, d1's training rewards, LoRA targets, the 4-bit gate, the
-prompt cut, and each d1 preset's evaluation path end to end on the LLaDA-shaped model."""
+"""The paper presets on d1's protocol (docs/paper-presets.md), element by element, on CPU: the
+greedy sampler against LLaDA's generate token for token, EOS with pad = eos, d1's prompt layout,
+d1's data files in their published formats (written here), d1's readings and metrics beside ours,
+d1's training rewards, LoRA targets, the 4-bit gate, the prompt cut, and each d1 preset's
+evaluation path end to end on the native LLaDA class at a tiny config (daca_bench.testing.paper:
+LLaDA's config fields, special-token ids and chat layout)."""
 import csv
 import json
+import math
 import random
 import sys
 from pathlib import Path
@@ -72,9 +75,9 @@ def d1_env(d1_data, monkeypatch):
 
 @pytest.fixture(scope="module")
 def llada_dir(tmp_path_factory):
-    from daca_bench.testing import write_llada_tiny
+    from daca_bench.testing import write_paper_folder
 
-    return write_llada_tiny(tmp_path_factory.mktemp("llada") / "model", llada_tokenizer=True)
+    return write_paper_folder("llada", tmp_path_factory.mktemp("llada") / "model")
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +85,57 @@ def llada(llada_dir):
     from daca_bench.models import load_pretrained
 
     torch.set_num_threads(2)
-    return load_pretrained(str(llada_dir), trust_remote_code=True)
+    return load_pretrained(str(llada_dir))
 
 
 # ---- 1. EOS -----------------------------------------------------------------------------------
-def test_llada_shaped_tokenizer_has_pad_equal_to_eos(llada):
+def test_llada_tokenizer_has_pad_equal_to_eos(llada):
     assert llada.pad_token_id == llada.eos_token_id == llada.tokenizer.eos_token_id
     assert llada.tokenizer.chat_template
+
+
+@torch.no_grad()
+def _llada_generate(model, prompt, mask_id: int, gen_length: int, block_length: int, steps: int):
+    """LLaDA's own sampler, written here from its published algorithm (generate.py, which d1's eval
+    runs): greedy, low-confidence remasking, blocks left to right, each block's tokens split evenly
+    over its steps (the remainder to the first steps), the model called without a mask. One change:
+    the mask id cannot be chosen (ours bans it; LLaDA's could pick it and leave the position masked).
+    Returns the completion (N, L) and the step that committed each position (N, L), counted from 1."""
+    n, start = prompt.shape
+    x = torch.cat([prompt, torch.full((n, gen_length), mask_id)], 1)
+    when = torch.zeros(n, gen_length, dtype=torch.long)
+    per_block, t = steps // (gen_length // block_length), 0
+    for blk in range(gen_length // block_length):
+        hi = start + (blk + 1) * block_length
+        count = (x[:, hi - block_length:hi] == mask_id).sum(1)
+        for i in range(per_block):
+            t += 1
+            logits = model(input_ids=x).logits.double()  # (N, P+L, V)
+            logits[..., mask_id] = -math.inf
+            x0 = logits.argmax(-1)
+            confidence = torch.softmax(logits, -1).gather(-1, x0[..., None]).squeeze(-1)  # (N, P+L)
+            confidence[:, hi:] = -math.inf
+            confidence[x != mask_id] = -math.inf
+            for row in range(n):
+                k = int(count[row] // per_block + (i < count[row] % per_block))
+                pick = confidence[row].topk(k).indices
+                x[row, pick] = x0[row, pick]
+                when[row, pick - start] = t
+    return x[:, start:], when
+
+
+@pytest.mark.parametrize("gen_length,block_length,steps", [(16, 8, 8), (16, 16, 6), (12, 4, 12)])
+def test_the_greedy_sampler_equals_llada_s_generate_token_for_token(llada, gen_length, block_length, steps):
+    from daca_bench.rl.sampler import pad_prompts, sample
+
+    prompts = ["12+5=", "3*4-1"]  # the same length: no padding, where d1's and our masking differ
+    ids, mask = pad_prompts(llada, prompts)
+    assert bool(mask.all())
+    want, when = _llada_generate(llada.model, ids, llada.mask_token_id, gen_length, block_length, steps)
+    batch = sample(llada, prompts, SamplerConfig(gen_length=gen_length, block_length=block_length, steps=steps), seed=0)
+    assert torch.equal(batch.completion_ids, want)
+    assert torch.equal(batch.trajectory.commit_step, when)  # the same positions, in the same order
+    assert len(set(want.flatten().tolist())) > 1 and int(when.max()) == steps
 
 
 def test_eos_can_be_sampled_when_pad_is_eos_and_ends_the_loss_mask(llada):
@@ -97,13 +144,13 @@ def test_eos_can_be_sampled_when_pad_is_eos_and_ends_the_loss_mask(llada):
     from daca_bench.rl.sampler import sample
 
     model = copy.deepcopy(llada.model)
-    head = model.lm_head
+    head = model.get_output_embeddings()  # LLaDA's untied output layer, model.transformer.ff_out
     biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
     with torch.no_grad():
         biased.weight.copy_(head.weight)
         biased.bias.zero_()
         biased.bias[llada.eos_token_id] = 4.0  # EOS is likely, not certain: some positions commit text first
-    model.lm_head = biased
+    model.set_output_embeddings(biased)
     adapter = type(llada)(model, llada.tokenizer, llada.mask_token_id, llada.eos_token_id, llada.pad_token_id)
     batch = sample(adapter, ["12+5=", "3-1+20=", "7="], SamplerConfig(gen_length=16, block_length=8, steps=16), seed=0)
     eos = batch.completion_ids == llada.eos_token_id
@@ -351,7 +398,7 @@ def test_paper_presets_carry_d1s_protocol():
 def test_lora_targets_are_the_named_modules(llada_dir):
     from daca_bench.rl.policy import load_policy, lora_targets
 
-    cfg = apply(RLConfig(), {"model": {"name": str(llada_dir), "trust_remote_code": True},
+    cfg = apply(RLConfig(), {"model": {"name": str(llada_dir)},
                              "train": {"lora": True, "lora_r": 2, "lora_alpha": 4,
                                        "lora_target_modules": "q_proj, k_proj,v_proj,up_proj"}})
     wrapped = {n.split(".lora_A")[0].rsplit(".", 1)[-1] for n, _ in load_policy(cfg, None).model.named_parameters()
@@ -368,7 +415,7 @@ def test_4bit_base_is_gated_with_one_line(llada_dir, tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("the gate under test is the one a machine without CUDA hits")
     rc = main(["train", "--output-dir", str(tmp_path / "run"), "--no-progress", f"model.name={llada_dir}",
-               "model.trust_remote_code=true", "train.task=even_length", "train.lora=true", "train.load_in_4bit=true",
+               "train.task=even_length", "train.lora=true", "train.load_in_4bit=true",
                "train.steps=1"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "load_in_4bit" in err and "CUDA" in err
@@ -378,7 +425,7 @@ def test_4bit_base_is_gated_with_one_line(llada_dir, tmp_path, capsys):
         nf4_config(apply(RLConfig(), {"train.load_in_4bit": True, "model.name": str(llada_dir)}))
 
 
-# ---- 6. each d1 preset's evaluation path, end to end on the LLaDA-shaped model -------------------
+# ---- 6. each d1 preset's evaluation path, end to end on the native LLaDA class ------------------
 def _preset_test_task(stem: str, task: str, n: int):
     if stem in ("gsm8k", "math500"):
         return get_task(task, split="test", path=FIX / f"{stem}.jsonl", n=n)
@@ -402,7 +449,7 @@ def test_each_d1_preset_evaluates_end_to_end_with_d1s_metric_beside_ours(stem, l
     assert "acc_d1" in (tmp_path / "summary.md").read_text()
 
 
-def test_the_json_preset_evaluates_on_the_llada_shape_without_a_d1_metric(llada, tmp_path):
+def test_the_json_preset_evaluates_on_llada_without_a_d1_metric(llada, tmp_path):
     """The paper presets with no d1 run (code tasks need the sandbox; JSON does not) keep their own metric only."""
     from daca_bench.experiments.eval import evaluate_lengths, protocol
 
@@ -416,7 +463,7 @@ def test_the_json_preset_evaluates_on_the_llada_shape_without_a_d1_metric(llada,
 def test_eval_command_reports_d1s_metric_beside_ours(llada_dir, d1_env, tmp_path, capsys):
     from daca_bench.cli import main
 
-    assert main(["eval", "--model", str(llada_dir), "--trust-remote-code", "--task", "sudoku_d1", "--n", "2",
+    assert main(["eval", "--model", str(llada_dir), "--task", "sudoku_d1", "--n", "2",
                  "--gen-length", "16", "--output-dir", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "| gen_length | n | accuracy | acc_d1 |" in out and "chat template on" in out

@@ -33,24 +33,26 @@ def test_eval_prints_a_table_and_resumes_without_redoing_rows(tmp_path, capsys):
     assert (tmp_path / "summary.csv").read_text().startswith("gen_length,n,accuracy")
 
 
-def test_eval_of_a_lora_adapter_folder_on_the_llada_shape(tmp_path, capsys):
+@pytest.mark.parametrize("remote", [False, True], ids=["native", "remote-code"])
+def test_eval_of_a_lora_adapter_folder_on_llada(remote, tmp_path, capsys):
     from peft import LoraConfig, get_peft_model
 
     from daca_bench.models import load_checkpoint, load_pretrained
-    from daca_bench.testing import write_llada_tiny
+    from daca_bench.testing import write_paper_folder, write_remote_folder
 
-    base_dir = write_llada_tiny(tmp_path / "base")
-    base = load_pretrained(str(base_dir), trust_remote_code=True)
+    base_dir = (write_remote_folder if remote else write_paper_folder)("llada", tmp_path / "base", compact=True)
+    base = load_pretrained(str(base_dir), trust_remote_code=remote)
     peft = get_peft_model(base.model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
     for n, p in peft.named_parameters():
         if "lora_B" in n:
             torch.nn.init.normal_(p, std=0.5)
     peft.save_pretrained(tmp_path / "lora")
-    merged = load_checkpoint(str(tmp_path / "lora"), trust_remote_code=True)
+    merged = load_checkpoint(str(tmp_path / "lora"), trust_remote_code=remote)
+    assert type(merged.model).__module__.startswith("transformers_modules") is remote
     ids = torch.tensor([[10, 11, 1, 1]])
     with torch.no_grad():
         assert torch.allclose(merged.logits(ids), peft(input_ids=ids).logits, atol=1e-5)
-    assert main(["eval", "--model", str(tmp_path / "lora"), "--trust-remote-code", "--task", "arithmetic",
+    assert main(["eval", "--model", str(tmp_path / "lora"), *["--trust-remote-code"] * remote, "--task", "arithmetic",
                  "--gen-length", "8", "--n", "2", "--output-dir", str(tmp_path / "out"), "--no-progress"]) == 0
     assert "| 8 | 2 |" in capsys.readouterr().out
 

@@ -1,6 +1,9 @@
 """Paper scale on CPU: chunked log-probs against the float32 reference, activation-memory knobs,
-the LLaDA-shaped remote-code model end to end, d1's loss aggregation and optimiser knobs."""
+the native LLaDA class at a tiny config end to end (and the trust_remote_code route, through modeling
+files generated from the native classes: daca_bench.testing.remote), d1's loss aggregation and
+optimiser knobs."""
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -102,12 +105,12 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny):
     assert torch.allclose(grads[0], grads[1], atol=1e-5)
 
 
-# ---- the LLaDA-shaped model, loaded as remote code through the adapter path LLaDA uses ----
+# ---- LLaDA at a tiny config: the native class, and the remote-code route LLaDA's hub folder takes ----
 @pytest.fixture(scope="module")
 def llada_dir(tmp_path_factory):
-    from daca_bench.testing import write_llada_tiny
+    from daca_bench.testing import write_paper_folder
 
-    return write_llada_tiny(tmp_path_factory.mktemp("llada") / "model")
+    return write_paper_folder("llada", tmp_path_factory.mktemp("llada") / "model")
 
 
 @pytest.fixture(scope="module")
@@ -115,21 +118,41 @@ def llada(llada_dir):
     from daca_bench.models import load_pretrained
 
     torch.set_num_threads(2)
-    return load_pretrained(str(llada_dir), trust_remote_code=True)
+    return load_pretrained(str(llada_dir))
 
 
-def test_llada_shape_loads_as_remote_code_with_its_mask_id(llada_dir, llada):
+@pytest.fixture(scope="module")
+def remote_dir(tmp_path_factory):
+    """LLaDA's hub layout with modeling files beside the weights (generated from the native class)."""
+    from daca_bench.testing import write_remote_folder
+
+    return write_remote_folder("llada", tmp_path_factory.mktemp("remote") / "model")
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+def test_the_remote_code_route_loads_the_folders_code_patched(family, tmp_path):
+    """trust_remote_code loads the folder's own modeling files (patched in memory), with the mask id and
+    Dream's shift and square mask; the same folder without the flag loads the native class; both agree."""
+    import sys
+
+    from daca_bench.archs import NATIVE
     from daca_bench.models import load_pretrained
+    from daca_bench.testing import write_remote_folder
 
-    assert type(llada.model).__module__.startswith("transformers_modules")
-    assert llada.mask_token_id == llada.model.config.mask_token_id and not llada.shift_logits
-    assert {"RMSNorm", "Block"} <= {type(m).__name__ for m in llada.model.modules()}
-    with pytest.raises(ValueError, match="trust_remote_code"):
-        load_pretrained(str(llada_dir))
+    folder = write_remote_folder(family, tmp_path / family)
+    remote, native = load_pretrained(str(folder), trust_remote_code=True), load_pretrained(str(folder))
+    assert type(remote.model).__module__.startswith("transformers_modules")
+    assert sys.modules[type(remote.model).__module__]._daca_patched and type(native.model) is NATIVE[family]
+    assert remote.mask_token_id == remote.model.config.mask_token_id == native.mask_token_id
+    assert remote.shift_logits is remote.square_mask is (family == "dream") and not native.square_mask
+    ids = torch.tensor([[remote.pad_token_id] * 2 + remote.encode(["12+5="])[0] + [remote.mask_token_id] * 3])
+    mask = (torch.arange(ids.shape[1]) >= 2).long()[None]
+    with torch.no_grad():
+        assert torch.allclose(remote.logits(ids, mask), native.logits(ids, mask), atol=1e-6)
 
 
 @torch.no_grad()
-def test_llada_shape_is_bidirectional_and_left_padding_is_invisible(llada):
+def test_llada_is_bidirectional_and_left_padding_is_invisible(llada):
     ids = torch.tensor([[10, 11, 12, 13]])
     base = llada.logits(ids, torch.ones_like(ids))
     later = ids.clone()
@@ -140,7 +163,7 @@ def test_llada_shape_is_bidirectional_and_left_padding_is_invisible(llada):
     assert torch.allclose(llada.logits(padded, mask)[:, 3:], base, atol=1e-5)
 
 
-def test_llada_shape_samples_with_a_record_that_replay_confirms(llada):
+def test_llada_samples_with_a_record_that_replay_confirms(llada):
     from daca_bench.config import SamplerConfig
     from daca_bench.rl.sampler import replay_commit_logp, sample
 
@@ -151,7 +174,7 @@ def test_llada_shape_samples_with_a_record_that_replay_confirms(llada):
     assert torch.allclose(replay_commit_logp(llada, batch), batch.trajectory.commit_logp, atol=1e-4)
 
 
-def test_llada_shape_estimators_and_bf16_against_float32(llada):
+def test_llada_estimators_and_bf16_against_float32(llada):
     import copy
 
     from daca_bench.rl.likelihood import elbo_logprobs
@@ -171,7 +194,8 @@ def test_llada_shape_estimators_and_bf16_against_float32(llada):
         assert torch.allclose(sml_logprobs(half, p, m, comp, k=4, logit_chunk=5), k4, atol=0.05)
 
 
-def test_llada_shape_one_lora_step_with_checkpointing(llada_dir, tmp_path):
+@pytest.mark.parametrize("remote", [False, True], ids=["native", "remote-code"])
+def test_llada_one_lora_step_with_checkpointing(remote, llada_dir, remote_dir, tmp_path):
     import json
 
     from daca_bench.config import RLConfig, apply
@@ -180,7 +204,7 @@ def test_llada_shape_one_lora_step_with_checkpointing(llada_dir, tmp_path):
     from daca_bench.rl.trainer import train
 
     cfg = apply(RLConfig(), {
-        "model": {"name": str(llada_dir), "trust_remote_code": True},
+        "model": {"name": str(remote_dir if remote else llada_dir), "trust_remote_code": remote},
         "train": {"task": "even_length", "steps": 1, "prompts_per_step": 2, "num_generations": 2, "n_eval": 2,
                   "lr": 1e-2, "threads": 1, "lora": True, "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.05,
                   "gradient_checkpointing": True},
@@ -196,6 +220,7 @@ def test_llada_shape_one_lora_step_with_checkpointing(llada_dir, tmp_path):
     # the random policy's rewards may tie within groups (zero advantage): check the gradient path directly
     policy = load_policy(cfg, None)
     enable_gradient_checkpointing(policy.model)
+    assert type(policy.model.get_base_model()).__module__.startswith("transformers_modules") is remote
     policy.model.train()
     p, m = pad_prompts(policy, ["12+5=", "7="])
     sml_logprobs(policy, p, m, torch.randint(4, 90, (2, 4)), k=2).sum().backward()
@@ -203,10 +228,12 @@ def test_llada_shape_one_lora_step_with_checkpointing(llada_dir, tmp_path):
     assert lora_b and all(g is not None for g in lora_b) and any(g.abs().sum() > 0 for g in lora_b)
 
 
-def test_likelihood_bias_command_on_the_llada_shape(llada_dir, capsys):
+def test_likelihood_bias_command_on_llada_through_remote_code(tmp_path, capsys):
     from daca_bench.cli import main
+    from daca_bench.testing import write_remote_folder
 
-    rc = main(["likelihood-bias", "--model", str(llada_dir), "--trust-remote-code", "--task", "arithmetic",
+    folder = write_remote_folder("llada", tmp_path / "model", compact=True)  # a ~100-row vocabulary: quicker
+    rc = main(["likelihood-bias", "--model", str(folder), "--trust-remote-code", "--task", "arithmetic",
                "--n", "3", "--draws", "2", "--gen-length", "4", "--steps", "4", "--no-progress"])
     assert rc == 0 and "SML K=4" in capsys.readouterr().out
 
@@ -270,20 +297,23 @@ def test_chat_template_without_one_is_a_clear_error(tmp_path):
         train(cfg, tmp_path, progress=False)
 
 
-def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(llada_dir, tmp_path):
+def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(remote_dir, tmp_path):
     from daca_bench.checkpoint import find_checkpoint
     from daca_bench.config import RLConfig, apply
     from daca_bench.rl.policy import load_policy
     from daca_bench.rl.trainer import train
 
     cfg = apply(RLConfig(), {
-        "model": {"name": str(llada_dir), "trust_remote_code": True, "dtype": "bfloat16"},
+        "model": {"name": str(remote_dir), "trust_remote_code": True, "dtype": "bfloat16"},
         "train": {"task": "even_length", "steps": 1, "prompts_per_step": 2, "num_generations": 2, "n_eval": 2,
                   "threads": 1},
         "rollout": {"gen_length": 4, "block_length": 4, "steps": 4}, "eval": {"gen_length": 4, "block_length": 4, "steps": 4},
         "loss.loss_type": "bnpo"})
     train(cfg, tmp_path, progress=False)
-    resumed = load_policy(cfg, find_checkpoint(tmp_path / "checkpoint"))
+    checkpoint = find_checkpoint(tmp_path)
+    assert (Path(checkpoint) / "modeling_llada.py").exists()  # the code travels with the weights
+    resumed = load_policy(cfg, checkpoint)
     assert next(resumed.model.parameters()).dtype == torch.bfloat16
-    assert type(resumed.model).__name__ == "LLaDATinyModel"
+    assert type(resumed.model).__module__.startswith("transformers_modules")
+    assert type(resumed.model).__name__ == "LLaDAModelLM"
     assert train(apply(cfg, {"train.steps": 2}), tmp_path, progress=False)["steps"] == 2

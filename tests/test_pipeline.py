@@ -53,12 +53,12 @@ def test_needs_docker_follows_the_preset_s_families(capsys):
 def test_a_chat_template_preset_scores_its_start_and_its_cells_on_the_same_prompts(tmp_path, monkeypatch):
     from daca_bench.rl import evaluate as ev
     from daca_bench.rl.trainer import train
-    from daca_bench.testing import write_llada_tiny
+    from daca_bench.testing import write_paper_folder
 
-    write_llada_tiny(tmp_path / "sft" / "final", llada_tokenizer=True)
+    write_paper_folder("llada", tmp_path / "sft" / "final", compact=True)  # LLaDA's chat layout, pad = eos
     chat = TinyPreset("chat", {"sudoku": FIVE["sudoku"]}, rl_steps=1, seeds=(0,), variants=("baseline",),
                       rl={"train.n_eval": 3, "train.prompts_per_step": 2, "train.num_generations": 2,
-                          "train.chat_template": True, "model.trust_remote_code": True})
+                          "train.chat_template": True})
     cells = pipeline.tiny_cells(chat, {"sudoku": {"folder": str(tmp_path / "sft")}})
     seen = []
     real = ev.sample
@@ -135,10 +135,10 @@ def test_a_confirmatory_preset_registers_its_design_first_and_refuses_another(tm
 def test_cells_record_the_grid_s_code_and_are_set_aside_when_their_init_weights_change(tmp_path):
     from daca_bench.config import RLConfig, apply
     from daca_bench.experiments.ablation import Cell, _run_cell, stamp_cells
-    from daca_bench.testing import write_llada_tiny
+    from daca_bench.testing import write_paper_folder
 
-    init = write_llada_tiny(tmp_path / "init")
-    cfg = apply(RLConfig(), {"model": {"name": str(init), "trust_remote_code": True},
+    init = write_paper_folder("llada", tmp_path / "init", compact=True)
+    cfg = apply(RLConfig(), {"model": {"name": str(init)},
                              "train": {"task": "even_length", "init": str(init), "steps": 1, "n_eval": 2, "threads": 1,
                                        "prompts_per_step": 2, "num_generations": 2}})
     cell, = stamp_cells([Cell("c", {}, cfg)], "v1-gabc")
@@ -147,7 +147,7 @@ def test_cells_record_the_grid_s_code_and_are_set_aside_when_their_init_weights_
     assert stored["git"] == "v1-gabc" and stored["init_sha256"] == cell.provenance["init_sha256"]
     again, = stamp_cells([Cell("c", {}, cfg)], "v2-gdef")  # other code, same weights: a finished cell stays
     assert _run_cell(again, str(tmp_path / "grid"), 1, 0)["status"] == "skipped"
-    write_llada_tiny(init, seed=1)  # new weights at the same path
+    write_paper_folder("llada", init, seed=1, compact=True)  # new weights at the same path
     moved, = stamp_cells([Cell("c", {}, cfg)], "v2-gdef")
     assert moved.provenance["init_sha256"] != cell.provenance["init_sha256"]
     result = _run_cell(moved, str(tmp_path / "grid"), 1, 0)

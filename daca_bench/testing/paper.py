@@ -5,9 +5,13 @@ sizes, the real special-token ids, random weights at a tiny width.
     folder = write_paper_folder("llada", tmp_path / "llada")   # mask 126336, eos = pad 126081
     folder = write_paper_folder("dream", tmp_path / "dream")   # mask 151666, eos = pad 151643
     adapter = load_pretrained(str(folder))                     # the native class, no remote code
+    adapter = paper_adapter("llada", d_model=64, n_layers=2)   # in memory, no folder
+    folder = write_paper_folder("llada", tmp_path / "c", compact=True)  # specials right after the characters
 
 The tokenizer is character-level with the special tokens at their real ids (the ids between
-are unused). The chat layouts are written here in the models' formats, not copied.
+are unused); `compact=True` numbers them right after the characters instead (vocabulary ~100,
+for tests whose point is not the ids: a 126k-row output layer makes every sampling step slow).
+The chat layouts are written here in the models' formats, not copied.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from . import LLADA_CHAT_TEMPLATE
+from ..models import ModelAdapter
 
 CHARS = string.printable[:95] + "\n"
 # the published configs' fields (values as published; sizes made tiny by write_paper_folder)
@@ -48,6 +52,11 @@ SPECIALS = {"llada": {"<|startoftext|>": 126080, "<|endoftext|>": 126081, "<|mdm
                       "<|start_header_id|>": 126346, "<|end_header_id|>": 126347, "<|eot_id|>": 126348},
             "dream": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645,
                       "<|beginoftext|>": 151665, "<|mask|>": 151666}}
+# LLaDA-8B-Instruct's chat layout: one header per turn, the content trimmed, the assistant header
+# left open by add_generation_prompt (written here; the marker strings are LLaDA's special tokens).
+LLADA_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] | trim }}"
+    "<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
 # Dream's chat layout (ChatML with a default system turn), written here
 DREAM_CHAT_TEMPLATE = (
     "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
@@ -55,14 +64,30 @@ DREAM_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def paper_tokenizer(family: str):
-    """A character tokenizer whose special tokens sit at the published ids."""
+MASK = {"llada": "<|mdm_mask|>", "dream": "<|mask|>"}
+
+
+def _char_vocab() -> dict[str, int]:
+    vocab = {c: i for i, c in enumerate(dict.fromkeys(CHARS))}
+    vocab["<unk>"] = len(vocab)
+    return vocab
+
+
+def special_ids(family: str, compact: bool = False) -> dict[str, int]:
+    """The special tokens' ids: the published ones, or (compact) numbered right after the characters."""
+    if not compact:
+        return dict(SPECIALS[family])
+    start = len(_char_vocab())
+    return {t: start + i for i, t in enumerate(SPECIALS[family])}
+
+
+def paper_tokenizer(family: str, compact: bool = False):
+    """A character tokenizer whose special tokens sit at the published ids (or compact ones)."""
     from tokenizers import Tokenizer, decoders, models
     from transformers import PreTrainedTokenizerFast
 
-    specials = SPECIALS[family]
-    vocab = {c: i for i, c in enumerate(dict.fromkeys(CHARS))}
-    vocab["<unk>"] = len(vocab)
+    specials = special_ids(family, compact)
+    vocab = _char_vocab()
     core = Tokenizer(models.BPE(vocab={**vocab, **specials}, merges=[], unk_token="<unk>"))
     core.decoder = decoders.Fuse()
     eos = "<|endoftext|>"
@@ -76,25 +101,53 @@ def paper_tokenizer(family: str):
     return tok
 
 
-def paper_config(family: str, **sizes) -> dict:
-    """The published config dict at a tiny size (TINY, then `sizes`)."""
-    return {**(LLADA if family == "llada" else DREAM), **TINY[family], **sizes}
+def paper_config(family: str, compact: bool = False, **sizes) -> dict:
+    """The published config dict at a tiny size (TINY, then `sizes`); with compact, the special-token
+    ids and the vocabulary follow special_ids(compact=True)."""
+    fields = {**(LLADA if family == "llada" else DREAM), **TINY[family]}
+    if compact:
+        ids = special_ids(family, compact=True)
+        eos, rows = ids["<|endoftext|>"], max(ids.values()) + 1
+        fields.update({k: eos for k in ("bos_token_id", "eos_token_id", "pad_token_id") if k in fields})
+        fields.update({k: rows for k in ("vocab_size", "embedding_size") if k in fields})
+        fields["mask_token_id"] = ids[MASK[family]]
+    return {**fields, **sizes}
+
+
+def paper_model(family: str, seed: int = 0, dtype: torch.dtype = torch.float32, compact: bool = False, **sizes):
+    """The native class at the published config made tiny (TINY, then `sizes`), random weights from `seed`."""
+    from ..archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
+
+    fields = paper_config(family, compact, **sizes)
+    config_cls, model_cls = (LLaDAConfig, LLaDAModelLM) if family == "llada" else (DreamConfig, DreamModel)
+    torch.manual_seed(seed)
+    return model_cls(config_cls(**{k: v for k, v in fields.items() if k != "model_type"})).to(dtype)
+
+
+def paper_adapter(family: str, seed: int = 0, dtype: torch.dtype = torch.float32, compact: bool = False,
+                  **sizes) -> ModelAdapter:
+    """The native model in memory (no folder) with the paper tokenizer, for sizes whose weights are
+    not worth writing; the mask, eos and pad ids are the config's and must fit its output rows."""
+    model = paper_model(family, seed, dtype, compact, **sizes)
+    cfg, rows = model.config, model.get_output_embeddings().out_features
+    ids = {k: getattr(cfg, k) for k in ("mask_token_id", "eos_token_id", "pad_token_id")}
+    for key, value in ids.items():
+        if not 0 <= value < rows:
+            raise ValueError(f"{key}={value} is outside the model's {rows} output rows; pass {key} below {rows}")
+    return ModelAdapter(model, paper_tokenizer(family, compact), ids["mask_token_id"], ids["eos_token_id"], ids["pad_token_id"],
+                        shift_logits=family == "dream", source=f"paper:{family}")
 
 
 def write_paper_folder(family: str, folder: str | Path, seed: int = 0, dtype: torch.dtype = torch.float32,
-                       **sizes) -> Path:
+                       compact: bool = False, **sizes) -> Path:
     """A folder laid out as the published hub repository (config.json with auto_map, safetensors by
     the published key names, tokenizer), without the modeling files: it loads through the native class."""
-    from ..archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
-
     folder = Path(folder)
-    fields = paper_config(family, **sizes)
-    config_cls, model_cls = (LLaDAConfig, LLaDAModelLM) if family == "llada" else (DreamConfig, DreamModel)
-    torch.manual_seed(seed)
-    model = model_cls(config_cls(**{k: v for k, v in fields.items() if k != "model_type"})).to(dtype)
+    fields = paper_config(family, compact, **sizes)
+    model = paper_model(family, seed, dtype, compact, **sizes)
     model.save_pretrained(folder)
     (folder / "config.json").write_text(json.dumps({**fields, "torch_dtype": str(dtype).split(".")[-1]}, indent=2))
-    paper_tokenizer(family).save_pretrained(folder)
+    paper_tokenizer(family, compact).save_pretrained(folder)
     ids = {k: fields[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if k in fields}
     (folder / "generation_config.json").write_text(json.dumps(ids, indent=2))  # the published Dream code reads one
     return folder
