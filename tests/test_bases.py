@@ -316,7 +316,7 @@ def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_
         confirmatory_arms,
         selection_arms,
     )
-    from daca_bench.experiments.reproduce import PICKS
+    from daca_bench.experiments.presets import PICKS
 
     used = {json.loads(c.read_text())["train"]["seed"]
             for c in (Path(__file__).resolve().parent.parent / "results").glob("*/cells/*/config.json")}
@@ -338,7 +338,7 @@ def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_
 
 def test_a_base_pick_overrides_the_shared_reading_and_unswept_rows_inherit_it():
     from daca_bench.experiments.bases_grid import base_arms
-    from daca_bench.experiments.reproduce import PICKS
+    from daca_bench.experiments.presets import PICKS
 
     picks = {**PICKS, "gspo": {"baseline": {"train.lr": 2e-4}, "+DACA": {"train.lr": 5e-5}},
              "spg": {"baseline": {"train.lr": 5e-5}, "+DPS": {"train.lr": 2e-4, "loss.spg_mix": 0.25}}}
