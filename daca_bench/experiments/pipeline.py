@@ -1,6 +1,7 @@
 """The stages of `daca-bench reproduce`, as functions the CLI (experiments/reproduce.py) and the
 calibration (experiments/calibrate.py) call: (1) SFT per family, cached by its config; (2) the
-grid's cells; the RL start scored on the cells' evaluation set; (3) the published folder.
+grid's cells (a per-base preset's lr sweep first: selection_cells); the RL start scored on the
+cells' evaluation set; (3) the published folder.
 
     sft = run_sft(PRESETS["tiny"], Path("runs/reproduce"), workers=2, progress=True)
     cells = tiny_cells(PRESETS["tiny"], sft)

@@ -3,6 +3,7 @@ presets are data in experiments/presets.py, the stages functions in experiments/
 
     daca-bench reproduce                        # the embedded default (tiny model, 2-core CPU): runs/tiny-DATE
     daca-bench reproduce --preset tiny-quick    # a smaller grid for a first look
+    daca-bench reproduce --preset tiny-bases    # every base and the field's methods, after an lr sweep on dev
     daca-bench reproduce --preset llada-gsm8k   # paper scale: needs a CUDA GPU and the LLaDA weights
     daca-bench reproduce --list
 
@@ -12,8 +13,10 @@ from a clearly imperfect model; these SFT runs are cached by their config; (2) r
 grid base x {baseline, +DPS, +SML, +DACA} x family x seed; (3) writes the table, the plots, the
 per-cell results and the config to the output folder (a folder of its own: never the committed
 reference it is compared with) and prints the table. A confirmatory preset first writes its
-design.json there and refuses a dirty checkout. A paper preset checks the GPU and the weights
-before anything else. Rerunning the command skips what is finished and resumes what is not.
+design.json there and refuses a dirty checkout. A per-base preset (`tiny-bases`) runs an lr
+sweep on dev between (1) and (2) and writes its picks to picks.json before its first
+confirmatory cell; `--bases` runs some of a preset's bases. A paper preset checks the GPU and
+the weights before anything else. Rerunning the command skips what is finished and resumes what is not.
 """
 from __future__ import annotations
 
