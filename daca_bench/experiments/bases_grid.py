@@ -4,12 +4,15 @@
     arms = confirmatory_arms(PICKS, ratio)    # [(base, name, variant, keys, extra axes)], for tiny_cells
     steps = compute_matched_steps(32, ratio)  # the compute-matched baseline's RL steps
     ratio = measured_cost_ratio("results/tiny/cells")  # +DACA / baseline training seconds per step
+    arms = selection_arms(TINY_BASES_DESIGN, PICKS)  # the lr sweep on dev, before any confirmatory cell
+    picks = write_picks(sweep_cells, out)["picks"]   # the design's rule -> out/picks.json
 
 BASE_VARIANTS says which of baseline / +DPS / +SML / +DACA each base admits (a variant a base
 does not admit is absent, never faked: rl.bases.check refuses it); BASE_KEYS holds each base's
 own keys over the d1-like regime; TINY_BASES_DESIGN is the pre-registration (families, seeds,
 splits, the lr grid, the primary and secondary comparisons, alpha, Holm), to be written into the
-results folder before the first confirmatory cell.
+results folder before the first confirmatory cell; planned_comparisons is that family as
+design.json holds it. `daca-bench reproduce --preset tiny-bases` runs it (experiments/pipeline.py).
 """
 from __future__ import annotations
 
@@ -67,7 +70,7 @@ def compute_matched_arm(base_steps: int, ratio: float, picks: dict) -> tuple:
     """grpo's baseline at +DACA's compute: (base, name, variant, keys, extra axes); the ratio and
     the step count go into the cell's axes.json beside its config."""
     steps = compute_matched_steps(base_steps, ratio)
-    keys = {**_lr_keys(picks, "grpo", "baseline"), "train.steps": steps}
+    keys = {"loss.base": "grpo", **BASE_KEYS["grpo"], **_lr_keys(picks, "grpo", "baseline"), "train.steps": steps}
     return ("grpo", COMPUTE_MATCHED, "baseline", keys, {"compute_ratio": round(ratio, 4), "base_steps": base_steps})
 
 
@@ -87,30 +90,103 @@ def base_arms(base: str, picks: dict) -> list[tuple]:
             for v in BASE_VARIANTS[base]]
 
 
-def confirmatory_arms(picks: dict, ratio: float, base_steps: int = 32) -> list[tuple]:
-    arms = [a for b in (*PAPER_BASES, *FIELD_BASES) for a in base_arms(b, picks)]
-    return arms + [compute_matched_arm(base_steps, ratio, picks)]
+def confirmatory_arms(picks: dict, ratio: float, base_steps: int = 32, bases=None) -> list[tuple]:
+    """Every base's arms (BASES: a subset, in this order) and, with grpo, its compute-matched baseline."""
+    bases = list(bases or (*PAPER_BASES, *FIELD_BASES))
+    arms = [a for b in bases for a in base_arms(b, picks)]
+    return arms + ([compute_matched_arm(base_steps, ratio, picks)] if "grpo" in bases else [])
 
 
 SWEPT = ("baseline", "daca")  # the rows the sweep tunes per base: its baseline and its DACA row (DACA_ROW)
 INHERITS = {"+DPS": "baseline", "+SML": "+DACA"}  # an unswept row's lr: +DPS the baseline's, +SML +DACA's
 
 
-def selection_arms(design: dict | None = None) -> list[tuple]:
+def selection_arms(design: dict | None = None, picks: dict | None = None, bases=None) -> list[tuple]:
     """The lr sweep on the dev split: each base's baseline and DACA row at every lr of the grid
-    (SPG's at each value of its tuned keys too), on the selection seeds."""
+    (SPG's at each value of its tuned keys too), on the selection seeds; each row with the committed
+    reading of its variant (picks[variant]: DPS score, SML partition; its lr is the sweep's)."""
     d = design or TINY_BASES_DESIGN
     arms = []
-    for base in (*PAPER_BASES, *FIELD_BASES):
+    for base in bases or (*PAPER_BASES, *FIELD_BASES):
         tuned = d["tuned"].get(base, {})
         extra_axes = [{}] + [{k: v} for k, vals in tuned.items() for v in vals[1:]]
         for v in ("baseline", DACA_ROW[base]):
+            reading = {k: x for k, x in (picks or {}).get(v, {}).items() if k not in ("reading", "train.lr")}
             for lr in d["lr_grid"]:
                 for extra in extra_axes:
                     label = "@".join([v, f"{lr:g}", *(f"{k.split('.')[-1]}={x}" for k, x in extra.items())])
-                    arms.append((base, label, v, {"loss.base": base, **BASE_KEYS[base], "train.lr": lr, **extra},
-                                 {"variant_of": v, "train.lr": lr, **extra}))
+                    arms.append((base, label, v, {"loss.base": base, **BASE_KEYS[base], **reading, "train.lr": lr,
+                                                  **extra}, {"variant_of": v, "train.lr": lr, **extra}))
     return arms
+
+
+def pick_bases(acc: dict[tuple, float], design: dict | None = None) -> dict:
+    """(base, swept row, lr, tuned items) -> mean dev accuracy over the selection seeds  ->  each
+    base's picks {base: {row: {"train.lr": lr, **tuned}}}, by the design's rule: the highest mean,
+    ties to the smaller lr, then to the first listed tuned value (the base's default: no items)."""
+    d = design or TINY_BASES_DESIGN
+    out: dict = {}
+    for base, row in sorted({k[:2] for k in acc}):
+        tuned = d["tuned"].get(base, {})
+        def order(items):  # the first tuned value listed is 0 (an arm without tuned items runs it)
+            return sum(tuned[k].index(x) for k, x in items if x in tuned.get(k, []))
+
+        pool = [k for k in acc if k[:2] == (base, row)]
+        best = max(pool, key=lambda k: (acc[k], -k[2], -order(k[3])))
+        out.setdefault(base, {})[row] = {"train.lr": best[2], **dict(best[3])}
+    return out
+
+
+def sweep_accuracy(cells_dir: str | Path, design: dict | None = None, seeds=None) -> dict[tuple, float]:
+    """Mean dev accuracy per (base, swept row, lr, tuned items) over the finished selection cells
+    (their axes.json: loss.base, variant_of, train.lr and the tuned keys); with SEEDS, an arm missing
+    one of them is refused (the rule averages over every selection seed)."""
+    d = design or TINY_BASES_DESIGN
+    runs: dict[tuple, dict] = {}
+    for summary in sorted(Path(cells_dir).glob("*/summary.json")):
+        axes = json.loads((summary.parent / "axes.json").read_text())
+        if "variant_of" not in axes:
+            continue
+        base = axes["loss.base"]
+        items = tuple((k, axes[k]) for k in d["tuned"].get(base, {}) if k in axes)
+        key = (base, axes["variant_of"], float(axes["train.lr"]), items)
+        runs.setdefault(key, {})[axes["train.seed"]] = json.loads(summary.read_text())["test_accuracy"]
+    short = [k for k, by_seed in runs.items() if seeds is not None and set(seeds) - set(by_seed)]
+    if short:
+        raise ValueError(f"the sweep's {short[0][0]} {short[0][1]} at lr {short[0][2]:g} lacks seed(s) "
+                         f"{sorted(set(seeds) - set(runs[short[0]]))}: rerun to finish it before picking")
+    return {k: statistics.mean(v.values()) for k, v in runs.items()}
+
+
+def write_picks(cells_dir: str | Path, out: str | Path, design: dict | None = None, seeds=None) -> dict:
+    """Pick from the sweep's cells and write OUT/picks.json (the rule, each arm's dev accuracy, the picks)."""
+    d = design or TINY_BASES_DESIGN
+    acc = sweep_accuracy(cells_dir, d, seeds)
+    result = {"rule": TINY_BASES_DESIGN["rule"], "seeds": sorted(seeds) if seeds is not None else None,
+              "dev_accuracy": {" ".join([b, r, f"{lr:g}", *(f"{k}={x}" for k, x in items)]): a
+                               for (b, r, lr, items), a in sorted(acc.items())},
+              "picks": pick_bases(acc, d)}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    Path(out, "picks.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def planned_comparisons(label: str, task: str, bases) -> dict:
+    """design.json's comparisons for the bases in BASES, family LABEL: primary = each base's DACA row
+    against its baseline; secondary = every other row the table prints (each baseline against the RL
+    start, each other variant against its baseline, the compute-matched baseline against grpo's)
+    and the cross-base rows of TINY_BASES_DESIGN (a field baseline against grpo's baseline and
+    grpo +DACA; the compute-matched baseline against grpo +DACA), for bases that run."""
+    row = lambda base, a, b: {"family": label, "task": task, "base": base, "variant": a, "vs": b}  # noqa: E731
+    bases = list(bases)
+    primary = [row(b, DACA_ROW[b], "baseline") for b in bases]
+    secondary = [row(b, "baseline", "start") for b in bases]
+    secondary += [row(b, v, "baseline") for b in bases for v in BASE_VARIANTS[b] if v not in ("baseline", DACA_ROW[b])]
+    if "grpo" in bases:
+        secondary.append(row("grpo", COMPUTE_MATCHED, "baseline"))
+        secondary += [row(b, "baseline", f"grpo {vs}") for vs in ("baseline", "+DACA") for b in bases if b != "grpo"]
+        secondary.append(row("grpo", COMPUTE_MATCHED, "grpo +DACA"))
+    return {"primary": primary, "secondary": secondary}
 
 
 TINY_BASES_DESIGN = {

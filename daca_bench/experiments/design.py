@@ -54,7 +54,9 @@ def validate(d: dict, where: str = FILE) -> dict:
     {"schema": 1, "preset": "tiny-full", "commit": "<git describe --always --dirty>",
      "alpha": 0.05, "multiplicity": "holm", "bar": "<the decision rule, stated as what it is>",
      "families": {"<label>": {"task": "sudoku_tiny", "seeds": [0, ...], "steps": 32,
-                              "test": {"split": "test", "size": 512, "seed": 0, "draw": "<how>"}}},
+                              "test": {"split": "test", "size": 512, "seed": 0, "draw": "<how>"},
+                              "other_steps": {"grpo baseline@+DACA-compute": 94}}},   # optional: an arm
+                              # that runs other steps by design (the compute-matched baseline)
      "comparisons": {"primary": [{"family": "<label>", "variant": "+DACA", "vs": "baseline"}, ...],
                      "secondary": [...]}}        # optional "base" in a comparison (else every base)
     Extra keys (a date, notes) are allowed and ignored."""
@@ -72,6 +74,9 @@ def validate(d: dict, where: str = FILE) -> dict:
         _fields(fam["test"], _TEST, f"{where} families.{label}.test")
         if not fam["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in fam["seeds"]):
             raise _bad(where, f"families.{label}.seeds must be a non-empty list of integers")
+        other = fam.get("other_steps", {})
+        if not isinstance(other, dict) or not all(isinstance(n, int) and not isinstance(n, bool) for n in other.values()):
+            raise _bad(where, f"families.{label}.other_steps must map an arm to its integer steps")
     if set(d["comparisons"]) - {PRIMARY, SECONDARY} or PRIMARY not in d["comparisons"]:
         raise _bad(where, f"comparisons must hold {PRIMARY!r} (and may hold {SECONDARY!r}), got {sorted(d['comparisons'])}")
     for fam_name, rows in d["comparisons"].items():
@@ -130,7 +135,10 @@ def disagreements(design: dict, configs: list[dict]) -> list[str]:
             out.append(f"task {t.get('task')} is not in the design")
             continue
         label, f = by_task[t["task"]]
-        for what, have, want in (("seed", t.get("seed"), None), ("steps", t.get("steps"), f["steps"]),
+        # an arm named in other_steps ("<base> <variant>") runs its own step count by design
+        other = {n for arm, n in f.get("other_steps", {}).items() if arm.split()[0] == cfg.get("loss", {}).get("base")}
+        steps = t.get("steps") if t.get("steps") in other else f["steps"]
+        for what, have, want in (("seed", t.get("seed"), None), ("steps", t.get("steps"), steps),
                                  ("test split", t.get("eval_split", "test"), f["test"]["split"]),
                                  ("test size", t.get("n_eval"), f["test"]["size"]),
                                  ("test seed", t.get("test_seed", 0), f["test"]["seed"])):

@@ -1,6 +1,7 @@
 """The stages of `daca-bench reproduce`, as functions the CLI (experiments/reproduce.py) and the
 calibration (experiments/calibrate.py) call: (1) SFT per family, cached by its config; (2) the
-grid's cells; the RL start scored on the cells' evaluation set; (3) the published folder.
+grid's cells (a per-base preset's lr sweep first: selection_cells); the RL start scored on the
+cells' evaluation set; (3) the published folder.
 
     sft = run_sft(PRESETS["tiny"], Path("runs/reproduce"), workers=2, progress=True)
     cells = tiny_cells(PRESETS["tiny"], sft)
@@ -67,12 +68,23 @@ def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dic
 
 
 # ---- stage 2: the grid ----------------------------------------------------------------------
-def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None) -> list[Cell]:
+def _family_rl(preset: TinyPreset, fam: Family, steps: int | None) -> dict:
+    rl = {"train.steps": preset.rl_steps, **preset.rl, **fam.rl}
+    if steps:
+        rl["train.steps"] = steps
+    return rl
+
+
+def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None,
+               picks: dict | None = None) -> list[Cell]:
     """The grid. Common random numbers: the cells of one seed share the SFT start, the train
     prompts and their order, the rollout noise and the SML masks (all keyed by train.seed), and
     every cell of a family is scored on one evaluation set (train.test_seed, train.eval_split), so
     that variants differ only where the method differs. A readings sweep has one cell per
-    (reading, lr) instead of per variant."""
+    (reading, lr) instead of per variant; a per-base preset (`arms="bases"`) has each base's own
+    variants (bases_grid.confirmatory_arms, with PICKS: the sweep's picks over the preset's)."""
+    if preset.arms == "bases":
+        return _base_cells(preset, sft, steps, seeds, lambda rl: _confirmatory(preset, picks, rl["train.steps"]))
     if preset.readings:
         arms = [(reading_name(r, lr, preset.lrs[0]), READINGS[r][1], {**READINGS[r][2], "train.lr": lr},
                  {"reading": r, "train.lr": lr}) for r in preset.readings for lr in preset.lrs]
@@ -81,18 +93,80 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
     cells = []
     for label, fam in preset.families.items():
         start = str(Path(sft[label]["folder"]) / "final")
-        rl = {"train.steps": preset.rl_steps, **preset.rl, **fam.rl}
-        if steps:
-            rl["train.steps"] = steps
         grid = {"base": preset.base_config,
-                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **rl, "train.task": fam.task,
-                              "train.init": start, "train.threads": 0},
+                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **_family_rl(preset, fam, steps),
+                              "train.task": fam.task, "train.init": start, "train.threads": 0},
                 "axes": {"loss.base": list(preset.bases), "train.task": [fam.task],
                          "train.seed": list(seeds or fam.seeds or preset.seeds)}}
         for cell in expand(grid, ROOT):
             for name, variant, keys, extra in arms:
                 cfg = apply(apply(cell.config, VARIANTS[variant]), keys)
                 axes = {"loss.base": cell.axes["loss.base"], "train.task": fam.task, "variant": name,
+                        "train.seed": cell.axes["train.seed"], **extra}
+                cells.append(Cell("_".join(slug(k, axes[k]) for k in ("loss.base", "train.task", "variant", "train.seed")),
+                                  axes, cfg))
+    return cells
+
+
+def _confirmatory(preset: TinyPreset, picks: dict | None, base_steps: int) -> list[tuple]:
+    from .bases_grid import confirmatory_arms
+
+    return confirmatory_arms({**preset.picks, **(picks or {})}, compute_ratio(), base_steps, preset.bases)
+
+
+def compute_ratio() -> float:
+    """+DACA's training seconds per step over the baseline's on the committed results/tiny cells:
+    the compute-matched baseline's step multiplier, fixed by what is committed, not by this run."""
+    from ..errors import UnavailableError
+    from .bases_grid import measured_cost_ratio
+
+    cells = ROOT / "results" / "tiny" / "cells"
+    try:
+        return measured_cost_ratio(cells)
+    except ValueError as exc:
+        raise UnavailableError(f"{exc}: the compute-matched baseline is sized on the committed results/tiny "
+                               "cells; run from a checkout of the repository") from None
+
+
+def selection_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None) -> list[Cell]:
+    """A per-base preset's lr sweep (bases_grid.selection_arms): each base's baseline and DACA row at
+    every lr of `preset.selection`, on its selection seeds, scored on its selection split (dev)."""
+    from .bases_grid import selection_arms
+
+    sel = preset.selection
+    arms = selection_arms(sel, preset.picks, preset.bases)
+    return _base_cells(preset, sft, steps, sel["selection_seeds"], lambda rl: arms,
+                       {"train.eval_split": sel["selection_split"]})
+
+
+def check_disjoint(preset: TinyPreset, seeds=None) -> None:
+    """The sweep never touches what the confirmatory cells are scored on: its seeds and its split
+    are disjoint from theirs (one line, before anything runs)."""
+    sel = preset.selection
+    for label, fam in preset.families.items():
+        conf = set(seeds or fam.seeds or preset.seeds)
+        split = {**preset.rl, **fam.rl}.get("train.eval_split", "test")
+        shared = conf & set(sel["selection_seeds"])
+        if shared or split == sel["selection_split"]:
+            what = f"seed(s) {sorted(shared)}" if shared else f"the {split} split"
+            raise ConfigError(f"{label}: the lr sweep and the confirmatory cells share {what}; "
+                              "the sweep must run on seeds and a split the confirmatory cells never use")
+
+
+def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: dict | None = None) -> list[Cell]:
+    """Cells of (base, name, variant, keys, extra axes) arms, per family and seed (seed outermost)."""
+    cells = []
+    for label, fam in preset.families.items():
+        rl = {**_family_rl(preset, fam, steps), **(extra_rl or {})}
+        grid = {"base": preset.base_config,
+                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **rl, "train.task": fam.task,
+                              "train.init": str(Path(sft[label]["folder"]) / "final"), "train.threads": 0},
+                "axes": {"train.task": [fam.task], "train.seed": list(seeds or fam.seeds or preset.seeds)}}
+        arms = arms_of(rl)
+        for cell in expand(grid, ROOT):
+            for base, name, variant, keys, extra in arms:
+                cfg = apply(apply(apply(cell.config, {"loss.base": base}), VARIANTS[variant]), keys)
+                axes = {"loss.base": base, "train.task": fam.task, "variant": name,
                         "train.seed": cell.axes["train.seed"], **extra}
                 cells.append(Cell("_".join(slug(k, axes[k]) for k in ("loss.base", "train.task", "variant", "train.seed")),
                                   axes, cfg))
@@ -177,6 +251,16 @@ def check_output(out: Path, names: list[str]) -> None:
                           "publishing would replace them: give another --output-dir, or move them away")
 
 
+def copy_light(cells_dir: Path, names: list[str], light: Path) -> None:
+    """LIGHT's files (no weights) of the named cells of CELLS_DIR into LIGHT, which holds only them."""
+    shutil.rmtree(light, ignore_errors=True)
+    for cell in sorted(cells_dir / name for name in names):
+        for name in LIGHT:
+            if (cell / name).exists():
+                (light / cell.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(cell / name, light / cell.name / name)
+
+
 def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[str, list[Path]]:
     """Copy the small files (no weights) of this grid's cells to OUT/cells, then write the tables
     and plots there. OUT/cells holds only this grid's cells (check_output refused any other)."""
@@ -185,12 +269,7 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
 
     check_output(out, names)
     light = out / "cells"
-    shutil.rmtree(light, ignore_errors=True)
-    for cell in sorted(cells_dir / name for name in names):
-        for name in LIGHT:
-            if (cell / name).exists():
-                (light / cell.name).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(cell / name, light / cell.name / name)
+    copy_light(cells_dir, names, light)
     if (cells_dir / START).exists():
         shutil.copytree(cells_dir / START, light / START)
     table, paths = write_tables(light)

@@ -5,7 +5,9 @@ results folder (schema: experiments/design.py's `validate`), built from the cell
     register(out, design)      # writes out/design.json; refuses a folder holding another design
 
 The families, seeds, steps and test sets are read from the cells themselves (after --seeds,
---steps, --families), so the design is what runs; the comparisons are the preset's planned ones.
+--steps, --families, --bases), so the design is what runs; the comparisons are the preset's planned
+ones. A per-base preset (tiny-bases) also registers each base's variants, the compute-matched
+cell's ratio and steps (`other_steps` beside the family's), and its lr sweep's seeds, split and rule.
 """
 from __future__ import annotations
 
@@ -26,24 +28,58 @@ DRAW = ("the first {size} samples of {task}'s {split} split generated with seed 
 
 def design_of(name: str, preset: TinyPreset, cells: list, commit: str) -> dict:
     """The design.json dict for a tiny preset's CELLS (ablation.Cell), from code COMMIT."""
-    families = {}
+    families, matched = {}, {}
     for label, fam in preset.families.items():
-        mine = [c.config.train for c in cells if c.config.train.task == fam.task]
-        if not mine:
+        cells_of = [c for c in cells if c.config.train.task == fam.task]
+        if not cells_of:
             continue
+        mine = [c.config.train for c in cells_of]
         t = mine[0]
-        steps = sorted({c.steps for c in mine})
+        # the compute-matched baseline runs more steps by design (its axes record the ratio): named apart
+        other = {f"{c.axes['loss.base']} {c.axes['variant']}": c.config.train.steps for c in cells_of
+                 if "compute_ratio" in c.axes}
+        steps = sorted({c.config.train.steps for c in cells_of if "compute_ratio" not in c.axes})
         if len(steps) > 1 or any((c.eval_split, c.n_eval, c.test_seed) != (t.eval_split, t.n_eval, t.test_seed)
                                  for c in mine):
             raise ConfigError(f"family {label}: its cells differ in steps or test set; a design has one of each")
         families[label] = {"task": fam.task, "seeds": sorted({c.seed for c in mine}), "steps": steps[0],
                            "test": {"split": t.eval_split, "size": t.n_eval, "seed": t.test_seed,
                                     "draw": DRAW.format(size=t.n_eval, task=fam.task, split=t.eval_split,
-                                                        seed=t.test_seed)}}
+                                                        seed=t.test_seed)},
+                           **({"other_steps": other} if other else {})}
+        for c in cells_of:
+            if "compute_ratio" in c.axes:
+                matched[f"{label} {c.axes['loss.base']} {c.axes['variant']}"] = {
+                    "compute_ratio": c.axes["compute_ratio"], "base_steps": c.axes["base_steps"],
+                    "steps": c.config.train.steps}
     planned = {k: [c for c in rows if c["family"] in families] for k, rows in comparisons(preset).items()}
-    return {"schema": 1, "preset": name, "commit": commit, "alpha": ALPHA, "multiplicity": MULTIPLICITY, "bar": BAR,
-            "families": families, "comparisons": planned, "bases": list(preset.bases),
-            "variants": list(preset.variants)}
+    design = {"schema": 1, "preset": name, "commit": commit, "alpha": ALPHA, "multiplicity": MULTIPLICITY,
+              "bar": BAR, "families": families, "comparisons": planned, "bases": list(preset.bases),
+              "variants": list(preset.variants)}
+    if preset.arms == "bases":
+        design.update(per_base(preset, cells, matched))
+    return design
+
+
+def per_base(preset: TinyPreset, cells: list, matched: dict) -> dict:
+    """What a per-base preset adds: each base's variants as they run, the compute-matched cell's
+    ratio and steps, and the lr sweep that picks the lrs before any confirmatory cell (its seeds and
+    split, disjoint from the families', its grid and its rule)."""
+    from .bases_grid import TINY_BASES_DESIGN
+
+    variants: dict = {}
+    for c in cells:
+        names = variants.setdefault(c.axes["loss.base"], [])
+        if c.axes["variant"] not in names:
+            names.append(c.axes["variant"])
+    seeds = {c.config.train.seed for c in cells}
+    sel = preset.selection
+    if seeds & set(sel["selection_seeds"]) or any(c.config.train.eval_split == sel["selection_split"] for c in cells):
+        raise ConfigError("the lr sweep's seeds or split overlap the confirmatory cells'; a design keeps them apart")
+    return {"variants": variants, "compute_matched": matched,
+            "selection": {**sel, "rule": TINY_BASES_DESIGN["rule"], "picks": "picks.json (written after the sweep, "
+                          "before the first confirmatory cell)"},
+            "question": TINY_BASES_DESIGN["question"], "guards": TINY_BASES_DESIGN["guards"]}
 
 
 def register(out: Path, design: dict) -> Path:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import UnavailableError
 from ..resources import data_dir
+from .bases_grid import FIELD_BASES, PAPER_BASES, TINY_BASES_DESIGN, planned_comparisons
 from .readings import READINGS
 
 FOUR = ("baseline", "+DPS", "+SML", "+DACA")
@@ -56,6 +57,9 @@ class TinyPreset:
     readings: tuple = ()  # a readings sweep instead of variants: these READINGS at each of `lrs`
     lrs: tuple = ()
     confirmatory: bool = False  # writes design.json before its first cell; refuses a dirty tree
+    arms: str = ""  # "" = every base x every variant; "bases" = each base's own variants (experiments/bases_grid.py)
+    # and grpo's compute-matched baseline, their lrs picked by a sweep run first (`selection`)
+    selection: dict = field(default_factory=dict)  # the sweep: selection_seeds, selection_split, lr_grid, tuned
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,13 @@ PRESETS = {
     "tiny-full-powered": TinyPreset("tiny-full with every MDE under 6 pp and every baseline past its MDE: sudoku "
                                     "x 16 seeds, code x 64 steps (about 115 min on 2 cores)", POWERED, rl_steps=32,
                                     seeds=tuple(range(8)), rl=TINY_RL, picks=PICKS, confirmatory=True),
+    "tiny-bases": TinyPreset("DACA on every base and against the field's methods: 8 bases x the variants each "
+                             "admits + grpo's baseline at +DACA's compute, sudoku x 8 seeds, after a per-base lr "
+                             "sweep on dev (about 2.5 h on 2 cores; --bases runs some)", {"sudoku": FIVE["sudoku"]},
+                             rl_steps=TINY_BASES_DESIGN["steps"], seeds=tuple(TINY_BASES_DESIGN["confirmatory_seeds"]),
+                             bases=PAPER_BASES + FIELD_BASES, rl=TINY_RL, picks=PICKS, confirmatory=True, arms="bases",
+                             selection={k: TINY_BASES_DESIGN[k] for k in ("selection_seeds", "selection_split",
+                                                                          "lr_grid", "tuned")}),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
     "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
@@ -168,7 +179,11 @@ def comparisons(preset: TinyPreset) -> dict:
     """The preset's planned comparisons, per family label: primary = +DACA vs baseline and baseline
     vs the RL start (`start`); secondary = every other variant vs baseline (the control included).
     Anything else a table prints is exploratory. Rows as design.json holds them:
-    {"family", "task", "variant", "vs"} (variant minus vs)."""
+    {"family", "task", "variant", "vs"} (variant minus vs). A per-base preset (`arms="bases"`) plans
+    bases_grid.planned_comparisons: primary = each base's DACA row vs its baseline, secondary = the rest."""
+    if preset.arms == "bases":
+        per = [planned_comparisons(label, fam.task, preset.bases) for label, fam in preset.families.items()]
+        return {k: [c for p in per for c in p[k]] for k in ("primary", "secondary")}
     primary, secondary = [], []
     for label, fam in preset.families.items():
         row = lambda a, b: {"family": label, "task": fam.task, "variant": a, "vs": b}  # noqa: E731

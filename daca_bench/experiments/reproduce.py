@@ -3,6 +3,7 @@ presets are data in experiments/presets.py, the stages functions in experiments/
 
     daca-bench reproduce                        # the embedded default (tiny model, 2-core CPU): runs/tiny-DATE
     daca-bench reproduce --preset tiny-quick    # a smaller grid for a first look
+    daca-bench reproduce --preset tiny-bases    # every base and the field's methods, after an lr sweep on dev
     daca-bench reproduce --preset llada-gsm8k   # paper scale: needs a CUDA GPU and the LLaDA weights
     daca-bench reproduce --list
 
@@ -12,8 +13,10 @@ from a clearly imperfect model; these SFT runs are cached by their config; (2) r
 grid base x {baseline, +DPS, +SML, +DACA} x family x seed; (3) writes the table, the plots, the
 per-cell results and the config to the output folder (a folder of its own: never the committed
 reference it is compared with) and prints the table. A confirmatory preset first writes its
-design.json there and refuses a dirty checkout. A paper preset checks the GPU and the weights
-before anything else. Rerunning the command skips what is finished and resumes what is not.
+design.json there and refuses a dirty checkout. A per-base preset (`tiny-bases`) runs an lr
+sweep on dev between (1) and (2) and writes its picks to picks.json before its first
+confirmatory cell; `--bases` runs some of a preset's bases. A paper preset checks the GPU and
+the weights before anything else. Rerunning the command skips what is finished and resumes what is not.
 """
 from __future__ import annotations
 
@@ -24,8 +27,8 @@ from pathlib import Path
 
 from ..config import ConfigError, parse_overrides, pick, to_dict
 from .ablation import run_local, run_ray, stamp_cells
-from .pipeline import ROOT, check_output, evaluate_starts, needs_sandbox, paper_cells, publish, run_sft, sft_markdown, \
-    tiny_cells
+from .pipeline import ROOT, check_disjoint, check_output, copy_light, evaluate_starts, needs_sandbox, paper_cells, \
+    publish, run_sft, selection_cells, sft_markdown, tiny_cells
 from .presets import PRESETS, PaperPreset, TinyPreset, comparisons
 from .provenance import check_tree, describe
 
@@ -41,6 +44,8 @@ def configure(parser) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: the preset's)")
     parser.add_argument("--families", nargs="+", default=None,
                         help="run only these families of a tiny preset (e.g. tiny-full's first families)")
+    parser.add_argument("--bases", nargs="+", default=None,
+                        help="run only these base methods of a tiny preset (e.g. tiny-bases' grpo and wd1)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     parser.add_argument("--gpus-per-cell", type=float, default=1, help="GPUs per cell on Ray (paper presets)")
@@ -68,7 +73,46 @@ def _preset(args):
         if not isinstance(preset, TinyPreset):
             raise ConfigError("--families works on the tiny presets")
         preset = replace(preset, families={f: pick(preset.families, f, "--families") for f in args.families})
+    if args.bases:
+        if not isinstance(preset, TinyPreset):
+            raise ConfigError("--bases works on the tiny presets")
+        known = {b: b for b in preset.bases}
+        chosen = {pick(known, b, "--bases") for b in args.bases}
+        preset = replace(preset, bases=tuple(b for b in preset.bases if b in chosen))
     return preset
+
+
+SWEEP = "selection"  # a per-base preset's lr sweep: OUT/selection/cells (dev split), its picks in OUT/picks.json
+
+
+def _execute(cells, cells_dir: Path, args, paper: bool, desc: str, progress: bool) -> list[dict]:
+    if args.executor == "ray":
+        return run_ray(cells, cells_dir, args.address, 1, args.gpus_per_cell if paper else 0, progress=progress)
+    return run_local(cells, cells_dir, args.workers, desc=desc, progress=progress)
+
+
+def sweep(preset: TinyPreset, sft: dict, args, work: Path, out: Path, code: str, progress: bool) -> dict | None:
+    """A per-base preset's lr sweep: run (or resume) its cells, copy their small files to
+    OUT/selection/cells, pick by the design's rule into OUT/picks.json; the picks, or None when a
+    cell failed (nothing confirmatory runs on a partial sweep)."""
+    from .bases_grid import write_picks
+
+    cells = stamp_cells(selection_cells(preset, sft, args.steps), code)
+    cells_dir = work / f"{args.preset}-{SWEEP}"
+    results = _execute(cells, cells_dir, args, False, "2/3 lr sweep on dev", progress)
+    copy_light(cells_dir, [c.name for c in cells], out / SWEEP / "cells")
+    failed = [r for r in results if r["status"] == "failed"]
+    for r in failed:
+        print(f"FAILED {r['cell']}: {r.get('error')} (see {cells_dir / r['cell'] / 'error.txt'})")
+    if failed:
+        print(f"the lr sweep has {len(failed)} failed cell(s); nothing confirmatory ran: rerun to resume")
+        return None
+    result = write_picks(cells_dir, out, preset.selection, preset.selection["selection_seeds"])
+    print(f"picked by the design's rule on {preset.selection['selection_split']} (written to {out / 'picks.json'}):")
+    for base, rows in result["picks"].items():
+        print("  " + base + ": " + ", ".join(f"{row} " + " ".join(f"{k.split('.')[-1]} {v:g}" for k, v in keys.items())
+                                             for row, keys in rows.items()))
+    return result["picks"]
 
 
 def run(args) -> int:
@@ -101,15 +145,22 @@ def run(args) -> int:
             "git": code, "date": time.strftime("%Y-%m-%d %H:%M %Z")}
     sft = {}
     if isinstance(preset, TinyPreset):
-        planned = tiny_cells(preset, {f: {"folder": ""} for f in preset.families}, args.steps, args.seeds)
+        nowhere = {f: {"folder": ""} for f in preset.families}
+        planned = tiny_cells(preset, nowhere, args.steps, args.seeds)
         check_output(out, [c.name for c in planned])  # before anything runs: never over another run's cells
+        if preset.arms == "bases":  # the lr sweep: on seeds and a split the confirmatory cells never use
+            check_disjoint(preset, args.seeds)
+            check_output(out / SWEEP, [c.name for c in selection_cells(preset, nowhere, args.steps)])
         if preset.confirmatory:
             from .preregister import design_of, register
 
             print(f"design registered before the first cell: {register(out, design_of(args.preset, preset, planned, code))}")
         sft = run_sft(preset, work, args.workers, progress)
         print("SFT start points (dev = prompts held out of the train split):\n" + sft_markdown(sft))
-        cells = tiny_cells(preset, sft, args.steps, args.seeds)
+        picks = sweep(preset, sft, args, work, out, code, progress) if preset.arms == "bases" else None
+        if preset.arms == "bases" and picks is None:
+            return 1
+        cells = tiny_cells(preset, sft, args.steps, args.seeds, picks)
         meta["sft"] = sft
         meta["start"] = evaluate_starts(cells, work / args.preset)
     else:
@@ -121,11 +172,8 @@ def run(args) -> int:
         check_output(out, [c.name for c in cells])
     cells = stamp_cells(cells, code)
     cells_dir = work / args.preset
-    if args.executor == "ray":
-        gpus = args.gpus_per_cell if isinstance(preset, PaperPreset) else 0
-        results = run_ray(cells, cells_dir, args.address, 1, gpus, progress=progress)
-    else:
-        results = run_local(cells, cells_dir, args.workers, desc="2/2 RL grid", progress=progress)
+    desc = "3/3 confirmatory grid" if getattr(preset, "arms", "") == "bases" else "2/2 RL grid"
+    results = _execute(cells, cells_dir, args, isinstance(preset, PaperPreset), desc, progress)
     meta["cells"] = {c.name: to_dict(c.config) for c in cells[:1]}  # one resolved cell; the rest differ by axes
     meta["seconds"] = round(time.perf_counter() - t0, 1)
     failed = [r for r in results if r["status"] == "failed"]
