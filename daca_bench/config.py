@@ -59,8 +59,9 @@ class SamplerConfig:
     steps: int = 8  # denoising steps T in total (a multiple of L / b)
     temperature: float = 0.0  # 0 = greedy; Gumbel noise in float64 otherwise
     remasking: str = "low_confidence"  # low_confidence | random
-    threshold: float | None = None  # confidence-threshold parallel decoding (Fast-dLLM); evaluation only
+    threshold: float | None = None  # confidence-threshold parallel decoding (Fast-dLLM); rollout.threshold too
     batch_size: int = 64
+    cache: str = "none"  # KV cache: none | prefix (prompt + decoded blocks reused within a block) | dual (+ the masked suffix)
 
 
 @dataclass(frozen=True)

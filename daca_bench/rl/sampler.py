@@ -7,6 +7,8 @@ and the sampler commits the most confident ones in the current block (`low_confi
 random ones (`random`). Temperature acts through Gumbel noise in float64. With
 `threshold` set it decodes in parallel instead (Fast-dLLM): every masked position of the
 block whose confidence exceeds the threshold is committed (at least one per step).
+`cache` = prefix | dual reuses keys and values within a block (Fast-dLLM; `step_logits`,
+docs/method.md section 3.1): the record stays complete, its numbers come from the cached passes.
 
     batch = sample(adapter, ["12+5="], SamplerConfig(gen_length=8, steps=8), seed=0)
     batch.texts, batch.trajectory.commit_step, batch.trajectory.conf   # (N, L), (N, T, L)
@@ -25,7 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import SamplerConfig
+from ..archs.common import KVCache
+from ..config import SamplerConfig, pick
 from ..models import ModelAdapter
 from .likelihood import logsumexp_max
 
@@ -109,12 +112,14 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     x = torch.cat([prompt_ids, torch.full((n, L), mask_id, dtype=torch.long, device=device)], dim=1)  # (N, P+L)
     attn = torch.cat([prompt_mask, torch.ones((n, L), dtype=torch.long, device=device)], dim=1)
     parallel = cfg.threshold is not None
+    kv = None if cfg.cache == "none" else KVCache()
     num_blocks = L // b
     steps_per_block = cfg.steps // num_blocks
     max_steps = L if parallel else cfg.steps
     commit_step = torch.zeros((n, L), dtype=torch.long, device=device)
     commit_logp = torch.zeros((n, L), dtype=torch.float32, device=device)
     conf_rec = torch.full((n, max_steps, L), math.nan, dtype=torch.float32, device=device) if record else None
+    conf_now = torch.full((n, L), math.nan, dtype=torch.float32, device=device) if record else None  # latest c_k
     # never commit a mask, nor a pad unless it is also the EOS (LLaDA: pad = eos), which must stay sampleable
     banned = [i for i in {mask_id, adapter.pad_token_id} - {adapter.eos_token_id} if i is not None]
     t = 0
@@ -124,13 +129,15 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
         i = 0
         while (x[:, p + lo:p + hi] == mask_id).any():
             t += 1
-            logits = adapter.logits(x, attn)[:, p:]  # (N, L, V) in the model's dtype: never copied whole
+            # (N, c1-c0, V) logits of completion positions c0..c1-1, in the model's dtype: never copied whole
+            logits, c0, c1 = step_logits(adapter, x, attn, p, lo, hi, cfg.cache, kv, fresh=i == 0)
             masked = x[:, p:] == mask_id  # (N, L): M_t
-            blk = logits[:, lo:hi]  # (N, b, V)
+            blk = logits[:, lo - c0:hi - c0]  # (N, b, V)
             if record:  # confidences at every masked position: max_v p = exp(max logit - logsumexp)
-                lse, top = logsumexp_max(logits)  # (N, L) float32
-                conf_rec[:, t - 1] = torch.where(masked, (top - lse).exp(), torch.tensor(math.nan, device=device))
-                lse_blk = lse[:, lo:hi]
+                lse, top = logsumexp_max(logits)  # (N, c1-c0) float32
+                conf_now[:, c0:c1] = (top - lse).exp()  # positions this pass did not recompute keep their last value
+                conf_rec[:, t - 1] = torch.where(masked, conf_now, torch.tensor(math.nan, device=device))
+                lse_blk = lse[:, lo - c0:hi - c0]
             else:
                 lse_blk = logsumexp_max(blk)[0]  # (N, b)
             # exact: every float32 / bf16 value is a float64; greedy needs no float64 copy (same argmax)
@@ -154,13 +161,31 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
                 take = blk_masked & ((x0_logp.exp() > cfg.threshold) | (rank == 0))
             else:
                 take = blk_masked & (rank < sched[:, i].to(device)[:, None])
-                i += 1
+            i += 1
             cur = x[:, p + lo:p + hi]
             x[:, p + lo:p + hi] = torch.where(take, x0, cur)
             commit_step[:, lo:hi] = torch.where(take, t, commit_step[:, lo:hi])
             commit_logp[:, lo:hi] = torch.where(take, x0_logp, commit_logp[:, lo:hi])
     conf = conf_rec[:, :t] if record else None
     return x[:, p:], commit_step, commit_logp, conf, t
+
+
+CACHES = {"none": None, "prefix": "prefix", "dual": "dual"}  # sampler.cache
+
+
+def step_logits(adapter: ModelAdapter, x, attn, p: int, lo: int, hi: int, cache: str, kv: KVCache | None,
+                fresh: bool) -> tuple[torch.Tensor, int, int]:
+    """One step's forward pass over the (N, P+L) canvas whose current block is completion
+    positions [lo, hi): (N, c1-c0, V) logits of completion positions c0..c1-1, and c0, c1.
+    none: the whole canvas, every step. prefix / dual: the whole canvas at a block's first step
+    (`fresh`; it refills `kv`), then [lo, L) (prefix) or [lo, hi) (dual) against the cached keys."""
+    L = x.shape[1] - p
+    if cache == "none":
+        return adapter.logits(x, attn)[:, p:], 0, L
+    if fresh:
+        return adapter.forward_cached(x, attn, kv)[:, p:], 0, L
+    c1 = L if cache == "prefix" else hi
+    return adapter.forward_cached(x, attn, kv, window=(p + lo, p + c1)), lo, c1
 
 
 def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[int] = 0,
@@ -174,6 +199,8 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         raise ValueError(f"sampler.gen_length={L} must be a multiple of sampler.block_length={b}")
     if cfg.threshold is None and cfg.steps % (L // b):
         raise ValueError(f"sampler.steps={cfg.steps} must be a multiple of the number of blocks {L // b}")
+    if pick(CACHES, cfg.cache, "sampler.cache"):
+        adapter.require_cache("sampler.cache")
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
     if isinstance(seed, int):
         gen = torch.Generator(device=adapter.device).manual_seed(seed)
