@@ -144,6 +144,18 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class GuardConfig:
+    """Collapse guards of the rollouts (daca_bench/rl/guards.py); None = no bound."""
+    action: str = "warn"  # warn | stop (checkpoint and stop the run)
+    patience: int = 3  # consecutive steps over a bound before acting
+    max_fallback_frac: float | None = None  # steps committing only their forced token (threshold rollouts)
+    max_fallback_entropy: float | None = 4.0  # nats; threshold-rollout GRPO that collapsed rose from < 1.5 to > 4
+    max_commit_entropy: float | None = None  # nats, mean over committed tokens
+    min_distinct_frac: float | None = None  # distinct completions per group / G
+    max_zero_std: float | None = None  # groups whose rewards all agree
+
+
+@dataclass(frozen=True)
 class RLConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: SamplerConfig = field(default_factory=lambda: SamplerConfig(temperature=0.9))
@@ -152,6 +164,7 @@ class RLConfig:
     sml: SMLConfig = field(default_factory=SMLConfig)
     dps: DPSConfig = field(default_factory=DPSConfig)
     loss: LossConfig = field(default_factory=LossConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
     output_dir: str = "runs/train-tiny"
 
 

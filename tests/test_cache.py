@@ -166,3 +166,20 @@ def test_prefix_with_one_step_per_block_is_the_uncached_sampler(tiny):
         got = sample(tiny, PROMPTS, SamplerConfig(**{**base.__dict__, "cache": cache}), seed=4)
         assert torch.equal(got.completion_ids, ref.completion_ids)
         assert torch.allclose(got.trajectory.commit_logp, ref.trajectory.commit_logp, atol=1e-5)
+
+
+def test_commit_entropy_is_the_entropy_at_the_commit_step(tiny):
+    """Replaying the canvas of each token's commit step gives the recorded entropy (cache off)."""
+    cfg = SamplerConfig(gen_length=8, block_length=4, steps=8, temperature=1.0)
+    batch = sample(tiny, PROMPTS, cfg, seed=3)
+    traj = batch.trajectory
+    assert traj.commit_entropy.shape == traj.commit_logp.shape
+    with torch.no_grad():
+        for t in range(1, 9):
+            canvas = torch.where(traj.commit_step < t, batch.completion_ids, tiny.mask_token_id)
+            ids = torch.cat([batch.prompt_ids, canvas], 1)
+            logp = tiny.logits(ids, batch.attention_mask)[:, batch.prompt_ids.shape[1]:].float().log_softmax(-1)
+            want = -(logp.exp() * logp).sum(-1)  # (N, L)
+            here = traj.commit_step == t
+            assert torch.allclose(traj.commit_entropy[here], want[here], atol=1e-4)
+    assert (traj.commit_entropy >= -1e-6).all() and (traj.commit_entropy <= torch.log(torch.tensor(100.0)) + 1e-4).all()

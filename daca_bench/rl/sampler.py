@@ -13,7 +13,7 @@ docs/method.md section 3.1): the record stays complete, its numbers come from th
     batch = sample(adapter, ["12+5="], SamplerConfig(gen_length=8, steps=8), seed=0)
     batch.texts, batch.trajectory.commit_step, batch.trajectory.conf   # (N, L), (N, T, L)
 
-`commit_logp` and `conf` are read from the model's own (untempered) distribution, the
+`commit_logp`, `conf` and `commit_entropy` are read from the model's own (untempered) distribution, the
 quantity every likelihood estimator in `likelihood.py` also targets; logsumexp and max over
 the vocabulary are taken in chunks (`likelihood.logsumexp_max`), never on a float32 copy
 of the whole (N, L, V) logits.
@@ -38,6 +38,7 @@ class Trajectory:
     commit_step: torch.Tensor  # (N, L) int64: tau_k in 1..T
     commit_logp: torch.Tensor  # (N, L) float32: log p^{tau_k}_k(o_k)
     conf: torch.Tensor  # (N, T, L) float32: max_v p^t_k(v) for k masked before step t, NaN otherwise
+    commit_entropy: torch.Tensor | None = None  # (N, L) float32: entropy (nats) of p^{tau_k}_k (collapse guards)
 
 
 @dataclass
@@ -118,6 +119,7 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     max_steps = L if parallel else cfg.steps
     commit_step = torch.zeros((n, L), dtype=torch.long, device=device)
     commit_logp = torch.zeros((n, L), dtype=torch.float32, device=device)
+    commit_ent = torch.zeros((n, L), dtype=torch.float32, device=device) if record else None
     conf_rec = torch.full((n, max_steps, L), math.nan, dtype=torch.float32, device=device) if record else None
     conf_now = torch.full((n, L), math.nan, dtype=torch.float32, device=device) if record else None  # latest c_k
     # never commit a mask, nor a pad unless it is also the EOS (LLaDA: pad = eos), which must stay sampleable
@@ -166,11 +168,27 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
             x[:, p + lo:p + hi] = torch.where(take, x0, cur)
             commit_step[:, lo:hi] = torch.where(take, t, commit_step[:, lo:hi])
             commit_logp[:, lo:hi] = torch.where(take, x0_logp, commit_logp[:, lo:hi])
+            if record:
+                commit_ent[:, lo:hi] = torch.where(take, entropy(blk, lse_blk), commit_ent[:, lo:hi])
     conf = conf_rec[:, :t] if record else None
-    return x[:, p:], commit_step, commit_logp, conf, t
+    return x[:, p:], commit_step, commit_logp, conf, t, commit_ent
 
 
 CACHES = {"none": None, "prefix": "prefix", "dual": "dual"}  # sampler.cache
+
+
+@torch.no_grad()
+def entropy(logits: torch.Tensor, lse: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """(N, b, V) logits and their (N, b) float32 logsumexp -> (N, b) float32 entropy in nats,
+    sum_v p_v (lse - logit_v), `chunk` positions at a time (no float32 copy of the whole)."""
+    out = torch.empty_like(lse)
+    flat, flat_lse, flat_out = logits.reshape(-1, logits.shape[-1]), lse.reshape(-1), out.view(-1)
+    for s in range(0, flat.shape[0], chunk):
+        x = flat[s:s + chunk].float()  # (c, V)
+        surprise = flat_lse[s:s + chunk, None] - x  # -log p_v
+        prob = (-surprise).exp()
+        flat_out[s:s + chunk] = torch.where(prob > 0, prob * surprise, 0.0).sum(-1)  # a -inf logit adds 0
+    return out
 
 
 def step_logits(adapter: ModelAdapter, x, attn, p: int, lo: int, hi: int, cache: str, kv: KVCache | None,
@@ -220,7 +238,8 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
     if record:
         steps = max(o[3].shape[1] for o in outs)
         conf = torch.cat([torch.nn.functional.pad(o[3], (0, 0, 0, steps - o[3].shape[1]), value=math.nan) for o in outs])
-        traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu())
+        traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu(),
+                          torch.cat([o[5] for o in outs]).cpu())
     texts = [adapter.decode(row) for row in completion]
     return RolloutBatch(prompt_ids, prompt_mask, completion, valid_mask(completion, adapter.eos_token_id), texts, traj, passes)
 
