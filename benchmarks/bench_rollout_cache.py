@@ -7,6 +7,7 @@ rollout shape (completion 256, blocks of 32, 128 steps) and the tiny default.
     PYTHONPATH=. python -m benchmarks.bench_rollout_cache            # CPU: LLaDA class at a small width
     PYTHONPATH=. python3 -m benchmarks.bench_rollout_cache --gpu     # CUDA: LLaDA-8B's full shape, bf16
     ... --json out.json    (rows as JSON too)     --quick    (a toy canvas: seconds, for the tests)
+    ... --gap --tiny-model runs/sft-tiny/final    (the cached record against the causal likelihood)
 
 Random weights give near-uniform predictions, under which a confidence threshold never passes;
 so the output layer's weights are scaled (`calibrate`: a mean top probability of 0.6 over a
@@ -33,7 +34,7 @@ from daca_bench.rl.sampler import pad_prompts, sample
 # position, as LLaDA-8B's (4096 x 126,464 against 32 layers) is
 CPU_LLADA = dict(d_model=256, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=768, vocab_size=1024,
                  embedding_size=1024)
-SHAPES = {"paper": dict(prompt=200, gen=256, block=32, steps=128, rows=2),
+SHAPES = {"paper": dict(prompt=200, gen=256, block=32, steps=128, rows=1),
           "quick": dict(prompt=16, gen=16, block=4, steps=8, rows=2),
           "tiny": dict(prompt=None, gen=32, block=8, steps=32, rows=64)}
 SETTINGS = [(c, th) for th in (None, 0.9) for c in ("none", "prefix", "dual")]
@@ -135,6 +136,7 @@ def compare(name: str, adapter: ModelAdapter, prompts, shape: dict, reference: b
                                                          shape["block"], shape["steps"]))
         rows.append({"model": name, "setting": "reference generate (no record)", "seconds": secs,
                      "passes": shape["steps"]})
+        print(f"  {name} reference generate: {secs:.2f} s", flush=True)
     for cache, th in SETTINGS:
         batch, secs = timed(lambda: sample(adapter, prompts, replace(base, cache=cache, threshold=th), seed=0))
         row = {"model": name, "setting": f"cache={cache}" + (f", threshold={th}" if th else ""), "seconds": secs,
@@ -144,6 +146,7 @@ def compare(name: str, adapter: ModelAdapter, prompts, shape: dict, reference: b
             if ref_ids is not None:
                 row["identical"] = f"{int((batch.completion_ids == ref_ids.cpu()).all(1).sum())}/{len(prompts)}"
         rows.append(row)
+        print(f"  {name} {row['setting']}: {secs:.2f} s, {row['passes']} passes", flush=True)
     for row in rows:
         row["tokens_per_s"] = round(len(prompts) * shape["gen"] / row["seconds"], 1)
         row["speedup"] = round(uncached / row["seconds"], 2)
@@ -151,8 +154,32 @@ def compare(name: str, adapter: ModelAdapter, prompts, shape: dict, reference: b
     return rows
 
 
+def gap(name: str, adapter: ModelAdapter, prompts, shape: dict, temperature: float = 0.9) -> list[dict]:
+    """Per cache setting: |causal likelihood at K = steps - commit_logp| per token (mean, and over
+    tokens committed after a block's first step), the mean per-sequence sum of the differences, and
+    the tokens a cached rollout shares with the uncached one of the same seed."""
+    from daca_bench.rl.sampler import replay_commit_logp
+
+    base = SamplerConfig(gen_length=shape["gen"], block_length=shape["block"], steps=shape["steps"],
+                         temperature=temperature, batch_size=len(prompts))
+    per_block = shape["steps"] // (shape["gen"] // shape["block"])
+    ref = sample(adapter, prompts, base, seed=0)
+    rows = []
+    for cache in ("none", "prefix", "dual"):
+        batch = sample(adapter, prompts, replace(base, cache=cache), seed=0)
+        diff = replay_commit_logp(adapter, batch) - batch.trajectory.commit_logp  # (N, L)
+        later = (batch.trajectory.commit_step - 1) % per_block != 0
+        rows.append({"model": name, "setting": f"cache={cache}", "mean_abs_gap": round(float(diff.abs().mean()), 4),
+                     "mean_abs_gap_later_steps": round(float(diff[later].abs().mean()), 4),
+                     "mean_seq_sum_gap": round(float(diff.sum(1).mean()), 3),
+                     "mean_commit_logp": round(float(batch.trajectory.commit_logp.mean()), 3),
+                     "same_tokens_as_none": round(float((batch.completion_ids == ref.completion_ids).float().mean()), 3)})
+    return rows
+
+
 def markdown(rows: list[dict]) -> str:
-    cols = ["model", "setting", "seconds", "passes", "tokens_per_s", "speedup", "identical"]
+    cols = list(rows[0]) if "mean_abs_gap" in rows[0] else \
+        ["model", "setting", "seconds", "passes", "tokens_per_s", "speedup", "identical"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
@@ -165,16 +192,30 @@ def main(argv=None) -> int:
     ap.add_argument("--logit-scale", type=float, default=None,
                     help="output-layer scale (default: calibrated to a mean top probability of 0.6)")
     ap.add_argument("--tiny-model", default="tiny", help="the tiny model: tiny (random) or a trained save_pretrained folder")
+    ap.add_argument("--rows", type=int, default=None, help="rollouts at the paper shape (default 4 on CUDA, 1 on the CPU)")
+    ap.add_argument("--gap", action="store_true", help="measure commit_logp against the causal likelihood instead")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.gpu and not torch.cuda.is_available():
         raise SystemExit("--gpu needs CUDA")
-    shape = SHAPES["quick" if args.quick else "paper"]
+    shape = dict(SHAPES["quick" if args.quick else "paper"])
+    if not args.quick:
+        shape["rows"] = args.rows or (4 if args.gpu else 1)
     text = ("Answer with the number only. " * 20)[: shape["prompt"]]
     llada, scale = llada_adapter(args.gpu, args.logit_scale, [text], shape["gen"])
     print(f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, torch "
           f"{torch.__version__}, threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.1f}; LLaDA class "
           f"{count_parameters(llada.model) / 1e6:.1f}M parameters, logit scale {scale}", flush=True)
+    if args.gap:  # the likelihood gap instead of the timings
+        rows = gap("llada", llada, [text] * 2, SHAPES["quick"] if args.quick else dict(shape, gen=64, steps=32))
+        from daca_bench.registry import get_task
+
+        tiny = load_model(ModelConfig(name=args.tiny_model))
+        tiny.model.eval()
+        prompts = [s.prompt for s in get_task("arithmetic", split="test", n=64).samples][:64]
+        rows += gap("tiny", tiny, prompts, SHAPES["quick"] if args.quick else SHAPES["tiny"])
+        print(markdown(rows))
+        return 0
     rows = compare("llada", llada, [text] * shape["rows"], shape)
     if not args.gpu:
         from daca_bench.registry import get_task
