@@ -183,3 +183,15 @@ def test_commit_entropy_is_the_entropy_at_the_commit_step(tiny):
             here = traj.commit_step == t
             assert torch.allclose(traj.commit_entropy[here], want[here], atol=1e-4)
     assert (traj.commit_entropy >= -1e-6).all() and (traj.commit_entropy <= torch.log(torch.tensor(100.0)) + 1e-4).all()
+
+
+def test_the_uncached_sampler_is_llada_s_generate_token_for_token(tiny):
+    """The benchmark's reference (LLaDA's algorithm: float64 softmax, top-k per block, no record)
+    and `sample` at temperature 0 commit the same tokens (the held-out sampler check)."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from benchmarks.bench_rollout_cache import reference_generate
+
+    ids, mask = pad_prompts(tiny, PROMPTS)
+    want = reference_generate(tiny, ids, mask, 16, 4, 8)
+    got = sample(tiny, PROMPTS, SamplerConfig(gen_length=16, block_length=4, steps=8), seed=0)
+    assert torch.equal(got.completion_ids, want)
