@@ -1,20 +1,12 @@
-"""Collapse guards for rollouts, computed every training step from the trajectory record and
-the completions (no forward pass), logged into metrics.jsonl, and bounds that warn or stop.
+"""Collapse guards for rollouts: columns computed every training step from the trajectory record
+and the completions (no forward pass), logged into metrics.jsonl, and bounds that warn or stop.
 
     metrics.update(collapse_stats(batch, G, cfg.rollout.threshold))
-    guard = Guard(cfg.guard)
-    if any_process(guard.tripped(metrics, step)):   # warns on stderr; True when guard.action=stop
-        ...                                         # the trainer checkpoints and stops
+    if any_process(guard.tripped(metrics, step)):   # guard = Guard(cfg.guard); warns on stderr
+        ...                                         # guard.action=stop: checkpoint and stop
 
-Threshold (parallel) rollouts are known to collapse in RL: the model grows overconfident, many
-tokens are committed at once, then the steps that pass no token grow more uncertain (the
-"fallback" entropy rises) and groups stop differing. The columns (docs/trainer.md):
-- guard_fallback_frac: steps that committed only their forced token (none above the threshold)
-  over all steps of the batch's sequences; threshold rollouts only;
-- guard_fallback_entropy: mean entropy (nats) of those forced tokens; threshold rollouts only;
-- guard_commit_entropy: mean entropy (nats) of every committed token, at its commit step;
-- guard_distinct_frac: distinct completions per group over the group size, averaged;
-- zero_std_groups (the trainer's own column): groups whose rewards all agree.
+Threshold (parallel) rollouts are known to collapse in RL: more tokens committed at once, then
+rising entropy at the steps where none passes, then groups that stop differing (docs/trainer.md).
 """
 from __future__ import annotations
 
@@ -45,7 +37,12 @@ def fallback_steps(commit_step: torch.Tensor, commit_logp: torch.Tensor, thresho
 
 
 def collapse_stats(batch, G: int, threshold: float | None) -> dict:
-    """The guard columns of one rollout batch (this process's rows, in groups of G consecutive rows)."""
+    """The guard columns of one rollout batch (this process's rows, in groups of G consecutive rows):
+    guard_fallback_frac (steps that committed only their forced token, over all steps) and
+    guard_fallback_entropy (those tokens' mean entropy, nats), threshold rollouts only;
+    guard_commit_entropy (mean entropy of the valid committed tokens at their commit step);
+    guard_distinct_frac (distinct completions per group / G, averaged). The trainer's own
+    zero_std_groups column is the fifth guarded number."""
     traj = batch.trajectory
     valid = batch.completion_mask
     out = {}
