@@ -68,8 +68,9 @@ class SamplerConfig:
     steps: int = 8  # denoising steps T in total (a multiple of L / b)
     temperature: float = 0.0  # 0 = greedy; Gumbel noise in float64 otherwise
     remasking: str = "low_confidence"  # low_confidence | random
-    threshold: float | None = None  # confidence-threshold parallel decoding (Fast-dLLM); evaluation only
+    threshold: float | None = None  # confidence-threshold parallel decoding (Fast-dLLM); rollout.threshold too
     batch_size: int = 64
+    cache: str = "none"  # KV cache: none | prefix (prompt + decoded blocks reused within a block) | dual (+ the masked suffix)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,18 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class GuardConfig:
+    """Collapse guards of the rollouts (daca_bench/rl/guards.py); None = no bound."""
+    action: str = "warn"  # warn | stop (checkpoint and stop the run)
+    patience: int = 3  # consecutive steps over a bound before acting
+    max_fallback_frac: float | None = None  # steps committing only their forced token (threshold rollouts)
+    max_fallback_entropy: float | None = 4.0  # nats; threshold-rollout GRPO that collapsed rose from < 1.5 to > 4
+    max_commit_entropy: float | None = None  # nats, mean over committed tokens
+    min_distinct_frac: float | None = None  # distinct completions per group / G
+    max_zero_std: float | None = None  # groups whose rewards all agree
+
+
+@dataclass(frozen=True)
 class RLConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: SamplerConfig = field(default_factory=lambda: SamplerConfig(temperature=0.9))
@@ -160,6 +173,7 @@ class RLConfig:
     sml: SMLConfig = field(default_factory=SMLConfig)
     dps: DPSConfig = field(default_factory=DPSConfig)
     loss: LossConfig = field(default_factory=LossConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
     output_dir: str = "runs/train-tiny"
 
 

@@ -92,6 +92,50 @@ class ModelAdapter:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
         return logits
 
+    def cache_kind(self) -> str | None:
+        """Which KV-cached pass this model has: "native" (daca_bench.archs' LLaDA and Dream), "bert"
+        (the tiny model), or None (the published remote code, other hub models)."""
+        from .archs import NATIVE
+        from .archs.bert import supports
+
+        core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return "native" if isinstance(core, tuple(NATIVE.values())) else "bert" if supports(core) else None
+
+    def require_cache(self, key: str = "sampler.cache") -> str:
+        """`cache_kind`, or one ConfigError naming `key` for a model without a cached pass."""
+        kind = self.cache_kind()
+        if kind is None:
+            core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+            raise ConfigError(f"{key}: {type(core).__name__} ({self.source}) has no KV-cached forward pass; "
+                              f"set {key}=none, or load LLaDA / Dream without model.trust_remote_code")
+        return kind
+
+    def forward_cached(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache, window=None,
+                       key: str = "sampler.cache") -> torch.Tensor:
+        """The KV-cached pass (`sampler.cache`). (N, S) canvas ids and 1/0 mask, a `KVCache`:
+        window None -> a full pass that (re)fills the cache, (N, S, V) logits as `logits` gives;
+        window (lo, hi) -> only positions lo..hi-1 recomputed against the cached keys of the rest,
+        (N, hi-lo, V) logits for those positions."""
+        kind = self.require_cache(key)
+        S = input_ids.shape[1]
+        first, hi = window or (0, S)
+        lo = first - 1 if self.shift_logits and first > 0 else first  # Dream: the raw row before predicts `first`
+        cache.window = None if window is None else (lo, hi)
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (N, S), as in `logits`
+        ids, pos = input_ids[:, lo:hi], positions[:, lo:hi]
+        if kind == "native":
+            out = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=pos, past_key_values=cache).logits
+        else:
+            from .archs.bert import bert_cached
+
+            for hook in list(self.model._forward_pre_hooks.values()):  # pass counters see this pass too
+                hook(self.model, ())
+            core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+            out = bert_cached(core, ids, attention_mask, pos, cache)
+        if self.shift_logits:  # (N, hi-lo, V): raw row i-1 predicts position i; position 0 keeps its own row
+            out = out[:, :-1] if first > 0 else torch.cat([out[:, :1], out[:, :-1]], dim=1)
+        return out
+
     def encode(self, texts: list[str]) -> list[list[int]]:
         return [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 

@@ -4,6 +4,7 @@ position ids (no buffers to initialise), the attention-mask forms SDPA takes, an
     cos, sin = rope(position_ids, head_dim, theta)            # (B, T, D) float32
     q = apply_rope(q, cos, sin)                               # q: (B, H, T, D)
     bias = sdpa_mask(attention_mask, dtype)                   # None | (B, 1, 1|T, T) bool or float
+    cache = KVCache(); model(ids, past_key_values=cache)      # fill; then cache.window = (lo, hi)
 
 Written for this project from the architectures' published descriptions (Llama-style blocks).
 """
@@ -27,10 +28,11 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(x.dtype)
 
 
-def default_positions(input_ids: torch.Tensor) -> torch.Tensor:
-    """(B, T) positions 0..T-1 for every row."""
+def default_positions(input_ids: torch.Tensor, cache=None) -> torch.Tensor:
+    """(B, T) positions 0..T-1 for every row (lo..lo+T-1 for a cache window starting at lo)."""
     b, t = input_ids.shape
-    return torch.arange(t, device=input_ids.device)[None].expand(b, -1)
+    lo = cache.window[0] if cache is not None and cache.window is not None else 0
+    return torch.arange(lo, lo + t, device=input_ids.device)[None].expand(b, -1)
 
 
 def rope(position_ids: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,3 +68,37 @@ def sdpa_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.
     if attention_mask.dim() != 4:
         raise ValueError(f"attention_mask must be (B, L) or (B, 1, L, L), got shape {tuple(attention_mask.shape)}")
     return attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(dtype)
+
+
+class KVCache:
+    """Keys and values of a whole canvas, per layer, from one full pass (`window` None: each layer
+    stores its (B, Hkv, S, D) K and V). A later pass over canvas positions [lo, hi) only (`window`
+    = (lo, hi), its input ids x[:, lo:hi]) attends to the stored keys with [lo, hi) replaced by its
+    own fresh ones; the store is left as it was. Fast-dLLM's prefix cache is the window
+    [block start, S), its dual cache [block start, block end)."""
+
+    def __init__(self):
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.window: tuple[int, int] | None = None
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, layer: int, *_, **__) -> tuple[torch.Tensor, torch.Tensor]:
+        """k, v: (B, Hkv, T, D) of this pass -> the keys and values to attend to."""
+        if self.window is None:  # a full pass: (re)fill
+            if layer == len(self.keys):
+                self.keys.append(k)
+                self.values.append(v)
+            else:
+                self.keys[layer], self.values[layer] = k, v
+            return k, v
+        if layer >= len(self.keys):
+            raise ValueError("KVCache: a window pass before any full pass filled the cache")
+        lo, hi = self.window
+        K, V = self.keys[layer], self.values[layer]  # (B, Hkv, S, D)
+        return torch.cat([K[:, :, :lo], k, K[:, :, hi:]], dim=2), torch.cat([V[:, :, :lo], v, V[:, :, hi:]], dim=2)
+
+    def rows(self, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks unchanged."""
+        if mask is None or self.window is None or mask.dim() != 4 or mask.shape[-2] == 1:
+            return mask
+        return mask[:, :, self.window[0]:self.window[1]]

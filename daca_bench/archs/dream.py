@@ -8,7 +8,8 @@ published checkpoint by its own key names (`model.layers.N.self_attn.q_proj`, `l
 Like the published code, row i of the output predicts token i+1 (Dream was adapted from an
 autoregressive model): the adapter (`daca_bench.models.ModelAdapter`, shift_logits) moves it one
 position right so that logits[i] predicts token i, as for every other model. The attention mask
-may be None, (B, T) 1/0 or the published code's (B, 1, T, T) bool form.
+may be None, (B, T) 1/0 or the published code's (B, 1, T, T) bool form. `past_key_values` takes
+a `KVCache` (common.py): the prefix and dual caches of `sampler.cache`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import RMSNorm, apply_rope, default_positions, repeat_kv, rope, sdpa_mask
+from .common import KVCache, RMSNorm, apply_rope, default_positions, repeat_kv, rope, sdpa_mask
 
 
 class DreamConfig(PretrainedConfig):
@@ -60,13 +61,15 @@ class DreamAttention(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=False)
         self.dropout = config.attention_dropout
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, cache=None, layer=0):
         b, t, h = x.shape  # (B, T, hidden)
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # Dream turns q, k in the model's dtype
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:  # keys and values of the whole canvas, this pass's rows fresh
+            k, v = cache.update(k, v, layer)
         groups = self.heads // self.kv_heads
         a = F.scaled_dot_product_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), attn_mask=mask,
                                            dropout_p=self.dropout if self.training else 0.0)
@@ -91,8 +94,8 @@ class DreamDecoderLayer(GradientCheckpointingLayer):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+    def forward(self, x, cos, sin, mask, cache=None, layer=0):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, layer)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -131,14 +134,18 @@ class DreamModel(PreTrainedModel):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, **kwargs):
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
+                past_key_values: KVCache | None = None, **kwargs):
         """input_ids (B, T); attention_mask None | (B, T) | (B, 1, T, T) bool; position_ids (B, T).
-        Returns the published code's raw logits (B, T, V): row i predicts token i+1."""
+        Returns the published code's raw logits (B, T, V): row i predicts token i+1. With a `KVCache`
+        whose window is (lo, hi): input_ids are canvas positions lo..hi-1, the mask covers the canvas."""
         x = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, hidden)
         if position_ids is None:
-            position_ids = default_positions(x[..., 0])
+            position_ids = default_positions(x[..., 0], past_key_values)
         cos, sin = rope(position_ids, self.config.hidden_size // self.config.num_attention_heads, self.config.rope_theta)
         mask = sdpa_mask(attention_mask, x.dtype)
-        for layer in self.model.layers:
-            x = layer(x, cos, sin, mask)
+        if past_key_values is not None:
+            mask = past_key_values.rows(mask)
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos, sin, mask, past_key_values, i)
         return MaskedLMOutput(logits=self.lm_head(self.model.norm(x)))

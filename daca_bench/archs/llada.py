@@ -8,6 +8,7 @@ checkpoint by its own key names (`model.transformer.wte`, `...blocks.N.q_proj`, 
 Unlike the published code, the attention mask and position ids are honoured (without them the
 result equals the published code's, which ignores both: tests/test_archs.py). SDPA attention,
 gradient checkpointing through the standard API (`activation_checkpointing_enable`), bf16.
+`past_key_values` takes a `KVCache` (common.py): the prefix and dual caches of `sampler.cache`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import RMSNorm, apply_rope, default_positions, repeat_kv, rope, sdpa_mask
+from .common import KVCache, RMSNorm, apply_rope, default_positions, repeat_kv, rope, sdpa_mask
 
 # options of the published config this class does not implement, with the value it needs
 UNSUPPORTED = {"alibi": False, "block_type": "llama", "layer_norm_type": "rms", "attention_layer_norm": False,
@@ -77,13 +78,15 @@ class LLaDABlock(GradientCheckpointingLayer):
         self.up_proj = nn.Linear(d, config.ffn_size, bias=bias)
         self.ff_out = nn.Linear(config.ffn_size, d, bias=bias)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, cache=None, layer=0):
         b, t, d = x.shape  # x: (B, T, d_model)
         h = self.attn_norm(x)
         q = self.q_proj(h).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = self.k_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
         v = self.v_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q.float(), cos, sin).to(q.dtype), apply_rope(k.float(), cos, sin).to(k.dtype)  # rope in fp32
+        if cache is not None:  # keys and values of the whole canvas, this pass's rows fresh
+            k, v = cache.update(k, v, layer)
         groups = self.heads // self.kv_heads
         a = F.scaled_dot_product_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), attn_mask=mask)
         x = x + self.attn_out(a.transpose(1, 2).reshape(b, t, d))
@@ -129,14 +132,19 @@ class LLaDAModelLM(PreTrainedModel):
     def set_output_embeddings(self, value):
         self.model.transformer.ff_out = value
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, **kwargs):
-        """input_ids (B, T); attention_mask None | (B, T) | (B, 1, T, T) bool; position_ids (B, T)."""
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
+                past_key_values: KVCache | None = None, **kwargs):
+        """input_ids (B, T); attention_mask None | (B, T) | (B, 1, T, T) bool; position_ids (B, T).
+        With a `KVCache` whose window is (lo, hi): input_ids are canvas positions lo..hi-1 and the
+        mask covers the whole canvas ((B, S) or (B, 1, S, S))."""
         tr = self.model.transformer
         x = tr.wte(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, d)
         if position_ids is None:
-            position_ids = default_positions(x[..., 0])
+            position_ids = default_positions(x[..., 0], past_key_values)
         cos, sin = rope(position_ids, self.config.d_model // self.config.n_heads, self.config.rope_theta)
         mask = sdpa_mask(attention_mask, x.dtype)
-        for block in tr.blocks:
-            x = block(x, cos, sin, mask)
+        if past_key_values is not None:
+            mask = past_key_values.rows(mask)
+        for i, block in enumerate(tr.blocks):
+            x = block(x, cos, sin, mask, past_key_values, i)
         return MaskedLMOutput(logits=tr.ff_out(tr.ln_f(x)))  # (B, T, V)

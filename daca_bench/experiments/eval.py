@@ -38,19 +38,20 @@ COLUMNS = ["gen_length", "n", "accuracy", "acc_d1", "infra_failures", "block_len
 
 
 def protocol(gen_length: int, block_length: int = 32, steps: int | None = None, threshold: float | None = None,
-             batch_size: int = 32) -> SamplerConfig:
+             batch_size: int = 32, cache: str = "none") -> SamplerConfig:
     """d1's evaluation sampler at one length: greedy, block min(b, L), steps L / 2 unless given."""
     b = min(block_length, gen_length)
     cfg = SamplerConfig(gen_length=gen_length, block_length=b, steps=steps or max(gen_length // 2, gen_length // b),
-                        temperature=0.0, threshold=threshold, batch_size=batch_size)
+                        temperature=0.0, threshold=threshold, batch_size=batch_size, cache=cache)
     check(cfg, "--")
     return cfg
 
 
 def decoding(cfg: SamplerConfig) -> str:
     """The settings a cached row was decoded with (batch size aside, which changes no completion)."""
-    return json.dumps({k: getattr(cfg, k) for k in ("gen_length", "block_length", "steps", "temperature",
-                                                    "remasking", "threshold")}, sort_keys=True)
+    keys = ("gen_length", "block_length", "steps", "temperature", "remasking", "threshold") + \
+        (("cache",) if cfg.cache != "none" else ())  # uncached rows keep the key they were stored under
+    return json.dumps({k: getattr(cfg, k) for k in keys}, sort_keys=True)
 
 
 def _fingerprint(folder: Path) -> str:
@@ -143,7 +144,8 @@ def summarise(rows: list[dict], cfgs: dict[int, SamplerConfig]) -> list[dict]:
                     "accuracy": round(sum(scored) / len(scored), 4) if scored else math.nan,
                     "acc_d1": round(sum(c for c, _ in d1) / d1_total, 4) if d1_total else "",
                     "infra_failures": len(mine) - len(scored), "block_length": cfg.block_length, "steps": cfg.steps,
-                    "decoding": f"threshold {cfg.threshold}" if cfg.threshold is not None else "greedy"})
+                    "decoding": (f"threshold {cfg.threshold}" if cfg.threshold is not None else "greedy")
+                    + (f", cache {cfg.cache}" if cfg.cache != "none" else "")})
     return out
 
 
@@ -201,6 +203,8 @@ def configure(parser) -> None:
     parser.add_argument("--block-length", type=int, default=None, help="default: that run's, else 32")
     parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: that run's, else length / 2)")
     parser.add_argument("--threshold", type=float, default=None, help="parallel decoding above this confidence")
+    parser.add_argument("--cache", default="none", choices=("none", "prefix", "dual"),
+                        help="KV cache within a block (sampler.cache; docs/method.md section 3.1)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
                         help="wrap prompts as a user message (auto: when the tokenizer has a template)")
@@ -221,7 +225,7 @@ def run(args) -> int:
         canvas, source = trained
         lengths, block, steps = [canvas["gen_length"]], canvas["block_length"], canvas["steps"]
         print(f"canvas from {source}: --gen-length {lengths[0]} --block-length {block} --steps {steps}", file=sys.stderr)
-    cfgs = {L: protocol(L, block or 32, steps, args.threshold, args.batch_size) for L in lengths or [256]}
+    cfgs = {L: protocol(L, block or 32, steps, args.threshold, args.batch_size, args.cache) for L in lengths or [256]}
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n] if args.n else list(task.samples)
     adapter = load_checkpoint(args.model, args.trust_remote_code, args.dtype, args.base)

@@ -7,11 +7,13 @@ and the sampler commits the most confident ones in the current block (`low_confi
 random ones (`random`). Temperature acts through Gumbel noise in float64. With
 `threshold` set it decodes in parallel instead (Fast-dLLM): every masked position of the
 block whose confidence exceeds the threshold is committed (at least one per step).
+`cache` = prefix | dual reuses keys and values within a block (Fast-dLLM; `step_logits`,
+docs/method.md section 3.1): the record stays complete, its numbers come from the cached passes.
 
     batch = sample(adapter, ["12+5="], SamplerConfig(gen_length=8, steps=8), seed=0)
     batch.texts, batch.trajectory.commit_step, batch.trajectory.conf   # (N, L), (N, T, L)
 
-`commit_logp` and `conf` are read from the model's own (untempered) distribution, the
+`commit_logp`, `conf` and `commit_entropy` are read from the model's own (untempered) distribution, the
 quantity every likelihood estimator in `likelihood.py` also targets; logsumexp and max over
 the vocabulary are taken in chunks (`likelihood.logsumexp_max`), never on a float32 copy
 of the whole (N, L, V) logits.
@@ -25,7 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import SamplerConfig
+from ..archs.common import KVCache
+from ..config import SamplerConfig, pick
 from ..models import ModelAdapter
 from .likelihood import logsumexp_max
 
@@ -35,6 +38,7 @@ class Trajectory:
     commit_step: torch.Tensor  # (N, L) int64: tau_k in 1..T
     commit_logp: torch.Tensor  # (N, L) float32: log p^{tau_k}_k(o_k)
     conf: torch.Tensor  # (N, T, L) float32: max_v p^t_k(v) for k masked before step t, NaN otherwise
+    commit_entropy: torch.Tensor | None = None  # (N, L) float32: entropy (nats) of p^{tau_k}_k (collapse guards)
 
 
 @dataclass
@@ -109,12 +113,15 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     x = torch.cat([prompt_ids, torch.full((n, L), mask_id, dtype=torch.long, device=device)], dim=1)  # (N, P+L)
     attn = torch.cat([prompt_mask, torch.ones((n, L), dtype=torch.long, device=device)], dim=1)
     parallel = cfg.threshold is not None
+    kv = None if cfg.cache == "none" else KVCache()
     num_blocks = L // b
     steps_per_block = cfg.steps // num_blocks
     max_steps = L if parallel else cfg.steps
     commit_step = torch.zeros((n, L), dtype=torch.long, device=device)
     commit_logp = torch.zeros((n, L), dtype=torch.float32, device=device)
+    commit_ent = torch.zeros((n, L), dtype=torch.float32, device=device) if record else None
     conf_rec = torch.full((n, max_steps, L), math.nan, dtype=torch.float32, device=device) if record else None
+    conf_now = torch.full((n, L), math.nan, dtype=torch.float32, device=device) if record else None  # latest c_k
     # never commit a mask, nor a pad unless it is also the EOS (LLaDA: pad = eos), which must stay sampleable
     banned = [i for i in {mask_id, adapter.pad_token_id} - {adapter.eos_token_id} if i is not None]
     t = 0
@@ -124,13 +131,15 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
         i = 0
         while (x[:, p + lo:p + hi] == mask_id).any():
             t += 1
-            logits = adapter.logits(x, attn)[:, p:]  # (N, L, V) in the model's dtype: never copied whole
+            # (N, c1-c0, V) logits of completion positions c0..c1-1, in the model's dtype: never copied whole
+            logits, c0, c1 = step_logits(adapter, x, attn, p, lo, hi, cfg.cache, kv, fresh=i == 0)
             masked = x[:, p:] == mask_id  # (N, L): M_t
-            blk = logits[:, lo:hi]  # (N, b, V)
+            blk = logits[:, lo - c0:hi - c0]  # (N, b, V)
             if record:  # confidences at every masked position: max_v p = exp(max logit - logsumexp)
-                lse, top = logsumexp_max(logits)  # (N, L) float32
-                conf_rec[:, t - 1] = torch.where(masked, (top - lse).exp(), torch.tensor(math.nan, device=device))
-                lse_blk = lse[:, lo:hi]
+                lse, top = logsumexp_max(logits)  # (N, c1-c0) float32
+                conf_now[:, c0:c1] = (top - lse).exp()  # positions this pass did not recompute keep their last value
+                conf_rec[:, t - 1] = torch.where(masked, conf_now, torch.tensor(math.nan, device=device))
+                lse_blk = lse[:, lo - c0:hi - c0]
             else:
                 lse_blk = logsumexp_max(blk)[0]  # (N, b)
             # exact: every float32 / bf16 value is a float64; greedy needs no float64 copy (same argmax)
@@ -154,13 +163,47 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
                 take = blk_masked & ((x0_logp.exp() > cfg.threshold) | (rank == 0))
             else:
                 take = blk_masked & (rank < sched[:, i].to(device)[:, None])
-                i += 1
+            i += 1
             cur = x[:, p + lo:p + hi]
             x[:, p + lo:p + hi] = torch.where(take, x0, cur)
             commit_step[:, lo:hi] = torch.where(take, t, commit_step[:, lo:hi])
             commit_logp[:, lo:hi] = torch.where(take, x0_logp, commit_logp[:, lo:hi])
+            if record:
+                commit_ent[:, lo:hi] = torch.where(take, entropy(blk, lse_blk), commit_ent[:, lo:hi])
     conf = conf_rec[:, :t] if record else None
-    return x[:, p:], commit_step, commit_logp, conf, t
+    return x[:, p:], commit_step, commit_logp, conf, t, commit_ent
+
+
+CACHES = {"none": None, "prefix": "prefix", "dual": "dual"}  # sampler.cache
+
+
+@torch.no_grad()
+def entropy(logits: torch.Tensor, lse: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """(N, b, V) logits and their (N, b) float32 logsumexp -> (N, b) float32 entropy in nats,
+    sum_v p_v (lse - logit_v), `chunk` positions at a time (no float32 copy of the whole)."""
+    out = torch.empty_like(lse)
+    flat, flat_lse, flat_out = logits.reshape(-1, logits.shape[-1]), lse.reshape(-1), out.view(-1)
+    for s in range(0, flat.shape[0], chunk):
+        x = flat[s:s + chunk].float()  # (c, V)
+        surprise = flat_lse[s:s + chunk, None] - x  # -log p_v
+        prob = (-surprise).exp()
+        flat_out[s:s + chunk] = torch.where(prob > 0, prob * surprise, 0.0).sum(-1)  # a -inf logit adds 0
+    return out
+
+
+def step_logits(adapter: ModelAdapter, x, attn, p: int, lo: int, hi: int, cache: str, kv: KVCache | None,
+                fresh: bool) -> tuple[torch.Tensor, int, int]:
+    """One step's forward pass over the (N, P+L) canvas whose current block is completion
+    positions [lo, hi): (N, c1-c0, V) logits of completion positions c0..c1-1, and c0, c1.
+    none: the whole canvas, every step. prefix / dual: the whole canvas at a block's first step
+    (`fresh`; it refills `kv`), then [lo, L) (prefix) or [lo, hi) (dual) against the cached keys."""
+    L = x.shape[1] - p
+    if cache == "none":
+        return adapter.logits(x, attn)[:, p:], 0, L
+    if fresh:
+        return adapter.forward_cached(x, attn, kv)[:, p:], 0, L
+    c1 = L if cache == "prefix" else hi
+    return adapter.forward_cached(x, attn, kv, window=(p + lo, p + c1)), lo, c1
 
 
 def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[int] = 0,
@@ -174,6 +217,8 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         raise ValueError(f"sampler.gen_length={L} must be a multiple of sampler.block_length={b}")
     if cfg.threshold is None and cfg.steps % (L // b):
         raise ValueError(f"sampler.steps={cfg.steps} must be a multiple of the number of blocks {L // b}")
+    if pick(CACHES, cfg.cache, "sampler.cache"):
+        adapter.require_cache("sampler.cache")
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
     if isinstance(seed, int):
         gen = torch.Generator(device=adapter.device).manual_seed(seed)
@@ -193,7 +238,8 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
     if record:
         steps = max(o[3].shape[1] for o in outs)
         conf = torch.cat([torch.nn.functional.pad(o[3], (0, 0, 0, steps - o[3].shape[1]), value=math.nan) for o in outs])
-        traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu())
+        traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu(),
+                          torch.cat([o[5] for o in outs]).cpu())
     texts = [adapter.decode(row) for row in completion]
     return RolloutBatch(prompt_ids, prompt_mask, completion, valid_mask(completion, adapter.eos_token_id), texts, traj, passes)
 

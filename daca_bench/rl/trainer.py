@@ -37,6 +37,7 @@ from .bases import check as check_base
 from .bases import estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
 from .evaluate import eval_task, evaluate, score, write_eval_records
+from .guards import Guard, any_process, collapse_stats
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
@@ -156,6 +157,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
     board = open_reporters(t.report_to, out, to_dict(cfg)) if rank == 0 else None
+    guard = Guard(cfg.guard)  # collapse guards (rl/guards.py)
     try:
         while run.step < t.steps and stop["signal"] is None:
             idx = run.next_batch(t.prompts_per_step)
@@ -179,6 +181,9 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                 log.flush()
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
+            if any_process(guard.tripped(metrics, step)):  # guard.action=stop: checkpoint and stop
+                checkpoint()
+                return {"stopped": True, "step": run.step, "guard": guard.message}
             if step % t.save_every == 0 or stop["signal"] is not None:
                 checkpoint()
         if stop["signal"] is not None:
@@ -358,6 +363,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
                **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
                "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
                **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
+    metrics.update(collapse_stats(batch, G, cfg.rollout.threshold))  # guard columns, from the record
     return {**metrics, **{trl: metrics[ours] for trl, ours in TRL_METRICS.items()}}
 
 
