@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[DATA_FILES_ENV] = data_file_env(args.command, args.data_file)
         with cache_only() if args.command in CACHE_ONLY else contextlib.nullcontext():  # listing never waits on the network
             return int(module.run(args) or 0)
+    except BrokenPipeError:  # `daca-bench ... | head` closed the pipe: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
     except Exception as exc:  # noqa: BLE001 - the one boundary: expected failures become one line
         line = explain(exc)
         if line is None and isinstance(exc, ModuleNotFoundError):  # an extra that is not installed

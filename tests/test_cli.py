@@ -75,3 +75,14 @@ def test_overrides_may_follow_options_and_a_stray_word_is_still_an_error(capsys)
     assert exc.value.code == 2 and "unrecognized arguments: stray" in capsys.readouterr().err
     assert main(["train", "--print-config", "stray"]) == 2
     assert "override 'stray' is not KEY=VALUE" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`daca-bench train --print-config | head -1`: the reader closes the pipe early; no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "daca_bench", "train", "--print-config"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert first.startswith("model.name") and proc.wait(timeout=60) == 0
+    assert "Traceback" not in err and "BrokenPipeError" not in err
