@@ -196,3 +196,38 @@ def test_api_core_page_names_every_top_level_module():
 
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 220
+
+
+# (README phrase, results folder, family, variant, vs): every interval the README's "What it found"
+# states comes from that folder's table.csv, rounded as the table rounds it
+README_NUMBERS = [
+    ("+3.9** pp [+1.9, +5.8]", "tiny", "constraint", "+DACA", "baseline"),
+    ("+7.5** * [+4.6, +10.5]", "tiny-full", "math", "baseline", "start"),
+    ("+9.8** * [+5.0, +14.6]", "tiny-full", "constraint", "baseline", "start"),
+    ("+6.6** * [+2.2, +11.0]", "tiny-full", "constraint", "+DACA", "baseline"),
+    ("+6.2** * [+3.8, +8.6]", "tiny-full", "json", "baseline", "start"),
+    ("+1.9 [+0.4, +3.4]", "tiny-full", "code", "baseline", "start"),
+    ("+0.4 [-1.1, +1.9]", "tiny-full", "math", "+DACA", "baseline"),
+    ("+1.3 [-1.2, +3.8]", "tiny-full", "json", "+DACA", "baseline"),
+    ("+0.0 [-1.3, +1.4]", "tiny-full", "code", "+DACA", "baseline"),
+    ("+3.4 * [+0.5, +6.2]", "tiny-full-sudoku16", "constraint", "+SML", "baseline"),
+    ("+5.1** * [+2.4, +7.8]", "tiny-full-sudoku16", "constraint", "+DACA", "baseline"),
+    ("+3.7** * [+2.1,\n+5.4]", "tiny-full-code64", "code", "baseline", "start"),
+    ("+0.6 [-0.6, +1.8]", "tiny-full-code64", "code", "+DACA", "baseline"),
+]
+
+
+@pytest.mark.parametrize("phrase,folder,family,variant,vs", README_NUMBERS)
+def test_every_readme_interval_matches_its_table_csv(phrase, folder, family, variant, vs):
+    import csv
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    assert phrase in readme, f"README no longer says {phrase!r}: update README_NUMBERS with the text"
+    with open(ROOT / "results" / folder / "table.csv") as f:
+        row = next(r for r in csv.DictReader(f) if (r["family"], r["variant"], r["vs"]) == (family, variant, vs))
+    delta, lo, hi = (float(x) for x in re.findall(r"[-+]\d+\.\d", phrase))
+    assert (delta, lo, hi) == tuple(round(float(row[k]) + 0.0, 1) for k in ("delta_pp", "lo", "hi"))
+    after = readme[readme.index(phrase) + len(phrase):][:60]
+    starred = " * " in phrase or "adjusted p <" in after  # a star, or the adjusted p written out
+    assert starred == (row["sig"] == "True")
