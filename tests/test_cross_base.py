@@ -90,3 +90,19 @@ def test_a_cross_base_vs_is_validated_and_matched_by_base_and_variant():
     assert family_of({**row, "base": "espo"}, planned) == "exploratory"  # the design names wd1's row only
     # a one-word vs is the row's own base: "wd1 +DACA" against "wd1 baseline" is the primary row
     assert family_of({**row, "variant": "+DACA", "vs": "wd1 baseline"}, planned) == "primary"
+
+
+def test_a_replication_matches_cross_rows_by_their_vs_and_the_gains_plot_leaves_them_out():
+    from daca_bench.experiments.plots import plot_gains
+    from daca_bench.experiments.replicate import compare_tables, verdict
+
+    planned = declared(validate(copy.deepcopy(DESIGN)))
+    table, again = build_table(grid(), planned=planned), build_table(grid(), planned=planned)
+    report = compare_tables(table, again)
+    assert len(report) == len(table) and verdict(report).startswith("Identical")
+    other = build_table(grid(2), planned=planned)
+    report = compare_tables(table, other)
+    assert len(report) == len(table) and report["vs_ours"].equals(report["vs_ref"])
+    # grpo +DACA against wd1 +DACA is not grpo's own gain: one bar per (base, variant) in the plot
+    bars = [p for p in plot_gains(table).axes[0].patches]
+    assert len(bars) == 2  # grpo's +DPS and +DACA against its baseline; not grpo +DACA against wd1 +DACA
