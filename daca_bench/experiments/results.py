@@ -18,6 +18,9 @@ grid). The table has one row per (base, task, variant):
   two-sided 5 % level, from the measured spread (none where no paired difference varies);
 - `t_half`, `boot_lo`/`boot_hi` (the crossed bootstrap), `zero_std` in the CSV.
 Cells without eval.jsonl (older runs) are paired by seed only.
+Every further comparison the plan declares (design.json or the preset's) is computed too, such as a
+row against another base's row (`vs` "grpo +DACA" for wd1's baseline): paired the same way, adjusted
+in its family, and printed in the last section, "across bases and arms" (`extra_rows`).
 """
 from __future__ import annotations
 
