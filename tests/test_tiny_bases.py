@@ -189,7 +189,15 @@ def test_the_whole_preset_runs_at_toy_size_and_resumes(tmp_path, monkeypatch, ca
     compared = table[table["vs"].notna()]
     assert set(zip(compared.loc[compared["plan"] == "primary", "base"],
                    compared.loc[compared["plan"] == "primary", "variant"])) == {("grpo", "+DACA"), ("wd1", "+DACA")}
-    assert set(compared["plan"]) == {"primary", "secondary"} and len(compared) == 9
+    assert set(compared["plan"]) == {"primary", "secondary"} and len(compared) == 9 + 3
+    # the cross-base rows the design registered, paired on the shared seed and test prompts
+    cross = set(zip(compared["base"], compared["variant"], compared["vs"])) - {
+        (b, v, r) for b, v, r in zip(compared["base"], compared["variant"], compared["vs"]) if " " not in r}
+    assert cross == {("wd1", "baseline", "grpo baseline"), ("wd1", "baseline", "grpo +DACA"),
+                     ("grpo", COMPUTE_MATCHED, "grpo +DACA")}
+    registered = {(c["base"], c["variant"], c["vs"]) for c in design["comparisons"]["secondary"] if " " in c["vs"]}
+    assert cross == registered and (compared.loc[compared["vs"].str.contains(" "), "prompts"] == 8).all()
+    assert "### across bases and arms" in (out / "table.md").read_text()
     assert "p_adj" in table and "MDE" in table
     # a rerun trains nothing: SFT cached, every sweep and confirmatory cell skipped
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("summary.json")}

@@ -59,6 +59,8 @@ def validate(d: dict, where: str = FILE) -> dict:
                               # that runs other steps by design (the compute-matched baseline)
      "comparisons": {"primary": [{"family": "<label>", "variant": "+DACA", "vs": "baseline"}, ...],
                      "secondary": [...]}}        # optional "base" in a comparison (else every base)
+    A `vs` of two words, "<base> <variant>" (e.g. "grpo +DACA"), names another base's row: a cross-base
+    comparison, paired by seed and prompt like every other (results.extra_rows computes it).
     Extra keys (a date, notes) are allowed and ignored."""
     _fields(d, _TOP, where)
     if d["schema"] != SCHEMA:
@@ -84,6 +86,8 @@ def validate(d: dict, where: str = FILE) -> dict:
             _fields(c, {"family": str, "variant": str, "vs": str}, f"{where} comparisons.{fam_name}[{i}]")
             if c["family"] not in d["families"]:
                 raise _bad(where, f"comparisons.{fam_name}[{i}] names family {c['family']!r}, not in families")
+            if len(c["vs"].split()) > 2 or not c["vs"].strip() or c["vs"] != " ".join(c["vs"].split()):
+                raise _bad(where, f"comparisons.{fam_name}[{i}].vs {c['vs']!r} is not '<variant>' or '<base> <variant>'")
     return d
 
 
@@ -165,6 +169,18 @@ def declared(design: dict | None, preset_spec: dict | None = None) -> dict[str, 
     return {fam: [{"variant": v, "vs": vs} for v, vs in pairs] for fam, pairs in DEFAULT_COMPARISONS.items()}
 
 
+def reference(vs: str, base: str) -> tuple[str, str]:
+    """(base, variant) a comparison's `vs` names for a row of BASE: "grpo +DACA" -> ("grpo", "+DACA");
+    a one-word vs ("baseline", "start") is the row's own base."""
+    parts = vs.split()
+    return (parts[0], parts[1]) if len(parts) == 2 else (base, vs)
+
+
+def across(vs) -> bool:
+    """Whether a table row's `vs` names another row by base and variant (the 'across bases' section)."""
+    return isinstance(vs, str) and len(vs.split()) == 2
+
+
 def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] | None = None) -> str:
     """PRIMARY, SECONDARY or EXPLORATORY for a table row (its base, task, variant, vs). A declared
     comparison matches on the keys it names (no task = every task; no base = every base);
@@ -172,7 +188,7 @@ def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] 
     labels = labels or {}
     for fam in (PRIMARY, SECONDARY):
         for c in planned.get(fam, []):
-            if c["variant"] != row["variant"] or c["vs"] != row["vs"]:
+            if c["variant"] != row["variant"] or reference(c["vs"], row["base"]) != reference(row["vs"], row["base"]):
                 continue
             if "task" in c and c["task"] != row["task"]:
                 continue

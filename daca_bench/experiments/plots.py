@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from ..errors import ConfigError
 from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
+from .design import across
 from .results import PAPER_GAIN_PP, VARIANT_ORDER, load_results, load_table, locate
 
 PALETTE = {"start": "#7f7f7f", "baseline": "#3b3b3b", "+DPS": "#1f77b4", "+SML": "#ff7f0e", "+DACA": "#2ca02c",
@@ -59,6 +60,7 @@ def plot_gains(table: pd.DataFrame, ax=None) -> Figure:
     inside it could not have been told from noise) and the paper's gain dashed. The y-axis fits
     the measured values; a paper gain beyond it is written at the panel's edge instead of drawn."""
     table = table[table["variant"].isin(VARIANT_ORDER[1:]) & table.get("delta_pp", pd.Series(dtype=float)).notna()]
+    table = table[~table["vs"].map(across)] if "vs" in table else table  # against its own baseline only
     bases = sorted(table["base"].unique())
     fig, axes = _axes(ax, 1, max(1, len(bases)), (6 * max(1, len(bases)), 4))
     variants = [v for v in VARIANT_ORDER[1:] if v in set(table["variant"])]

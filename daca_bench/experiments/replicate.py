@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
+from .design import across
 from .results import START, VARIANT_ORDER, load_table, locate, num as _num
 
 KEYS = ["base", "family", "task", "variant"]
@@ -47,9 +48,12 @@ def _flag(x) -> bool:
 
 
 def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
-    """One row per (base, family, task, variant) of either table: both sides (`*_ours`,
+    """One row per (base, family, task, variant[, cross-base vs]) of either table: both sides (`*_ours`,
     `*_ref`), the difference, coverage, sign and significance agreement, and a status."""
-    merged = ours[KEYS + SIDE].merge(ref[KEYS + SIDE], on=KEYS, how="outer", suffixes=("_ours", "_ref"))
+    # a row against another base's row ("wd1 baseline" vs "grpo +DACA") is matched by its vs too
+    keyed = lambda t: t[KEYS + SIDE].assign(_ref=t["vs"].map(lambda v: v if across(v) else ""))  # noqa: E731
+    merged = keyed(ours).merge(keyed(ref), on=[*KEYS, "_ref"], how="outer", suffixes=("_ours", "_ref")) \
+        .drop(columns="_ref")
     rows = []
     for _, r in merged.iterrows():
         row = r.to_dict()

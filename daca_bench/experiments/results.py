@@ -18,6 +18,9 @@ grid). The table has one row per (base, task, variant):
   two-sided 5 % level, from the measured spread (none where no paired difference varies);
 - `t_half`, `boot_lo`/`boot_hi` (the crossed bootstrap), `zero_std` in the CSV.
 Cells without eval.jsonl (older runs) are paired by seed only.
+Every further comparison the plan declares (design.json or the preset's) is computed too, such as a
+row against another base's row (`vs` "grpo +DACA" for wd1's baseline): paired the same way, adjusted
+in its family, and printed in the last section, "across bases and arms" (`extra_rows`).
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import pandas as pd
 from ..errors import ConfigError
 from ..jsonl import column_means
 from .clusters import cluster_keys, recorded
-from .design import PRIMARY, SECONDARY, declared, disagreements, family_of, read_design
+from .design import PRIMARY, SECONDARY, across, declared, disagreements, family_of, read_design, reference
 from .stats import adjust, compare
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
@@ -154,11 +157,14 @@ def cluster_maps(df: pd.DataFrame, start: dict[str, dict] | None = None) -> dict
     return out
 
 
-def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters: dict | None = None):
+def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters: dict | None = None,
+                planned: dict | None = None):
     """Each row of the table in order: (common, variant, cells, vs, d, keys), with `common` the row's
     base, family, task and paper gain, `cells` the variant's cells (None for the RL start's row),
     d its paired (seeds, prompts) matrix against `vs` (empty where there is no reference) and
-    `keys` the cluster of each of d's prompts (None: each prompt its own)."""
+    `keys` the cluster of each of d's prompts (None: each prompt its own). Per base: each variant
+    against its baseline, the baseline against the RL start; then every comparison PLANNED declares
+    beyond those (another base's row, another reference: `extra_rows`), its vs "<base> <variant>"."""
     start = start or {}
     clusters = cluster_maps(df, start) if clusters is None else clusters
     for (base, family, task), g in df.groupby(["base", "family", "task"], sort=True):
@@ -173,6 +179,36 @@ def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters
             d, ids = _pair(cells, ref) if ref is not None else (np.empty((0, 0)), [])
             keys = [clusters[task][i] for i in ids] if ids and clusters.get(task) else None
             yield common, variant, cells, vs, d, keys
+    yield from extra_rows(df, planned or {}, start, clusters)
+
+
+def extra_rows(df: pd.DataFrame, planned: dict, start: dict[str, dict], clusters: dict):
+    """The declared comparisons the per-base loop does not pair, as `comparisons` yields them: a
+    variant against another base's row (a field baseline vs "grpo +DACA") or against a row of its
+    own base other than its default reference. Paired by seed and prompt like every other row (the
+    cells of different bases share seeds and test prompts); one without common seeds is left out."""
+    seen = set()
+    for c in planned.get(PRIMARY, []) + planned.get(SECONDARY, []):
+        for (base, family, task), g in df.groupby(["base", "family", "task"], sort=True):
+            if c.get("base", base) != base or c.get("task", task) != task:
+                continue
+            ref_base, ref_variant = reference(c["vs"], base)
+            default = START if c["variant"] == "baseline" else "baseline"
+            key = (base, task, c["variant"], ref_base, ref_variant)
+            if (ref_base, ref_variant) in ((base, default), (base, c["variant"])) or key in seen:
+                continue
+            cells = g[g["variant"] == c["variant"]]
+            ref = start.get(task) if ref_variant == START else \
+                df[(df["base"] == ref_base) & (df["task"] == task) & (df["variant"] == ref_variant)]
+            if cells.empty or ref is None or len(ref) == 0:
+                continue
+            d, ids = _pair(cells, ref)
+            if not d.size:
+                continue
+            seen.add(key)
+            keys = [clusters[task][i] for i in ids] if ids and clusters.get(task) else None
+            common = {"base": base, "family": family, "task": task, "paper_gain_pp": PAPER_GAIN_PP.get(family, math.nan)}
+            yield common, c["variant"], cells, f"{ref_base} {ref_variant}", d, keys
 
 
 def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned: dict | None = None,
@@ -181,7 +217,7 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
     `planned`: the declared families (design.declared; default DEFAULT_COMPARISONS)."""
     planned = declared(None) if planned is None else planned
     out = []
-    for common, variant, cells, vs, d, keys in comparisons(df, start, clusters):
+    for common, variant, cells, vs, d, keys in comparisons(df, start, clusters, planned):
         if cells is None:
             scored = [r for r in start[common["task"]].values() if r is not None]
             out.append({**common, "variant": START, "acc": 100 * float(np.mean(scored)) if scored else math.nan,
@@ -245,24 +281,34 @@ def _p(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else "<0.001" if x < 0.001 else f"{x:.3f}"
 
 
+def _section(title: str, t: pd.DataFrame, cross: bool = False) -> list[str]:
+    """One markdown block of TABLE rows; CROSS: rows against another row ('wd1 baseline' vs 'grpo +DACA')."""
+    head = ["family", "task", "variant", "acc %", "Δpp", "vs", "95 % CI", "MDE", "p", "adj. p", "plan",
+            "zero-std %", "paper (up to)"]
+    lines = [title, "", "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * 10]
+    for _, r in t.iterrows():
+        has = "delta_pp" in r and not (isinstance(r.get("delta_pp"), float) and math.isnan(r["delta_pp"]))
+        sig = r.get("sig")
+        marked = isinstance(sig, (bool, np.bool_)) and bool(sig)  # NaN (no comparison) is no mark
+        delta = (num(r["delta_pp"], "+.1f") + (" *" if marked else "")) if has else "-"
+        paper = f"+{r['paper_gain_pp']:.1f}" if r["variant"] == "baseline" and not cross and \
+            not math.isnan(r["paper_gain_pp"]) else ""
+        cells = [r["family"], r["task"], f"{r['base']} {r['variant']}" if cross else r["variant"], num(r["acc"], ".1f"),
+                 delta, r.get("vs") if has else "", _ci(r) if has else "-", num(r.get("MDE"), ".1f") if has else "-",
+                 _p(r.get("p")) if has else "-", _p(r.get("p_adj")) if has else "-", r.get("plan") if has else "",
+                 num(100 * r.get("zero_std", math.nan), ".0f"), paper]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return lines + [""]
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     lines = [table.attrs["design"], ""] if table.attrs.get("design") else []
-    for base, t in table.groupby("base", sort=True):
-        head = ["family", "task", "variant", "acc %", "Δpp", "vs", "95 % CI", "MDE", "p", "adj. p", "plan",
-                "zero-std %", "paper (up to)"]
-        lines += [f"### base method: {base}", "", "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * 10]
-        for _, r in t.iterrows():
-            has = "delta_pp" in r and not (isinstance(r.get("delta_pp"), float) and math.isnan(r["delta_pp"]))
-            sig = r.get("sig")
-            marked = isinstance(sig, (bool, np.bool_)) and bool(sig)  # NaN (no comparison) is no mark
-            delta = (num(r["delta_pp"], "+.1f") + (" *" if marked else "")) if has else "-"
-            paper = f"+{r['paper_gain_pp']:.1f}" if r["variant"] == "baseline" and not math.isnan(r["paper_gain_pp"]) else ""
-            cells = [r["family"], r["task"], r["variant"], num(r["acc"], ".1f"), delta, r.get("vs") if has else "",
-                     _ci(r) if has else "-", num(r.get("MDE"), ".1f") if has else "-", _p(r.get("p")) if has else "-",
-                     _p(r.get("p_adj")) if has else "-", r.get("plan") if has else "",
-                     num(100 * r.get("zero_std", math.nan), ".0f"), paper]
-            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-        lines.append("")
+    cross = table["vs"].map(across) if "vs" in table else pd.Series(False, index=table.index)
+    for base, t in table[~cross].groupby("base", sort=True):
+        lines += _section(f"### base method: {base}", t)
+    if cross.any():
+        lines += _section("### across bases and arms (a row against another base's or arm's row, paired by seed "
+                          "and prompt)", table[cross], cross=True)
     seeds = table.loc[table["variant"] != START, "seeds"]
     prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
     footer = FOOTER.format(method=table.attrs.get("multiplicity", "holm").capitalize(),
