@@ -27,8 +27,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..checkpoint import checkpoints
-from ..config import ConfigError, RLConfig, apply, load_config, read_yaml, to_dict
+from ..config import ConfigError, RLConfig, apply, load_config, read_yaml
 from ..errors import UnavailableError
+from ..runfolder import changes, set_aside
 from .jobs import Job, run_jobs, split_cores
 from .provenance import check_tree, describe, weights_hash
 
@@ -101,37 +102,20 @@ def load_grid(path: str | Path) -> dict:
     return data
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v})
-    return out
-
-
 def _set_aside_if_stale(folder: Path, cfg: RLConfig, provenance: dict | None = None) -> str | None:
     """A cell folder written under another config (say, an edited grid) or from other init weights
     (a retrained SFT start at the same path) is moved into FOLDER/.stale/N/ instead of being skipped
-    or resumed; returns that path."""
+    or resumed (runfolder.changes / set_aside, as `train --fresh` does); returns that path."""
     stored = folder / "config.json"
     if not stored.exists():
         return None
     raw = json.loads(stored.read_text())
-    old = _flat(raw)
-    new = _flat(json.loads(json.dumps(to_dict(cfg))))
-    default = _flat(json.loads(json.dumps(to_dict(RLConfig()))))
     side = json.loads((folder / PROVENANCE).read_text()) if (folder / PROVENANCE).exists() else {}
     was = raw.get("init_sha256") or side.get("init_sha256")  # unknown for cells run before it was recorded
     now = (provenance or {}).get("init_sha256")
-    # a key the stored config lacks was added to the package since; at its default it changes nothing
-    if all(old[k] == v if k in old else v == default.get(k) for k, v in new.items()) and not (was and now and was != now):
+    if not changes(raw, cfg) and not (was and now and was != now):
         return None
-    earlier = list((folder / ".stale").glob("*")) if (folder / ".stale").exists() else []
-    aside = folder / ".stale" / str(len(earlier))
-    aside.mkdir(parents=True)
-    for item in folder.iterdir():
-        if item.name not in (".lock", ".stale"):
-            os.replace(item, aside / item.name)
-    return str(aside)
+    return str(set_aside(folder))
 
 
 def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
