@@ -9,7 +9,6 @@ and a hash of the init weights' content (a cache keyed by a path misses a retrai
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,13 +18,12 @@ PACKAGE = Path(__file__).resolve().parent.parent  # daca_bench/: its checkout is
 
 
 def describe(where: Path = PACKAGE) -> str:
-    """`git describe --always --dirty` of the checkout holding the package ('' when not in one)."""
-    try:
-        run = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=where,
-                             timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return run.stdout.strip() if run.returncode == 0 else ""
+    """`git describe --always --dirty` of the checkout holding the package ('' when not in one);
+    the one reader is rl.runtime.git_describe, which a plain `train` records too (imported here,
+    not at the top, so that reading a table never imports torch)."""
+    from ..rl.runtime import git_describe
+
+    return git_describe(where)
 
 
 def check_tree(code: str, confirmatory: bool, allow_dirty: bool = False, what: str = "this run") -> None:

@@ -45,12 +45,15 @@ def gather_rewards(r: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts)
 
 
-def git_hash() -> str:
+def git_describe(where: Path = Path(__file__).parent) -> str:
+    """`git describe --always --dirty` of the checkout holding the package ('' when not in one):
+    the commit a run's config.json names, '-dirty' when tracked files had uncommitted changes."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=5).stdout.strip()
+        run = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=where,
+                             timeout=10)
     except (OSError, subprocess.SubprocessError):
         return ""
+    return run.stdout.strip() if run.returncode == 0 else ""
 
 
 def versions() -> dict:

@@ -48,7 +48,7 @@ from .runtime import (
     allreduce_grads,
     autocast,
     gather_rewards,
-    git_hash,
+    git_describe,
     init_distributed,
     is_main_thread,
     precision_record,
@@ -143,7 +143,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         (out / "summary.json").unlink(missing_ok=True)
     if rank == 0:  # on a resume too: a changed step budget or thread count is what summary.json goes with
         given = data_files_given()  # --data-file: the local files a hub task was read from
-        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_hash(), "versions": versions(),
+        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_describe(), "versions": versions(),
                                                      "world_size": world, **precision_record(device, t.precision),
                                                      **({"data_files": given} if given else {})}, indent=2) + "\n")
     stop = {"signal": None}
