@@ -108,6 +108,13 @@ def _tokenizer_encode(name: str, trust_remote_code: bool = False):
     return lambda texts: [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
+def _test_set(t):
+    """The RL config's test set (TrainConfig t), as the trainer scores it."""
+    from .registry import draw_test
+
+    return draw_test(t.task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude)
+
+
 def check_rl(cfg) -> None:
     """The rollout and eval canvases of an RLConfig; for a tiny task (whose gold is the whole answer)
     also against its longest gold answer + EOS. A rollout canvas unlike the eval canvas is named
@@ -119,9 +126,7 @@ def check_rl(cfg) -> None:
     if spec.tiny:
         encode = _tokenizer_encode(cfg.train.init or cfg.model.name, cfg.model.trust_remote_code)
         if encode is not None:
-            from .registry import get_task
-
-            gold = gold_lengths(get_task(name, split="test", n=cfg.train.n_eval, seed=cfg.train.test_seed), encode)
+            gold = gold_lengths(_test_set(cfg.train), encode)
     check(cfg.rollout, "rollout", gold, name)
     check(cfg.eval, "eval", gold, name)
     start = cfg.train.init or cfg.model.name
@@ -131,9 +136,7 @@ def check_rl(cfg) -> None:
         if not prompt and spec.tiny:
             encode = encode if gold is not None else _tokenizer_encode(start, cfg.model.trust_remote_code)
             if encode is not None:
-                from .registry import get_task
-
-                texts = [s.prompt for s in get_task(name, split="test", n=cfg.train.n_eval, seed=cfg.train.test_seed).samples]
+                texts = [s.prompt for s in _test_set(cfg.train).samples]
                 prompt = max((len(ids) for ids in encode(texts)), default=0)
         for section, sampler in (("rollout", cfg.rollout), ("eval", cfg.eval)):
             check_positions(sampler.gen_length, prompt, limit, f"{section}.gen_length", "train.max_prompt_length")

@@ -136,6 +136,7 @@ class TrainConfig:
     seed: int = 0  # the run's seed: train prompts and their order, rollout noise, SML masks
     test_seed: int = 0  # the test set's seed, apart from `seed`: every cell of a grid is scored on one set
     eval_split: str = "test"  # the split scored at the end: test | dev (disjoint from test: for choosing readings)
+    test_exclude: str = ""  # a file of prompt ids the test set skips (registry.draw_test): prompts scored before
     reward: str = "exact"  # training reward: exact | dense (the task's partial credit) | d1; the test stays exact
     precision: str = "auto"  # autocast: auto (bf16 rollouts where the hardware has it, bf16 updates on CUDA) | bf16 | fp32
     threads: int = 0

@@ -16,7 +16,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -125,6 +125,57 @@ def get_task(name: str, split: str = "test", **kw) -> Task:
     if split not in spec.splits:
         raise ValueError(f"task {name!r} has no split {split!r}; splits: {', '.join(spec.splits)}")
     return spec.build(split=split, **kw)
+
+
+def prompt_digest(prompt: str) -> str:
+    """sha256 (16 hex digits) of a prompt's text: what a test set's exclusion list names."""
+    import hashlib
+
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
+
+
+def read_excluded(path: str | Path) -> frozenset[str]:
+    """The prompt digests listed in PATH, one per line as `<digest> <id>` ('#' starts a comment); a
+    `configs/...` path missing here is read from the configs shipped with the package."""
+    from .config import _preset_path
+
+    try:
+        lines = _preset_path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"train.test_exclude={path}: cannot read the list of prompts ({exc.strerror})") from None
+    return frozenset(line.split()[0] for line in lines if line.split("#", 1)[0].strip())
+
+
+def ids_digest(ids) -> str:
+    """sha256 (16 hex digits) of a collection of strings, order-free: names a test set or an exclusion list."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
+
+
+def draw_test(name: str, split: str, n: int | None, seed: int, exclude: str | Path = "") -> Task:
+    """A fixed evaluation set: the first N samples of NAME's SPLIT drawn with SEED (get_task's own
+    draw). With EXCLUDE (a file of prompt digests: what earlier tables scored), the first N samples
+    of the draw of 2N + len(excluded) whose prompt text is neither listed nor repeated: N distinct
+    prompts none of those tables scored, the same on every machine. Fewer left is refused (one line)."""
+    if not exclude:
+        return get_task(name, split=split, n=n, seed=seed)
+    if n is None:
+        raise ConfigError("train.test_exclude needs train.n_eval: how many prompts to keep after excluding")
+    skip = read_excluded(exclude)
+    task = get_task(name, split=split, n=2 * n + len(skip), seed=seed)
+    kept, seen = [], set(skip)
+    for s in task.samples:
+        digest = prompt_digest(s.prompt)
+        if digest not in seen:
+            seen.add(digest)
+            kept.append(s)
+            if len(kept) == n:
+                break
+    if len(kept) < n:
+        raise ConfigError(f"{name} {split}: only {len(kept)} new prompts are left after excluding the {len(skip)} "
+                          f"listed in {exclude} (train.n_eval={n}); lower n_eval or draw from a larger split")
+    return replace(task, samples=kept)
 
 
 # ---- CLI: `daca-bench tasks` ----------------------------------------------------------

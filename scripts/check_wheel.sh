@@ -23,6 +23,9 @@ bin="$work/venv/bin"
 for name in arithmetic countdown_tiny json_tiny; do
   grep -q "^$name " tasks.txt || { echo "check_wheel: task $name missing from the installed wheel" >&2; exit 1; }
 done
+# the confirmation's test draws skip the shipped lists of prompts scored before (train.test_exclude)
+"$bin/python" -c "from daca_bench.registry import read_excluded; assert len(read_excluded('configs/scored/sudoku_tiny.txt')) > 256" \
+  || { echo "check_wheel: configs/scored/ missing from the installed wheel" >&2; exit 1; }
 
 cat > math.jsonl <<'JSONL'
 {"expression": "17+5-9", "completion": "<answer>13</answer>"}

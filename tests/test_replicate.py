@@ -178,7 +178,7 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     assert f"| +SML | baseline | {row['delta_pp']:+.1f} | {SEEDS} x {PROMPTS} | {row['MDE']:.1f} |" in text
 
 
-@pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full", "tiny-full-sudoku16", "tiny-full-code64"])
+@pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64"])
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""
@@ -201,7 +201,7 @@ def test_against_a_missing_reference_fails_before_any_table_is_written(grids, ca
 
 def test_fewer_seeds_are_judged_on_the_seeds_both_runs_share(grids, capsys):
     """A run with seeds 0-1 of the reference's 0-3 (the same cells): identical on the shared seeds, and
-    the report says it judged on them; a run sharing no seed is not judged at all."""
+    the report says it judged on them; a run sharing no seed is judged whole, as an independent replication."""
     ref, tmp = grids
     run = tmp / "two-seeds"
     shutil.copytree(ref, run)
@@ -217,7 +217,8 @@ def test_fewer_seeds_are_judged_on_the_seeds_both_runs_share(grids, capsys):
     run2 = tmp / "run2"
     shutil.copytree(run, run2)
     assert main(["table", str(run2), "--against", str(other)]) == 0
-    assert "Cannot judge: the two runs share no seed" in (run2 / "replication.md").read_text()
+    md = (run2 / "replication.md").read_text()  # fresh seeds: an independent replication, each table whole
+    assert "Independent replication: the two runs share no seed" in md and "all 3 comparisons" in md
 
 
 def test_two_seed_cells_never_star_what_their_seeds_cannot_support():

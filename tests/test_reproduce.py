@@ -1,11 +1,12 @@
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from daca_bench.cli import main
-from daca_bench.registry import get_task, task_spec
+from daca_bench.registry import draw_test, get_task, prompt_digest, read_excluded, task_spec
 from daca_bench.experiments import pipeline as reproduce
 from daca_bench.experiments.jobs import Job, run_jobs, steps_done
 from daca_bench.experiments.pipeline import sft_config, sft_folder
@@ -102,7 +103,8 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
     for label, fam in full.families.items():
         n = fam.rl["train.n_eval"]
         assert n == FULL_EVAL[label] >= 256 and fam.canvas == FIVE[label].canvas
-        assert len({s.prompt for s in get_task(fam.task, split="test", n=n, seed=0).samples}) == n
+        drawn = draw_test(fam.task, "test", n, fam.rl.get("train.test_seed", 0), fam.rl.get("train.test_exclude", ""))
+        assert len({s.prompt for s in drawn.samples}) == n
 
 
 def _slow_job(folder: str, steps: int) -> dict:
@@ -168,23 +170,56 @@ def test_sft_markdown_names_the_sft_check_s_prompt_count():
         "| json | json_tiny | 1600 | 49.2 | 60.9 | 256 |"
 
 
-def test_tiny_full_powered_is_tiny_full_plus_its_two_supplements(tmp_path):
-    """Its cells are tiny-full's, with sudoku at 16 seeds (8 more) and code at 64 steps; every cell
-    that tiny-full also has keeps tiny-full's exact config, so results/tiny-full-sudoku16 and
-    results/tiny-full-code64 are the parts of a powered run (results/README.md)."""
-    full, powered = PRESETS["tiny-full"], PRESETS["tiny-full-powered"]
+def test_tiny_full_is_the_exploratory_grid_powered_on_fresh_seeds_and_prompts(tmp_path):
+    """The confirmation's cells are the exploratory tiny-full's (results/tiny-full-exploratory) with
+    sudoku at 16 seeds and code at 64 steps (its two supplements), on seeds 24-39 and, but for math,
+    a test draw with seed 1 that skips configs/scored/<task>.txt; nothing else in a config moves."""
+    full, old = PRESETS["tiny-full"], PRESETS["tiny-full-exploratory"]
     sft = {label: {"folder": str(tmp_path / label)} for label in full.families}
-    a = {c.name: c for c in reproduce.tiny_cells(full, sft)}
-    b = {c.name: c for c in reproduce.tiny_cells(powered, sft)}
-    assert list(powered.families) == list(full.families)
-    seeds = lambda cells, task: {c.config.train.seed for c in cells.values() if c.config.train.task == task}  # noqa: E731
-    assert seeds(b, "sudoku_tiny") == set(range(16)) and seeds(a, "sudoku_tiny") == set(range(8))
-    assert set(a) <= set(b) and len(b) == len(a) + 4 * 8
-    for name, cell in a.items():
-        if cell.config.train.task == "python_tiny":
-            assert b[name].config.train.steps == 64 and cell.config.train.steps == 32
-            assert b[name].config == replace(cell.config, train=replace(cell.config.train, steps=64))
-        else:
-            assert b[name].config == cell.config
+    new = reproduce.tiny_cells(full, sft)
+    before = {(c.config.train.task, c.axes["variant"]): c.config for c in reproduce.tiny_cells(old, sft)}
+    assert list(full.families) == list(old.families) and full.confirmatory and full.design
+    seeds = lambda task: {c.config.train.seed for c in new if c.config.train.task == task}  # noqa: E731
+    assert seeds("sudoku_tiny") == set(range(24, 40)) and seeds("python_tiny") == seeds("json_tiny") == \
+        seeds("arithmetic_tiny") == set(range(24, 32)) and len(new) == 4 * (3 * 8 + 16)
+    for c in new:
+        t = c.config.train
+        math = t.task == "arithmetic_tiny"
+        moved = {"seed": t.seed, "steps": 64 if t.task == "python_tiny" else t.steps,
+                 "test_seed": 0 if math else 1, "test_exclude": "" if math else f"configs/scored/{t.task}.txt"}
+        ref = before[(t.task, c.axes["variant"])]
+        assert c.config == replace(ref, train=replace(ref.train, **moved))
     # --seeds still sets every family's seeds
-    assert seeds({c.name: c for c in reproduce.tiny_cells(powered, sft, seeds=(0, 1))}, "sudoku_tiny") == {0, 1}
+    assert {c.config.train.seed for c in reproduce.tiny_cells(full, sft, seeds=(0, 1))} == {0, 1}
+
+
+def _committed_seeds(skip: str) -> set:
+    """The seeds of every cell in the committed results folders but SKIP."""
+    root = Path(__file__).resolve().parents[1] / "results"
+    return {json.loads(cfg.read_text())["train"]["seed"] for cfg in root.glob("*/cells/*/config.json")
+            if cfg.parts[-4] != skip}
+
+
+def test_tiny_full_s_seeds_and_test_prompts_are_fresh_against_every_committed_table():
+    """What the four-area confirmation promises: none of its seeds ran in another committed results
+    folder, and no prompt of its code, json and sudoku test sets was scored by one (prompt texts,
+    read from the folders' eval.jsonl by scripts/scored_prompts.py; math's split is too small to draw
+    fresh ones: all 510 were scored, which its design says)."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "scored_prompts.py"
+    spec = importlib.util.spec_from_file_location("scored_prompts", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scored = module.scored({"tiny-full"})  # task -> {id: prompt digest}, every other committed folder
+    full, used = PRESETS["tiny-full"], _committed_seeds(skip="tiny-full")
+    for label, fam in full.families.items():
+        assert not set(fam.seeds or full.seeds) & used, label
+        n, seed, exclude = fam.rl["train.n_eval"], fam.rl.get("train.test_seed", 0), fam.rl.get("train.test_exclude", "")
+        drawn = draw_test(fam.task, "test", n, seed, exclude).samples
+        if label == "math":
+            assert not exclude and len(drawn) == len(get_task(fam.task, split="test", n=10_000).samples) == 510
+            continue
+        digests = {prompt_digest(s.prompt) for s in drawn}
+        assert exclude and len(digests) == n and not digests & set(scored[fam.task].values()), label
+        assert not {s.id for s in drawn} & set(scored[fam.task]) and not digests & read_excluded(exclude)

@@ -134,7 +134,7 @@ def test_components_recover_planted_variances_and_reproduce_the_tables_mde():
 
 
 def test_more_prompts_cannot_beat_a_seed_floor_but_more_seeds_can():
-    """Seed-dominated (sudoku's +SML in results/tiny-full: seed sd 6.7 pp, residual 44): with 8 seeds
+    """Seed-dominated (sudoku's +SML in results/tiny-full-exploratory: seed sd 6.7 pp, residual 44): with 8 seeds
     no test set reaches an MDE of 6, and the seeds the plan asks for do reach it when drawn."""
     comps = (45.0, 0.0, 1950.0)
     assert projected_mde(comps, 8, 10 ** 6) > 6.0
@@ -148,7 +148,7 @@ def test_more_prompts_cannot_beat_a_seed_floor_but_more_seeds_can():
 
 
 def test_prompt_dominated_comparisons_need_prompts_not_seeds():
-    comps = (0.0, 400.0, 560.0)  # code's baseline vs start in results/tiny-full: no seed term
+    comps = (0.0, 400.0, 560.0)  # code's baseline vs start in results/tiny-full-exploratory: no seed term
     need_p = smallest(comps, 1.5, seeds=8)
     assert need_p is not None and projected_mde(comps, 8, need_p) <= 1.5
     assert smallest(comps, 1.5, prompts=768, cap=512) is None  # the prompt term alone is about 2 pp at 768

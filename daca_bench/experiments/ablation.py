@@ -53,16 +53,17 @@ class Cell:
 PROVENANCE = ".provenance.json"  # in a cell folder: what its first attempt ran (git, init weights' hash)
 
 
-def stamp_cells(cells: list[Cell], code: str) -> list[Cell]:
-    """The cells with the grid's code (`git describe`, read once by the caller) and the hash of each
-    one's init weights (hashed once per distinct init)."""
+def stamp_cells(cells: list[Cell], code: str, tree: str = "") -> list[Cell]:
+    """The cells with the grid's code (`git describe` and provenance.code_tree, read once by the
+    caller) and the hash of each one's init weights (hashed once per distinct init)."""
     hashes: dict[str, str] = {}
     out = []
     for c in cells:
         init = c.config.train.init or c.config.model.name
         if init not in hashes:
             hashes[init] = weights_hash(init)
-        out.append(replace(c, provenance={"git": code, "init_sha256": hashes[init]}))
+        out.append(replace(c, provenance={"git": code, **({"code_tree": tree} if tree else {}),
+                                          "init_sha256": hashes[init]}))
     return out
 
 

@@ -27,9 +27,9 @@ def recorded(path: str | Path) -> dict[str, str]:
     return out
 
 
-def _test_sets(configs: list[dict]) -> list[tuple[str, int | None, int]]:
-    sets = {(c["train"].get("eval_split", "test"), c["train"].get("n_eval"), c["train"].get("test_seed", 0))
-            for c in configs}
+def _test_sets(configs: list[dict]) -> list[tuple[str, int | None, int, str]]:
+    sets = {(c["train"].get("eval_split", "test"), c["train"].get("n_eval"), c["train"].get("test_seed", 0),
+             c["train"].get("test_exclude", "")) for c in configs}
     return sorted(sets, key=str)
 
 
@@ -37,7 +37,7 @@ def cluster_keys(task: str, configs: list[dict], ids, known: dict[str, str] | No
     """id -> cluster key for IDS of TASK (None where the task declares no clusters and nothing was
     recorded: every item is its own). KNOWN: keys recorded in eval.jsonl; the rest come from the
     test sets the CONFIGS name. An id found in none of them is an error (one line)."""
-    from ..registry import get_task, task_spec
+    from ..registry import draw_test, task_spec
 
     known = dict(known or {})
     ids = set(ids)
@@ -48,10 +48,10 @@ def cluster_keys(task: str, configs: list[dict], ids, known: dict[str, str] | No
     if spec is None or spec.cluster is None:
         return {i: known.get(i, i) for i in ids} if known else None
     missing = ids - set(known)
-    for split, n, seed in _test_sets(configs):
+    for split, n, seed, exclude in _test_sets(configs):
         if not missing:
             break
-        for s in get_task(task, split=split, n=n, seed=seed).samples:
+        for s in draw_test(task, split, n, seed, exclude).samples:
             if s.id in missing:
                 known[s.id] = spec.cluster_of(s)
         missing -= set(known)

@@ -3,7 +3,8 @@
 A confirmatory preset writes design.json into its results folder (beside cells/) before its first
 cell starts (`write_design`); `daca-bench table` reads it back (`read_design`) and calls the table
 confirmatory only when every cell ran under it (`disagreements`: same tasks, seeds, steps, test
-set, and a recorded `git` equal to the design's clean commit). A folder without one is exploratory.
+set, and a recorded `git` equal to the design's clean commit, or, for a design committed before
+its run, a clean cell whose `code_tree` equals the design's: the same code one commit later). A folder without one is exploratory.
 `families` says which family each comparison belongs to: the design's, else the preset's declared
 ones, else DEFAULT_COMPARISONS; a comparison in neither family is exploratory.
 
@@ -145,12 +146,15 @@ def disagreements(design: dict, configs: list[dict]) -> list[str]:
         for what, have, want in (("seed", t.get("seed"), None), ("steps", t.get("steps"), steps),
                                  ("test split", t.get("eval_split", "test"), f["test"]["split"]),
                                  ("test size", t.get("n_eval"), f["test"]["size"]),
-                                 ("test seed", t.get("test_seed", 0), f["test"]["seed"])):
+                                 ("test seed", t.get("test_seed", 0), f["test"]["seed"]),
+                                 ("test exclusion", t.get("test_exclude", ""), f["test"].get("exclude", ""))):
             if what == "seed" and have not in f["seeds"]:
                 out.append(f"{label}: seed {have} is not among the design's seeds")
             elif what != "seed" and have != want:
                 out.append(f"{label}: {what} {have} where the design says {want}")
-        if cfg.get("git") != commit:
+        same_code = design.get("code_tree") and cfg.get("code_tree") == design["code_tree"] \
+            and not str(cfg.get("git", "")).endswith("-dirty")
+        if cfg.get("git") != commit and not same_code:
             out.append(f"{label}: a cell ran from {cfg.get('git') or 'an unrecorded commit'}, the design from {commit}")
     return sorted(set(out))
 

@@ -204,6 +204,7 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
     the function the trainer builds its cells' set with (rl.evaluate.eval_task), with the cells'
     canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain. Cached by the
     init weights' content (not their path), the set and the canvas."""
+    from ..registry import ids_digest, read_excluded
     from ..rl.evaluate import eval_task, evaluate, write_eval_records
     from ..rl.policy import load_initial
     from .provenance import weights_hash
@@ -214,6 +215,7 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
         target = folder / START / t.task
         key = json.dumps({"init_sha256": weights_hash(t.init or cfg.model.name), "test_seed": t.test_seed,
                           "n_eval": t.n_eval, "eval": to_dict(cfg.eval), "split": t.eval_split,
+                          **({"test_exclude": [t.test_exclude, ids_digest(read_excluded(t.test_exclude))]} if t.test_exclude else {}),
                           "chat_template": t.chat_template, "prefill": bool(t.max_prompt_length)}, sort_keys=True)
         done = json.loads((target / "summary.json").read_text()) if (target / "summary.json").exists() else {}
         if done.get("key") == key:

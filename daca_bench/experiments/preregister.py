@@ -24,10 +24,31 @@ BAR = ("each planned comparison is decided by its Holm-adjusted two-sided p < 0.
        "power at alpha 0.05) is the stricter threshold two-sided p < 0.005: reported, not the decision rule")
 DRAW = ("the first {size} samples of {task}'s {split} split generated with seed {seed} "
         "(get_task(task, split, n, seed)); every cell of the family and its RL start are scored on them")
+FRESH = ("the first {size} samples of {task}'s {split} split generated with seed {seed} (get_task(task, split, "
+         "n=2 x {size} + {skipped}, seed)) whose prompt text is neither among the {skipped} listed in {exclude} "
+         "(every prompt of the split a committed table scored before) nor a repeat (registry.draw_test); every cell "
+         "of the family and its RL start are scored on them")
 
 
-def design_of(name: str, preset: TinyPreset, cells: list, commit: str) -> dict:
-    """The design.json dict for a tiny preset's CELLS (ablation.Cell), from code COMMIT."""
+def test_block(task: str, t) -> dict:
+    """A family's test set in design.json (TrainConfig t): split, size, seed, how it is drawn, and
+    with train.test_exclude the list it skips (path, count, digest) and the digest of the prompt ids drawn."""
+    from ..registry import draw_test, ids_digest, read_excluded
+
+    block = {"split": t.eval_split, "size": t.n_eval, "seed": t.test_seed}
+    if not t.test_exclude:
+        return {**block, "draw": DRAW.format(size=t.n_eval, task=task, split=t.eval_split, seed=t.test_seed)}
+    skip = read_excluded(t.test_exclude)
+    drawn = [s.id for s in draw_test(task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude).samples]
+    return {**block, "exclude": t.test_exclude, "excluded": len(skip), "exclude_sha256": ids_digest(skip),
+            "ids_sha256": ids_digest(drawn), "draw": FRESH.format(size=t.n_eval, task=task, split=t.eval_split,
+                                                                  seed=t.test_seed, skipped=len(skip),
+                                                                  exclude=t.test_exclude)}
+
+
+def design_of(name: str, preset: TinyPreset, cells: list, commit: str, tree: str = "") -> dict:
+    """The design.json dict for a tiny preset's CELLS (ablation.Cell), from code COMMIT (and its
+    provenance.code_tree TREE, which lets the cells run from a later commit with the same code)."""
     families, matched = {}, {}
     for label, fam in preset.families.items():
         cells_of = [c for c in cells if c.config.train.task == fam.task]
@@ -43,10 +64,7 @@ def design_of(name: str, preset: TinyPreset, cells: list, commit: str) -> dict:
                                  for c in mine):
             raise ConfigError(f"family {label}: its cells differ in steps or test set; a design has one of each")
         families[label] = {"task": fam.task, "seeds": sorted({c.seed for c in mine}), "steps": steps[0],
-                           "test": {"split": t.eval_split, "size": t.n_eval, "seed": t.test_seed,
-                                    "draw": DRAW.format(size=t.n_eval, task=fam.task, split=t.eval_split,
-                                                        seed=t.test_seed)},
-                           **({"other_steps": other} if other else {})}
+                           "test": test_block(fam.task, t), **({"other_steps": other} if other else {})}
         for c in cells_of:
             if "compute_ratio" in c.axes:
                 matched[f"{label} {c.axes['loss.base']} {c.axes['variant']}"] = {
@@ -55,7 +73,8 @@ def design_of(name: str, preset: TinyPreset, cells: list, commit: str) -> dict:
     planned = {k: [c for c in rows if c["family"] in families] for k, rows in comparisons(preset).items()}
     design = {"schema": 1, "preset": name, "commit": commit, "alpha": ALPHA, "multiplicity": MULTIPLICITY,
               "bar": BAR, "families": families, "comparisons": planned, "bases": list(preset.bases),
-              "variants": list(preset.variants)}
+              "variants": list(preset.variants), **({"code_tree": tree} if tree else {}),
+              **({"notes": preset.notes} if preset.notes else {})}
     if preset.arms == "bases":
         design.update(per_base(preset, cells, matched))
     return design
@@ -82,7 +101,26 @@ def per_base(preset: TinyPreset, cells: list, matched: dict) -> dict:
             "question": TINY_BASES_DESIGN["question"], "guards": TINY_BASES_DESIGN["guards"]}
 
 
-def register(out: Path, design: dict) -> Path:
-    """Write OUT/design.json before the first cell (design.write_design validates it); the same
-    design again is kept, another is refused."""
-    return write_design(out, design)
+UNTIED = ("commit", "written", "date")  # what a design committed before its run differs in from the run's own
+
+
+def register(out: Path, design: dict, committed: Path | None = None) -> tuple[Path, str]:
+    """Write OUT/design.json before the first cell (design.write_design validates it; the same
+    design again is kept, another is refused): (its path, a note). With COMMITTED (the preset's
+    design file, committed before the run) the committed design is registered when the run's own
+    equals it but for its commit (same code: code_tree), else the run's own, and the note says why."""
+    if committed is not None and committed.is_file():
+        from .design import read_design
+
+        fixed = read_design(committed.parent) if committed.name == "design.json" else None
+        if fixed is not None:
+            differ = sorted(k for k in set(fixed) | set(design) if k not in UNTIED and fixed.get(k) != design.get(k))
+            if differ == ["code_tree"]:
+                raise ConfigError(f"{committed} was written from other code (code_tree {fixed.get('code_tree')}, this "
+                                  f"checkout {design.get('code_tree')}): rewrite it with `daca-bench reproduce --preset "
+                                  f"{design['preset']} --design-only --output-dir {committed.parent}`, commit it, then run")
+            if not differ:
+                return write_design(out, fixed), f"the design committed before the run ({committed}, {fixed['commit']})"
+            return write_design(out, design), (f"not the design committed in {committed} (this run differs in "
+                                               f"{', '.join(differ)}): its own, written now")
+    return write_design(out, design), "written now, before the first cell"

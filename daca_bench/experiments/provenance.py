@@ -3,12 +3,15 @@ or grid starts (the code its workers import, not what the checkout holds when a 
 and a hash of the init weights' content (a cache keyed by a path misses a retrained start).
 
     code = describe()                     # 'v0.1-12-gabc1234-dirty', or '' outside a git checkout
+    tree = code_tree()                    # the committed code's content id: equal across commits that
+                                          # change only results or docs ('' outside a git checkout)
     check_tree(code, confirmatory=True)   # a dirty tree: a warning, or a refusal without --allow-dirty
     weights_hash("runs/reproduce/sft/sudoku_tiny-1a2b3c/final")   # sha256 of the folder's files
 """
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +27,24 @@ def describe(where: Path = PACKAGE) -> str:
     from ..rl.runtime import git_describe
 
     return git_describe(where)
+
+
+CODE_PATHS = ("daca_bench", "tasks", "configs", "sandbox", "pyproject.toml")  # what a cell's result depends on
+
+
+def code_tree(where: Path = PACKAGE) -> str:
+    """sha256 (16 hex digits) of the git object ids of CODE_PATHS at HEAD: the same for two commits
+    whose code is the same (a design committed, then run from the commit after it that adds only
+    results or docs), '' outside a git checkout. Uncommitted changes are not in it: describe's
+    '-dirty' says so."""
+    try:
+        run = subprocess.run(["git", "rev-parse", *(f"HEAD:{p}" for p in CODE_PATHS)], capture_output=True,
+                             text=True, cwd=where.parent, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if run.returncode != 0:
+        return ""
+    return hashlib.sha256(run.stdout.encode()).hexdigest()[:16]
 
 
 def check_tree(code: str, confirmatory: bool, allow_dirty: bool = False, what: str = "this run") -> None:

@@ -171,53 +171,64 @@ CSV_COLUMNS = [*KEYS, *(f"{c}_{s}" for c in SIDE for s in ("ours", "ref")), "acc
                "ours_covers_ref", "ref_covers_ours", "sign_agrees", "sig_agrees", "status"]
 
 
-def seeds_of(folder: str | Path) -> dict[str, set]:
-    """task -> the seeds of FOLDER's finished cells (from their config.json; no eval read)."""
-    cells, _ = locate(folder)
+def seeds_of(folder: str | Path | list) -> dict[str, set]:
+    """task -> the seeds of FOLDER's finished cells (from their config.json; no eval read); for a list
+    of folders, each task's from the last folder that has it (results.union)."""
     out: dict[str, set] = {}
-    for summary in cells.glob("*/summary.json"):
-        cfg = json.loads((summary.parent / "config.json").read_text())
-        out.setdefault(cfg["train"]["task"], set()).add(cfg["train"]["seed"])
+    for one in folder if isinstance(folder, list) else [folder]:
+        cells, _ = locate(one)
+        here: dict[str, set] = {}
+        for summary in cells.glob("*/summary.json"):
+            cfg = json.loads((summary.parent / "config.json").read_text())
+            here.setdefault(cfg["train"]["task"], set()).add(cfg["train"]["seed"])
+        out.update(here)
     return out
 
 
-def check_reference(ref: str | Path) -> None:
-    """Refuse (one line) a reference that is missing or holds no finished cell."""
-    if not seeds_of(ref):
-        raise ConfigError(f"--against {ref}: no finished cells (*/summary.json) in it or in its cells/ folder; "
-                          "give the folder of a finished run (e.g. results/tiny)")
+def _name(ref) -> str:
+    return " + ".join(map(str, ref)) if isinstance(ref, list) else str(ref)
 
 
-def shared_seeds(ours: str | Path, ref: str | Path) -> tuple[dict | None, str]:
-    """(task -> seeds to judge on, a sentence saying so): None where both runs have the same seeds."""
+def check_reference(ref: str | Path | list) -> None:
+    """Refuse (one line) a reference that is missing or holds no finished cell (each, for a list)."""
+    for one in ref if isinstance(ref, list) else [ref]:
+        if not seeds_of(one):
+            raise ConfigError(f"--against {one}: no finished cells (*/summary.json) in it or in its cells/ folder; "
+                              "give the folder of a finished run (e.g. results/tiny)")
+
+
+def shared_seeds(ours: str | Path, ref: str | Path | list) -> tuple[dict | None, str]:
+    """(task -> seeds to judge on, a sentence saying so): None where both runs have the same seeds, or
+    none in common (an independent replication: each table whole, on its own seeds)."""
     a, b = seeds_of(ours), seeds_of(ref)
     if a == b:
         return None, ""
     shared = {t: a[t] & b[t] for t in sorted(a.keys() & b.keys()) if a[t] & b[t]}
     show = lambda s: ",".join(map(str, sorted(s)))  # noqa: E731
     if not shared:
-        return {}, ("Cannot judge: the two runs share no seed of any task (here " + "; ".join(
-            f"{t} {show(s)}" for t, s in sorted(a.items())) + ", reference " + "; ".join(
-            f"{t} {show(s)}" for t, s in sorted(b.items())) + "); a replication is judged on the same seeds.")
+        return None, ("Independent replication: the two runs share no seed (here " + "; ".join(
+            f"{t} {show(s)}" for t, s in sorted(a.items())) + "; reference " + "; ".join(
+            f"{t} {show(s)}" for t, s in sorted(b.items())) + "), so each table is built from all its own cells "
+            "and each interval is its own run's: the question is whether a fresh run reaches the same conclusions, "
+            "not whether it repeats the numbers.")
     return shared, ("Judged on the seeds both runs share (" + "; ".join(f"{t} {show(s)}" for t, s in shared.items())
                     + "): both tables rebuilt from those cells alone, so their intervals are those of that many seeds.")
 
 
-def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path) -> tuple[str, list[Path]]:
-    """Compare OURS (its table already built) with REF's cells on the seeds both share; write
-    replication.md/.csv beside OURS's tables and return the Markdown."""
+def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path | list) -> tuple[str, list[Path]]:
+    """Compare OURS (its table already built) with REF's cells (a list: one run assembled from parts,
+    results.union) on the seeds both share, or whole when they share none; write replication.md/.csv
+    beside OURS's tables and return the Markdown."""
     seeds, note = shared_seeds(ours, ref)
     _, out = locate(ours)
     paths = [out / "replication.md", out / "replication.csv"]
-    if seeds == {}:
-        text = f"### replication: {ours} against {ref}\n\n**{note}**\n"
-        paths[0].write_text(text)
-        pd.DataFrame(columns=CSV_COLUMNS).to_csv(paths[1], index=False)
-        return text, paths
     if seeds is not None:
         ours_table = load_table(ours, seeds)
+    if isinstance(ref, list) and len(ref) > 1:
+        note = (note + " " if note else "") + ("The reference is one run assembled from " + _name(ref) + ": each task's "
+                                               "cells and RL start from the last folder that has the task.")
     report = compare_tables(ours_table, load_table(ref, seeds)).reindex(columns=CSV_COLUMNS)
-    text = to_markdown(report, str(ours), str(ref), note)
+    text = to_markdown(report, str(ours), _name(ref), note)
     paths[0].write_text(text)
     report.to_csv(paths[1], index=False, float_format="%.4g")
     return text, paths

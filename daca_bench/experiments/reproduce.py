@@ -30,7 +30,7 @@ from .ablation import run_local, run_ray, stamp_cells
 from .pipeline import ROOT, check_disjoint, check_output, copy_light, evaluate_starts, needs_sandbox, paper_cells, \
     publish, run_sft, selection_cells, sft_markdown, tiny_cells
 from .presets import PRESETS, PaperPreset, TinyPreset, comparisons
-from .provenance import check_tree, describe
+from .provenance import check_tree, code_tree, describe
 
 
 def configure(parser) -> None:
@@ -57,6 +57,8 @@ def configure(parser) -> None:
                         help="with --calibrate: override the family's RL config (e.g. train.reward=exact train.steps=64)")
     parser.add_argument("--allow-dirty", action="store_true",
                         help="run a confirmatory preset from a checkout with uncommitted changes (recorded in each cell)")
+    parser.add_argument("--design-only", action="store_true",
+                        help="write a confirmatory preset's design.json to --output-dir and run nothing (to commit first)")
     parser.add_argument("--needs-docker", action="store_true",
                         help="print yes or no: whether the preset (and --families) has a code family, then stop")
     parser.add_argument("--no-progress", action="store_true")
@@ -91,13 +93,13 @@ def _execute(cells, cells_dir: Path, args, paper: bool, desc: str, progress: boo
     return run_local(cells, cells_dir, args.workers, desc=desc, progress=progress)
 
 
-def sweep(preset: TinyPreset, sft: dict, args, work: Path, out: Path, code: str, progress: bool) -> dict | None:
+def sweep(preset: TinyPreset, sft: dict, args, work: Path, out: Path, code: tuple, progress: bool) -> dict | None:
     """A per-base preset's lr sweep: run (or resume) its cells, copy their small files to
     OUT/selection/cells, pick by the design's rule into OUT/picks.json; the picks, or None when a
     cell failed (nothing confirmatory runs on a partial sweep)."""
     from .bases_grid import write_picks
 
-    cells = stamp_cells(selection_cells(preset, sft, args.steps), code)
+    cells = stamp_cells(selection_cells(preset, sft, args.steps), *code)
     cells_dir = work / f"{args.preset}-{SWEEP}"
     results = _execute(cells, cells_dir, args, False, "2/3 lr sweep on dev", progress)
     copy_light(cells_dir, [c.name for c in cells], out / SWEEP / "cells")
@@ -113,6 +115,20 @@ def sweep(preset: TinyPreset, sft: dict, args, work: Path, out: Path, code: str,
         print("  " + base + ": " + ", ".join(f"{row} " + " ".join(f"{k.split('.')[-1]} {v:g}" for k, v in keys.items())
                                              for row, keys in rows.items()))
     return result["picks"]
+
+
+def design_only(args, preset, out: Path, code: str, tree: str) -> int:
+    """`--design-only`: write the confirmatory preset's design.json to OUT and run nothing (the file
+    to commit before the run: the preset's `design`)."""
+    from .preregister import design_of
+    from .design import write_design
+
+    if not (isinstance(preset, TinyPreset) and preset.confirmatory):
+        raise ConfigError(f"--design-only writes a confirmatory tiny preset's design; {args.preset} is not one")
+    planned = tiny_cells(preset, {f: {"folder": ""} for f in preset.families}, args.steps, args.seeds)
+    path = write_design(out, design_of(args.preset, preset, planned, code, tree))
+    print(f"wrote {path}: commit it before the run" + (f" (the preset reads {preset.design})" if preset.design else ""))
+    return 0
 
 
 def run(args) -> int:
@@ -137,8 +153,10 @@ def run(args) -> int:
                         progress, parse_overrides(args.set)))  # --set reads KEY=VALUE as every command's overrides
         return 0
     out = Path(args.output_dir) if args.output_dir else default_output(args.preset)
-    code = describe()  # once, before any worker imports the package: the code every cell runs
+    code, tree = describe(), code_tree()  # once, before any worker imports the package: the code every cell runs
     check_tree(code, preset.confirmatory, args.allow_dirty, f"reproduce --preset {args.preset}")
+    if args.design_only:
+        return design_only(args, preset, out, code, tree)
     t0 = time.perf_counter()
     spec = {**asdict(preset), **({"comparisons": comparisons(preset)} if isinstance(preset, TinyPreset) else {})}
     meta = {"preset": args.preset, "command": " ".join(["daca-bench", *sys.argv[1:]]), "preset_spec": spec,
@@ -154,10 +172,12 @@ def run(args) -> int:
         if preset.confirmatory:
             from .preregister import design_of, register
 
-            print(f"design registered before the first cell: {register(out, design_of(args.preset, preset, planned, code))}")
+            committed = ROOT / preset.design if preset.design else None
+            path, how = register(out, design_of(args.preset, preset, planned, code, tree), committed)
+            print(f"design registered before the first cell: {path} ({how})")
         sft = run_sft(preset, work, args.workers, progress)
         print("SFT start points (dev = prompts held out of the train split):\n" + sft_markdown(sft))
-        picks = sweep(preset, sft, args, work, out, code, progress) if preset.arms == "bases" else None
+        picks = sweep(preset, sft, args, work, out, (code, tree), progress) if preset.arms == "bases" else None
         if preset.arms == "bases" and picks is None:
             return 1
         cells = tiny_cells(preset, sft, args.steps, args.seeds, picks)
@@ -170,7 +190,7 @@ def run(args) -> int:
             print(f"daca-bench reproduce --preset {args.preset}: {exc}", file=sys.stderr)
             return 2
         check_output(out, [c.name for c in cells])
-    cells = stamp_cells(cells, code)
+    cells = stamp_cells(cells, code, tree)
     cells_dir = work / args.preset
     desc = "3/3 confirmatory grid" if getattr(preset, "arms", "") == "bases" else "2/2 RL grid"
     results = _execute(cells, cells_dir, args, isinstance(preset, PaperPreset), desc, progress)

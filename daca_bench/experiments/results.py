@@ -364,21 +364,41 @@ def design_line(design: dict | None, configs: list[dict], folder) -> str:
             f"{design['multiplicity']} at alpha {design['alpha']:g}); bar: {design['bar']}")
 
 
-def load_table(folder: str | Path, seeds: dict | None = None) -> pd.DataFrame:
+def union(folders: list) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """(cells, RL starts) of FOLDERS read as one run: each task's cells and its start from the last
+    folder that has the task (a supplement that reran a family, with more seeds or steps, replaces
+    it), e.g. an exploratory run and its two supplements."""
+    frames, start = {}, {}
+    for folder in folders:
+        cells, _ = locate(folder)
+        df = load_results(cells)
+        if df.empty:
+            raise ConfigError(f"{folder}: no finished cells (*/summary.json) in it or in its cells/ folder; "
+                              "give a grid's output folder or a preset's (the one reproduce printed)")
+        here = load_start(cells)
+        if len(folders) == 1:
+            return df, here
+        for task, g in df.groupby("task", sort=False):
+            frames[task] = g
+            if task in here:
+                start[task] = here[task]
+    return pd.concat(list(frames.values()), ignore_index=True), start
+
+
+def load_table(folder: str | Path | list, seeds: dict | None = None) -> pd.DataFrame:
     """The table of a grid's or a preset's output folder (see `locate`), in CSV_COLUMNS, with its
-    design line in attrs['design']. SEEDS: task -> the seeds to keep (others' cells are left out)."""
-    cells, out = locate(folder)
-    df = load_results(cells)
-    if df.empty:
-        raise ConfigError(f"{folder}: no finished cells (*/summary.json) in it or in its cells/ folder; "
-                          "give a grid's output folder or a preset's (the one reproduce printed)")
+    design line in attrs['design']. SEEDS: task -> the seeds to keep (others' cells are left out).
+    A list of folders is one run assembled from parts (`union`)."""
+    folders = folder if isinstance(folder, list) else [folder]
+    df, start = union(folders)
     if seeds is not None:
         df = df[[s in seeds.get(t, ()) for t, s in zip(df["task"], df["seed"])]].reset_index(drop=True)
+    _, out = locate(folders[0])
     design = read_design(out)
     meta = json.loads((out / "config.json").read_text()) if (out / "config.json").is_file() else {}
     spec = meta.get("preset_spec") if isinstance(meta.get("preset_spec"), dict) else None
     kw = {"alpha": design["alpha"], "multiplicity": design["multiplicity"]} if design else {}
-    table = build_table(df, load_start(cells), declared(design, spec), **kw).reindex(columns=CSV_COLUMNS)
+    table = build_table(df, start, declared(design, spec), **kw).reindex(columns=CSV_COLUMNS)
     table.attrs.update(design=design_line(design, list(df["config"]), out.name))
     return table
 

@@ -18,10 +18,11 @@ from .results import write_tables
 def configure(parser) -> None:
     parser.add_argument("results", help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
                                         "cells/; the tables go beside cells/)")
-    parser.add_argument("--against", metavar="REFERENCE", default=None,
+    parser.add_argument("--against", metavar="REFERENCE", nargs="+", default=None,
                         help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
                              "per comparison the difference, mutual interval coverage, sign and significance, a "
-                             "verdict; judged on the seeds both runs share")
+                             "verdict; judged on the seeds both runs share, or whole when they share none. Several "
+                             "folders are one run in parts: each task from the last folder that has it")
     parser.add_argument("--plan", metavar="PP", type=float, default=None,
                         help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
                              "MDE to PP percentage points, from the spread this run measured (experiments/plan.py)")

@@ -42,14 +42,14 @@ def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict
 
 def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
     """The fixed evaluation set of an RL config: the first train.n_eval samples of its task's
-    train.eval_split drawn with train.test_seed (one set for every cell of a grid, whatever the
-    seed), as the model sees them: with train.chat_template one user message of the tokenizer's
+    train.eval_split drawn with train.test_seed, skipping the prompts train.test_exclude lists
+    (one set for every cell of a grid, whatever the seed: registry.draw_test), as the model sees them: with train.chat_template one user message of the tokenizer's
     chat template, and the sample's prefill, as d1 prompts (never cut: max_prompt_length is for
     training prompts)."""
-    from ..registry import get_task
+    from ..registry import draw_test
 
     t = cfg.train
-    task = get_task(t.task, split=t.eval_split, n=t.n_eval, seed=t.test_seed)
+    task = draw_test(t.task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude)
     if not (t.chat_template or t.max_prompt_length):  # the trainer's prompts take the prefill in these two cases
         return task
     wrapped = task_prompts(adapter, task.samples, t.chat_template)

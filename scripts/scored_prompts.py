@@ -1,0 +1,98 @@
+"""Write configs/scored/<task>.txt: every test prompt a committed table has scored, per task, as
+`<prompt digest> <id>` lines, so a confirmatory run can draw its test set disjoint from them by
+prompt text (`train.test_exclude`, registry.draw_test).
+
+    python scripts/scored_prompts.py                 # rewrite the lists from results/*/cells
+    python scripts/scored_prompts.py --check         # exit 1 when a list misses a scored prompt
+
+Read: every eval.jsonl under results/*/cells scored on the test split (the cells and their RL
+starts; the readings sweep scored dev), except the folders
+given with --skip (a confirmatory run's own folder, whose prompts the list exists to avoid), and
+the rescorings that were looked at but not committed (RESCORED: the first N prompts of a task's
+test split drawn with seed 0, results/README.md "What would close the gaps"). A scored id's prompt
+text comes from the test split's seed-0 draw (every committed table drew with test seed 0).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "configs" / "scored"
+TASKS = ("sudoku_tiny", "python_tiny", "json_tiny")  # arithmetic_tiny: its whole split was scored
+# test prompts scored outside the committed cells: tiny-full's sudoku models on 1,024 puzzles and its
+# code models on 1,536 prompts (both test_seed 0), reported in results/README.md
+RESCORED = {"sudoku_tiny": 1024, "python_tiny": 1536}
+
+
+POOL = 4096  # the seed-0 draw that holds every scored prompt (the largest draw scored was 1,536)
+
+
+def split_of(folder: Path) -> str:
+    """The split a cell (its config.json) or an RL start (its summary.json key) was scored on."""
+    if (folder / "config.json").is_file():
+        return json.loads((folder / "config.json").read_text())["train"].get("eval_split", "test")
+    key = json.loads((folder / "summary.json").read_text()).get("key")
+    return json.loads(key).get("split", "test") if key else "test"
+
+
+def scored(skip: set[str]) -> dict[str, dict[str, str]]:
+    """task -> {id: prompt digest} of the prompts scored by the committed tables (and the rescorings)."""
+    sys.path.insert(0, str(ROOT))
+    from daca_bench.registry import get_task, prompt_digest
+
+    ids: dict[str, set[str]] = {t: set() for t in TASKS}
+    for f in sorted(ROOT.glob("results/*/cells/**/eval.jsonl")):
+        if f.relative_to(ROOT).parts[1] in skip or split_of(f.parent) != "test":
+            continue
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                i = json.loads(line)["id"]
+                if i.split("/", 1)[0] in ids:
+                    ids[i.split("/", 1)[0]].add(i)
+    out = {}
+    for task in TASKS:
+        pool = get_task(task, split="test", n=POOL, seed=0).samples
+        ids[task] |= {s.id for s in pool[:RESCORED.get(task, 0)]}
+        prompts = {s.id: prompt_digest(s.prompt) for s in pool}
+        lost = sorted(ids[task] - set(prompts))
+        if lost:
+            raise SystemExit(f"{task}: {len(lost)} scored id(s) (e.g. {lost[0]}) are not in the test split's seed-0 "
+                             f"draw of {POOL}: their prompt text is unknown")
+        out[task] = {i: prompts[i] for i in ids[task]}
+    return out
+
+
+def text(task: str, found: dict[str, str]) -> str:
+    head = (f"# {task}: the {len(found)} test prompts scored by a committed table (results/*/cells) or a rescoring\n"
+            "# looked at before (scripts/scored_prompts.py RESCORED), as `<sha256 of the prompt, 16 hex> <id>`; a\n"
+            "# confirmatory test set skips these prompts (train.test_exclude). Regenerate: python scripts/scored_prompts.py\n")
+    return head + "".join(f"{d} {i}\n" for i, d in sorted(found.items()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a written list misses a scored id")
+    parser.add_argument("--skip", nargs="*", default=["tiny-full"],
+                        help="results folders not read (default: tiny-full, the confirmatory run drawn against these lists)")
+    args = parser.parse_args()
+    found = scored(set(args.skip))
+    if args.check:
+        from daca_bench.registry import read_excluded
+
+        bad = {t: set(f.values()) - read_excluded(OUT / f"{t}.txt") for t, f in found.items()}
+        for t, missing in bad.items():
+            if missing:
+                print(f"configs/scored/{t}.txt misses {len(missing)} scored prompt(s)")
+        return 1 if any(bad.values()) else 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    for task, f in found.items():
+        (OUT / f"{task}.txt").write_text(text(task, f), encoding="utf-8")
+        print(f"configs/scored/{task}.txt: {len(f)} prompts ({len(set(f.values()))} distinct texts)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
