@@ -136,3 +136,23 @@ def test_committed_tiny_full_design_is_what_the_preset_makes(tmp_path):
     now, fixed = read_design(tmp_path), read_design(committed.parent)
     loose = ("commit", "code_tree", "written", "date")
     assert {k: v for k, v in now.items() if k not in loose} == {k: v for k, v in fixed.items() if k not in loose}
+
+
+def test_a_reference_in_parts_takes_each_task_from_the_last_folder_that_has_it():
+    """The exploratory four-area run as the confirmation's reference: tiny-full-exploratory, then its
+    sudoku (16 seeds) and code (64 steps) supplements, read as one run (results.union)."""
+    from daca_bench.experiments.replicate import seeds_of
+    from daca_bench.experiments.results import load_table, union
+
+    parts = [ROOT / "results" / n for n in ("tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64")]
+    if not all((p / "cells").is_dir() for p in parts):
+        pytest.skip("the exploratory tiny-full folders are not in this checkout")
+    df, start = union(parts)
+    steps = {t: set(g["config"].map(lambda c: c["train"]["steps"])) for t, g in df.groupby("task")}
+    assert steps == {"python_tiny": {64}, "json_tiny": {32}, "arithmetic_tiny": {64}, "sudoku_tiny": {32}}
+    assert seeds_of(parts) == {"python_tiny": set(range(8)), "json_tiny": set(range(8)),
+                               "arithmetic_tiny": set(range(8)), "sudoku_tiny": set(range(16))}
+    assert set(start) == set(steps)
+    table = load_table(parts)
+    row = table[(table["task"] == "sudoku_tiny") & (table["variant"] == "+DACA")].iloc[0]
+    assert row["seeds"] == 16 and load_table(parts[:1]).equals(load_table(parts[0]))
