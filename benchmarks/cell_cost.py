@@ -1,13 +1,15 @@
 """Cost of a grid's cells by stage, read from their metrics (no rerun): mean seconds per cell in
 each phase of the training step (rollout, verify, credit, old/reference log-probs, update), the
 rest (evaluation, loading, checkpoints) from the cell's wall-clock, and forward passes, per
-(task, variant). Two grids side by side when given two folders (e.g. the mu = 1 default against the
+(task, variant), or with --by-base per (task, base and row: tiny-bases, its lr sweep pooled over
+the lrs). Two grids side by side when given two folders (e.g. the mu = 1 default against the
 d1-like regime). With --workers N ...: a cost model, not a measurement: the grid's makespan on N
 single-thread workers, each cell taking its measured wall-clock (longest cells first, as
 `reproduce` orders them, each to the first free worker; no contention between workers modelled).
 
     .venv/bin/python benchmarks/cell_cost.py results/tiny/cells [runs/reproduce/tiny-readings]
     .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-full --workers 2 16
+    .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-bases-selection --by-base
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from pathlib import Path
 PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
 
 
-def cell_costs(folder: Path) -> dict[tuple[str, str], dict[str, float]]:
+def cell_costs(folder: Path, by_base: bool = False) -> dict[tuple[str, str], dict[str, float]]:
     by_variant = defaultdict(list)
     for metrics in sorted(folder.glob("*/metrics.jsonl")):
         cell = metrics.parent
@@ -34,10 +36,15 @@ def cell_costs(folder: Path) -> dict[tuple[str, str], dict[str, float]]:
         cost = {p: sum(r.get(f"seconds_{p}", 0.0) for r in rows) for p in PHASES}
         cost["passes"] = sum(sum(v for k, v in r.items() if k.startswith("passes_")) for r in rows)
         cost["clip_frac"] = statistics.mean(r.get("clip_frac", 0.0) for r in rows)
-        # the cell's wall-clock: from its config (written first) to its summary (written last)
-        cost["wall"] = (cell / "summary.json").stat().st_mtime - (cell / "config.json").stat().st_mtime
+        # the cell's wall-clock: from its axes.json (written when it starts; config.json is rewritten at
+        # its end with the grid's provenance) to its summary (written last), in a grid's work folder
+        first = cell / "axes.json" if (cell / "axes.json").exists() else cell / "config.json"
+        cost["wall"] = (cell / "summary.json").stat().st_mtime - first.stat().st_mtime
         cost["rest"] = cost["wall"] - sum(cost[p] for p in PHASES)  # loading, the test evaluation, checkpoints
-        by_variant[(axes.get("train.task", ""), axes.get("variant", cell.name))].append(cost)
+        row = axes.get("variant", cell.name)
+        if by_base:  # a per-base grid (tiny-bases): base and row; its lr sweep's cells pooled over their lrs
+            row = f"{axes.get('loss.base', '')} {axes.get('variant_of', row)}"
+        by_variant[(axes.get("train.task", ""), row)].append(cost)
     return {v: {k: statistics.mean(c[k] for c in cs) for k in cs[0]} | {"cells": len(cs), "walls": [c["wall"] for c in cs]}
             for v, cs in by_variant.items()}
 
@@ -55,13 +62,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--workers", type=int, nargs="*", default=[], help="model the grid's makespan on N workers")
+    ap.add_argument("--by-base", action="store_true", help="rows per base and variant (a per-base grid)")
     args = ap.parse_args()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
     for folder in args.folders:
-        print(f"\n{folder} (mean seconds per cell; wall = config.json to summary.json)")
+        print(f"\n{folder} (mean seconds per cell; wall = axes.json to summary.json, in the work folder)")
         print("| task | variant | cells | " + " | ".join(PHASES) + " | rest (load, evaluation, checkpoints) | wall | forward passes | clip frac % |")
         print("|---|---|---:|" + "---:|" * (len(PHASES) + 4))
-        costs = cell_costs(folder)
+        costs = cell_costs(folder, args.by_base)
         for (task, v), c in sorted(costs.items()):
             print(f"| {task} | {v} | {c['cells']} | " + " | ".join(f"{c[p]:.1f}" for p in PHASES) +
                   f" | {c['rest']:.1f} | {c['wall']:.0f} | {c['passes']:.0f} | {100 * c['clip_frac']:.2f} |")
