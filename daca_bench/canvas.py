@@ -108,25 +108,20 @@ def _tokenizer_encode(name: str, trust_remote_code: bool = False):
     return lambda texts: [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
-def _test_set(t):
-    """The RL config's test set (TrainConfig t), as the trainer scores it."""
-    from .registry import draw_test
-
-    return draw_test(t.task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude)
-
-
 def check_rl(cfg) -> None:
     """The rollout and eval canvases of an RLConfig; for a tiny task (whose gold is the whole answer)
     also against its longest gold answer + EOS. A rollout canvas unlike the eval canvas is named
     on stderr: the test evaluation would not decode what training did."""
-    from .registry import task_spec
+    from .registry import task_spec, test_set
 
-    gold, name = None, cfg.train.task
+
+    gold, name, drawn = None, cfg.train.task, None
     spec = task_spec(name)
     if spec.tiny:
         encode = _tokenizer_encode(cfg.train.init or cfg.model.name, cfg.model.trust_remote_code)
         if encode is not None:
-            gold = gold_lengths(_test_set(cfg.train), encode)
+            drawn = test_set(cfg.train)  # drawn once: the gold lengths and the prompt lengths read it
+            gold = gold_lengths(drawn, encode)
     check(cfg.rollout, "rollout", gold, name)
     check(cfg.eval, "eval", gold, name)
     start = cfg.train.init or cfg.model.name
@@ -136,7 +131,7 @@ def check_rl(cfg) -> None:
         if not prompt and spec.tiny:
             encode = encode if gold is not None else _tokenizer_encode(start, cfg.model.trust_remote_code)
             if encode is not None:
-                texts = [s.prompt for s in _test_set(cfg.train).samples]
+                texts = [s.prompt for s in (drawn or test_set(cfg.train)).samples]
                 prompt = max((len(ids) for ids in encode(texts)), default=0)
         for section, sampler in (("rollout", cfg.rollout), ("eval", cfg.eval)):
             check_positions(sampler.gen_length, prompt, limit, f"{section}.gen_length", "train.max_prompt_length")

@@ -153,6 +153,12 @@ def ids_digest(ids) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
 
 
+def test_set(t) -> Task:
+    """An RL config's evaluation set (TrainConfig t: task, eval_split, n_eval, test_seed, test_exclude),
+    the one every caller scores or checks: the trainer, the RL start, the canvas check, the design."""
+    return draw_test(t.task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude)
+
+
 def draw_test(name: str, split: str, n: int | None, seed: int, exclude: str | Path = "") -> Task:
     """A fixed evaluation set: the first N samples of NAME's SPLIT drawn with SEED (get_task's own
     draw). With EXCLUDE (a file of prompt digests: what earlier tables scored), the first N samples

@@ -33,13 +33,13 @@ FRESH = ("the first {size} samples of {task}'s {split} split generated with seed
 def test_block(task: str, t) -> dict:
     """A family's test set in design.json (TrainConfig t): split, size, seed, how it is drawn, and
     with train.test_exclude the list it skips (path, count, digest) and the digest of the prompt ids drawn."""
-    from ..registry import draw_test, ids_digest, read_excluded
+    from ..registry import ids_digest, read_excluded, test_set
 
     block = {"split": t.eval_split, "size": t.n_eval, "seed": t.test_seed}
     if not t.test_exclude:
         return {**block, "draw": DRAW.format(size=t.n_eval, task=task, split=t.eval_split, seed=t.test_seed)}
     skip = read_excluded(t.test_exclude)
-    drawn = [s.id for s in draw_test(task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude).samples]
+    drawn = [s.id for s in test_set(t).samples]
     return {**block, "exclude": t.test_exclude, "excluded": len(skip), "exclude_sha256": ids_digest(skip),
             "ids_sha256": ids_digest(drawn), "draw": FRESH.format(size=t.n_eval, task=task, split=t.eval_split,
                                                                   seed=t.test_seed, skipped=len(skip),

@@ -46,10 +46,10 @@ def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
     (one set for every cell of a grid, whatever the seed: registry.draw_test), as the model sees them: with train.chat_template one user message of the tokenizer's
     chat template, and the sample's prefill, as d1 prompts (never cut: max_prompt_length is for
     training prompts)."""
-    from ..registry import draw_test
+    from ..registry import test_set
 
     t = cfg.train
-    task = draw_test(t.task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude)
+    task = test_set(t)
     if not (t.chat_template or t.max_prompt_length):  # the trainer's prompts take the prefill in these two cases
         return task
     wrapped = task_prompts(adapter, task.samples, t.chat_template)
