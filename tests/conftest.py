@@ -6,6 +6,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # test doubles (a dense-reward task for trainer tests), registered beside the real tasks
 os.environ["DACA_BENCH_TASKS"] = os.path.join(os.path.dirname(__file__), "task_doubles")
 
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -26,3 +29,16 @@ def tiny():
 
     torch.set_num_threads(2)
     return load_model(ModelConfig(seed=0))
+
+
+@pytest.fixture(scope="session")
+def committed_seeds():
+    """committed_seeds(skip): the training seeds of every cell in the committed results folders but
+    the folder SKIP (a design's own folder holds its own seeds once its cells are committed)."""
+    root = Path(__file__).resolve().parents[1] / "results"
+
+    def seeds(skip: str) -> set:
+        return {json.loads(cfg.read_text())["train"]["seed"] for cfg in root.glob("*/cells/*/config.json")
+                if cfg.parts[-4] != skip}
+
+    return seeds

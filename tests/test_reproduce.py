@@ -193,14 +193,7 @@ def test_tiny_full_is_the_exploratory_grid_powered_on_fresh_seeds_and_prompts(tm
     assert {c.config.train.seed for c in reproduce.tiny_cells(full, sft, seeds=(0, 1))} == {0, 1}
 
 
-def _committed_seeds(skip: str) -> set:
-    """The seeds of every cell in the committed results folders but SKIP."""
-    root = Path(__file__).resolve().parents[1] / "results"
-    return {json.loads(cfg.read_text())["train"]["seed"] for cfg in root.glob("*/cells/*/config.json")
-            if cfg.parts[-4] != skip}
-
-
-def test_tiny_full_s_seeds_and_test_prompts_are_fresh_against_every_committed_table():
+def test_tiny_full_s_seeds_and_test_prompts_are_fresh_against_every_committed_table(committed_seeds):
     """What the four-area confirmation promises: none of its seeds ran in another committed results
     folder, and no prompt of its code, json and sudoku test sets was scored by one (prompt texts,
     read from the folders' eval.jsonl by scripts/scored_prompts.py; math's split is too small to draw
@@ -212,7 +205,7 @@ def test_tiny_full_s_seeds_and_test_prompts_are_fresh_against_every_committed_ta
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     scored = module.scored({"tiny-full"})  # task -> {id: prompt digest}, every other committed folder
-    full, used = PRESETS["tiny-full"], _committed_seeds(skip="tiny-full")
+    full, used = PRESETS["tiny-full"], committed_seeds(skip="tiny-full")
     for label, fam in full.families.items():
         assert not set(fam.seeds or full.seeds) & used, label
         n, seed, exclude = fam.rl["train.n_eval"], fam.rl.get("train.test_seed", 0), fam.rl.get("train.test_exclude", "")
