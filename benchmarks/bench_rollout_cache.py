@@ -8,6 +8,7 @@ rollout shape (completion 256, blocks of 32, 128 steps) and the tiny default.
     PYTHONPATH=. python3 -m benchmarks.bench_rollout_cache --gpu     # CUDA: LLaDA-8B's full shape, bf16
     ... --json out.json    (rows as JSON too)     --quick    (a toy canvas: seconds, for the tests)
     ... --gap --tiny-model runs/sft-tiny/final    (the cached record against the causal likelihood)
+    ... --prompt-lens 200 512 1024    (the LLaDA class at longer prompts too: none / prefix / dual)
 
 Random weights give near-uniform predictions, under which a confidence threshold never passes;
 so the output layer's weights are scaled (`calibrate`: a mean top probability of 0.6 over a
@@ -123,8 +124,10 @@ def timed(fn):
     return out, time.perf_counter() - tick
 
 
-def compare(name: str, adapter: ModelAdapter, prompts, shape: dict, reference: bool = True) -> list[dict]:
-    """One row per setting: seconds, forward passes, tokens/s, speed-up over the uncached sampler."""
+def compare(name: str, adapter: ModelAdapter, prompts, shape: dict, reference: bool = True,
+            settings=SETTINGS) -> list[dict]:
+    """One row per setting: seconds, forward passes, tokens/s, speed-up over the uncached sampler
+    (`settings` starts with the uncached one)."""
     base = SamplerConfig(gen_length=shape["gen"], block_length=shape["block"], steps=shape["steps"],
                          temperature=0.0, batch_size=len(prompts))
     sample(adapter, prompts[:1], replace(base, gen_length=shape["block"], steps=shape["steps"] // (shape["gen"] // shape["block"])))  # warm-up
@@ -137,7 +140,7 @@ def compare(name: str, adapter: ModelAdapter, prompts, shape: dict, reference: b
         rows.append({"model": name, "setting": "reference generate (no record)", "seconds": secs,
                      "passes": shape["steps"]})
         print(f"  {name} reference generate: {secs:.2f} s", flush=True)
-    for cache, th in SETTINGS:
+    for cache, th in settings:
         batch, secs = timed(lambda: sample(adapter, prompts, replace(base, cache=cache, threshold=th), seed=0))
         row = {"model": name, "setting": f"cache={cache}" + (f", threshold={th}" if th else ""), "seconds": secs,
                "passes": batch.forward_passes}
@@ -194,6 +197,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tiny-model", default="tiny", help="the tiny model: tiny (random) or a trained save_pretrained folder")
     ap.add_argument("--rows", type=int, default=None, help="rollouts at the paper shape (default 4 on CUDA, 1 on the CPU)")
     ap.add_argument("--gap", action="store_true", help="measure commit_logp against the causal likelihood instead")
+    ap.add_argument("--prompt-lens", type=int, nargs="+", default=None, metavar="P",
+                    help="prompt lengths for the LLaDA class (default: the paper shape's 200); every length after "
+                         "the first runs cache none / prefix / dual only, threshold off, no reference")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.gpu and not torch.cuda.is_available():
@@ -201,6 +207,8 @@ def main(argv=None) -> int:
     shape = dict(SHAPES["quick" if args.quick else "paper"])
     if not args.quick:
         shape["rows"] = args.rows or (4 if args.gpu else 1)
+    lens = args.prompt_lens or [shape["prompt"]]
+    shape["prompt"] = lens[0]
     text = ("Answer with the number only. " * 20)[: shape["prompt"]]
     llada, scale = llada_adapter(args.gpu, args.logit_scale, [text], shape["gen"])
     print(f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, torch "
@@ -217,6 +225,10 @@ def main(argv=None) -> int:
         print(markdown(rows))
         return 0
     rows = compare("llada", llada, [text] * shape["rows"], shape)
+    for p in lens[1:]:  # the prefix cache's gain grows with the prompt (BENCHMARKS.md: 2.79x at most at 200)
+        longer = ("Answer with the number only. " * (p // 28 + 1))[:p]
+        rows += compare(f"llada P={p}", llada, [longer] * shape["rows"], dict(shape, prompt=p), reference=False,
+                        settings=[(c, None) for c in ("none", "prefix", "dual")])
     if not args.gpu:
         from daca_bench.registry import get_task
 
