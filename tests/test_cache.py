@@ -195,3 +195,43 @@ def test_the_uncached_sampler_is_llada_s_generate_token_for_token(tiny):
     want = reference_generate(tiny, ids, mask, 16, 4, 8)
     got = sample(tiny, PROMPTS, SamplerConfig(gen_length=16, block_length=4, steps=8), seed=0)
     assert torch.equal(got.completion_ids, want)
+
+
+# ---- tiny-cache: the rollout setting as an ablation axis ---------------------------------------
+def test_tiny_cache_s_cells_differ_only_in_their_rollouts_and_name_their_setting():
+    from dataclasses import replace
+
+    from daca_bench.experiments.pipeline import tiny_cells
+    from daca_bench.experiments.presets import PRESETS
+
+    cells = tiny_cells(PRESETS["tiny-cache"], {"json": {"folder": "/start"}})
+    assert len(cells) == 6 * 2 * 2 and len({c.name for c in cells}) == len(cells)
+    by = {(c.axes["setting"], c.axes["variant"], c.axes["train.seed"]): c for c in cells}
+    plain = by[("none", "+DACA", 0)].config
+    assert (plain.rollout.cache, plain.rollout.threshold, plain.rollout.block_length) == ("none", None, 7)
+    for (setting, variant, seed), c in by.items():
+        cache, _, th = setting.partition(" th=")
+        assert (c.config.rollout.cache, c.config.rollout.threshold) == (cache, float(th) if th else None)
+        assert c.config.eval == plain.eval and c.config.eval.cache == "none" and f"setting={setting.replace(' ', '_')}" in c.name
+        same = by[("none", variant, seed)].config  # the uncached cell of its arm: equal but for the rollouts
+        assert replace(c.config, rollout=same.rollout) == same
+
+
+def test_the_table_gives_each_setting_its_own_block(tmp_path):
+    import json
+
+    from daca_bench.experiments.results import load_results
+
+    for setting in ("none", "prefix"):
+        for variant, k in (("baseline", 1), ("+DACA", 4)):
+            cell = tmp_path / f"{setting}_{variant}"
+            cell.mkdir()
+            (cell / "config.json").write_text(json.dumps({"train": {"task": "json_tiny", "seed": 0}, "loss": {"base": "grpo"},
+                                                          "dps": {"enabled": k == 4}, "sml": {"k": k}}))
+            (cell / "axes.json").write_text(json.dumps({"variant": variant, "setting": setting}))
+            (cell / "summary.json").write_text(json.dumps({"test_accuracy": 0.5}))
+    df = load_results(tmp_path)
+    assert sorted(set(df["family"])) == ["json [none]", "json [prefix]"]
+    from daca_bench.experiments.results import paper_gain
+
+    assert paper_gain("json [prefix]") == paper_gain("json") == 5.9

@@ -90,6 +90,10 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
                  {"reading": r, "train.lr": lr}) for r in preset.readings for lr in preset.lrs]
     else:
         arms = [(v, v, overrides(preset.picks, v), {}) for v in preset.variants]
+    if preset.settings:  # each arm once per setting, its keys last
+        arms = [(name, variant, {**keys, **setting}, {**extra, "setting": label})
+                for label, setting in preset.settings.items() for name, variant, keys, extra in arms]
+    named = ("loss.base", "train.task", "variant") + (("setting",) if preset.settings else ()) + ("train.seed",)
     cells = []
     for label, fam in preset.families.items():
         start = str(Path(sft[label]["folder"]) / "final")
@@ -103,8 +107,7 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
                 cfg = apply(apply(cell.config, VARIANTS[variant]), keys)
                 axes = {"loss.base": cell.axes["loss.base"], "train.task": fam.task, "variant": name,
                         "train.seed": cell.axes["train.seed"], **extra}
-                cells.append(Cell("_".join(slug(k, axes[k]) for k in ("loss.base", "train.task", "variant", "train.seed")),
-                                  axes, cfg))
+                cells.append(Cell("_".join(slug(k, axes[k]) for k in named), axes, cfg))
     return cells
 
 
@@ -168,8 +171,7 @@ def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: 
                 cfg = apply(apply(apply(cell.config, {"loss.base": base}), VARIANTS[variant]), keys)
                 axes = {"loss.base": base, "train.task": fam.task, "variant": name,
                         "train.seed": cell.axes["train.seed"], **extra}
-                cells.append(Cell("_".join(slug(k, axes[k]) for k in ("loss.base", "train.task", "variant", "train.seed")),
-                                  axes, cfg))
+                cells.append(Cell("_".join(slug(k, axes[k]) for k in named), axes, cfg))
     return cells
 
 

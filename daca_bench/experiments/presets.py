@@ -62,6 +62,8 @@ class TinyPreset:
     selection: dict = field(default_factory=dict)  # the sweep: selection_seeds, selection_split, lr_grid, tuned
     design: str = ""  # its design.json, committed before its run (repository path); the run registers it
     notes: str = ""  # what its design says beyond the cells (design.json "notes")
+    settings: dict = field(default_factory=dict)  # label -> config keys: every arm once per setting (axis
+    # "setting"; the table gives each its own block: start, baseline vs start, each variant vs that baseline)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,18 @@ FULL_NOTES = ("Fixed before any cell ran, from the exploratory runs results/tiny
               "Decision: Holm-adjusted p < 0.05 within each family of comparisons; MDE (2.8 SE, clustered) reported.")
 
 
+# tiny-cache, the rollout cache and threshold decoding as an ablation axis: json_tiny has the longest
+# canvas of the tiny families (28 tokens; the others 4-18), decoded here in 4 blocks of 7 (4 steps
+# each) so that a prefix cache has committed blocks to reuse and a dual cache a masked suffix. Only
+# the rollouts change between settings: every cell is scored by the same uncached evaluation on that
+# canvas, so a setting's row says what its rollouts did to the trained policy.
+SEMI_AR = {f"{s}.{k}": v for s in ("rollout", "eval") for k, v in (("block_length", 7), ("steps", 16))}
+CACHE_FAMILY = replace(FIVE["json"], rl={**FIVE["json"].rl, **SEMI_AR})
+ROLLOUT_SETTINGS = {f"{cache}{'' if th is None else f' th={th}'}":
+                    {"rollout.cache": cache, "rollout.threshold": th} for th in (None, 0.9)
+                    for cache in ("none", "prefix", "dual")}
+
+
 # the math family before arithmetic_tiny (2-3 operands: its SFT stalled near 6 %); the committed
 # estimator study (docs/estimators.md) ran on it, so its canvas and SFT start stay findable
 EARLIER = {"arithmetic": Family("arithmetic", 4)}
@@ -194,6 +208,10 @@ PRESETS = {
                              bases=PAPER_BASES + FIELD_BASES, rl=TINY_RL, picks=PICKS, confirmatory=True, arms="bases",
                              selection={k: TINY_BASES_DESIGN[k] for k in ("selection_seeds", "selection_split",
                                                                           "lr_grid", "tuned")}),
+    "tiny-cache": TinyPreset("the rollout cache x threshold axis: grpo x {baseline, +DACA} x rollouts with cache "
+                             "none / prefix / dual, threshold off / 0.9, json_tiny in 4 blocks of 7, 2 seeds "
+                             "(exploratory)", {"json": CACHE_FAMILY}, rl_steps=32, seeds=(0, 1), rl=TINY_RL,
+                             variants=("baseline", "+DACA"), picks=PICKS, settings=ROLLOUT_SETTINGS),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
     "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",

@@ -56,6 +56,11 @@ def locate(folder: str | Path) -> tuple[Path, Path]:
     return folder, folder
 
 
+def paper_gain(family: str) -> float:
+    """The paper's "up to" gain for a family (a setting's block, "structured [prefix]", its family's)."""
+    return PAPER_GAIN_PP.get(family.split(" [")[0], math.nan)
+
+
 def load_results(folder: str | Path) -> pd.DataFrame:
     """One row per finished cell: its task, family, variant, base, seed, test accuracy, mean
     zero-variance group fraction and per-prompt rewards (id -> 0/1, None = unscorable)."""
@@ -74,6 +79,8 @@ def load_results(folder: str | Path) -> pd.DataFrame:
             family = task_spec(cfg["train"]["task"]).family
         except KeyError:
             family = axes.get("family", "?")
+        if "setting" in axes:  # a grid over one more axis (tiny-cache's rollout settings): a block per setting
+            family = f"{family} [{axes['setting']}]"
         m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "clip_frac_any", "kl"))  # one read
         # the table's clip column is the share of ratios outside [1-eps, 1+eps] whatever the advantage's
         # sign: `clip_frac_any` since clip_frac became TRL's region mean; older cells logged it as clip_frac
@@ -170,7 +177,7 @@ def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters
     for (base, family, task), g in df.groupby(["base", "family", "task"], sort=True):
         by_variant = {v: gv for v, gv in g.groupby("variant")}
         baseline = by_variant.get("baseline")
-        common = {"base": base, "family": family, "task": task, "paper_gain_pp": PAPER_GAIN_PP.get(family, math.nan)}
+        common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_gain(family)}
         if task in start:
             yield common, START, None, None, np.empty((0, 0)), None
         for variant in [v for v in VARIANT_ORDER if v in by_variant] + sorted(set(by_variant) - set(VARIANT_ORDER)):
@@ -207,7 +214,7 @@ def extra_rows(df: pd.DataFrame, planned: dict, start: dict[str, dict], clusters
                 continue
             seen.add(key)
             keys = [clusters[task][i] for i in ids] if ids and clusters.get(task) else None
-            common = {"base": base, "family": family, "task": task, "paper_gain_pp": PAPER_GAIN_PP.get(family, math.nan)}
+            common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_gain(family)}
             yield common, c["variant"], cells, f"{ref_base} {ref_variant}", d, keys
 
 
