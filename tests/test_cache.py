@@ -205,7 +205,7 @@ def test_tiny_cache_s_cells_differ_only_in_their_rollouts_and_name_their_setting
     from daca_bench.experiments.presets import PRESETS
 
     cells = tiny_cells(PRESETS["tiny-cache"], {"json": {"folder": "/start"}})
-    assert len(cells) == 6 * 2 * 2 and len({c.name for c in cells}) == len(cells)
+    assert len(cells) == 6 * 2 * 4 and len({c.name for c in cells}) == len(cells)
     by = {(c.axes["setting"], c.axes["variant"], c.axes["train.seed"]): c for c in cells}
     plain = by[("none", "+DACA", 0)].config
     assert (plain.rollout.cache, plain.rollout.threshold, plain.rollout.block_length) == ("none", None, 7)

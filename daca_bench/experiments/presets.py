@@ -209,8 +209,9 @@ PRESETS = {
                              selection={k: TINY_BASES_DESIGN[k] for k in ("selection_seeds", "selection_split",
                                                                           "lr_grid", "tuned")}),
     "tiny-cache": TinyPreset("the rollout cache x threshold axis: grpo x {baseline, +DACA} x rollouts with cache "
-                             "none / prefix / dual, threshold off / 0.9, json_tiny in 4 blocks of 7, 2 seeds "
-                             "(exploratory)", {"json": CACHE_FAMILY}, rl_steps=32, seeds=(0, 1), rl=TINY_RL,
+                             "none / prefix / dual, threshold off / 0.9, json_tiny in 4 blocks of 7, 4 seeds "
+                             "(exploratory; about 50 min on 2 cores)", {"json": CACHE_FAMILY}, rl_steps=32,
+                             seeds=(0, 1, 2, 3), rl=TINY_RL,
                              variants=("baseline", "+DACA"), picks=PICKS, settings=ROLLOUT_SETTINGS),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
