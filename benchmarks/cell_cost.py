@@ -10,6 +10,7 @@ single-thread workers, each cell taking its measured wall-clock (longest cells f
     .venv/bin/python benchmarks/cell_cost.py results/tiny/cells [runs/reproduce/tiny-readings]
     .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-full --workers 2 16
     .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-bases-selection --by-base
+    .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-cache --guards    # a row per variant and setting
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
+GUARDS = ("guard_fallback_frac", "guard_commit_entropy", "guard_distinct_frac")
 
 
 def cell_costs(folder: Path, by_base: bool = False) -> dict[tuple[str, str], dict[str, float]]:
@@ -36,12 +38,15 @@ def cell_costs(folder: Path, by_base: bool = False) -> dict[tuple[str, str], dic
         cost = {p: sum(r.get(f"seconds_{p}", 0.0) for r in rows) for p in PHASES}
         cost["passes"] = sum(sum(v for k, v in r.items() if k.startswith("passes_")) for r in rows)
         cost["clip_frac"] = statistics.mean(r.get("clip_frac", 0.0) for r in rows)
+        for g in GUARDS:  # the rollout guards' per-step columns (daca_bench/rl/guards.py), mean over steps
+            vals = [r[g] for r in rows if r.get(g) is not None]
+            cost[g] = statistics.mean(vals) if vals else float("nan")
         # the cell's wall-clock: from its axes.json (written when it starts; config.json is rewritten at
         # its end with the grid's provenance) to its summary (written last), in a grid's work folder
         first = cell / "axes.json" if (cell / "axes.json").exists() else cell / "config.json"
         cost["wall"] = (cell / "summary.json").stat().st_mtime - first.stat().st_mtime
         cost["rest"] = cost["wall"] - sum(cost[p] for p in PHASES)  # loading, the test evaluation, checkpoints
-        row = axes.get("variant", cell.name)
+        row = axes.get("variant", cell.name) + (f" [{axes['setting']}]" if "setting" in axes else "")
         if by_base:  # a per-base grid (tiny-bases): base and row; its lr sweep's cells pooled over their lrs
             row = f"{axes.get('loss.base', '')} {axes.get('variant_of', row)}"
         by_variant[(axes.get("train.task", ""), row)].append(cost)
@@ -63,16 +68,22 @@ def main() -> None:
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--workers", type=int, nargs="*", default=[], help="model the grid's makespan on N workers")
     ap.add_argument("--by-base", action="store_true", help="rows per base and variant (a per-base grid)")
+    ap.add_argument("--guards", action="store_true", help="also the rollout guards, mean over steps: fallback "
+                    "steps %% (threshold rollouts), committed-token entropy (nats), distinct completions per group %%")
     args = ap.parse_args()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
     for folder in args.folders:
         print(f"\n{folder} (mean seconds per cell; wall = axes.json to summary.json, in the work folder)")
-        print("| task | variant | cells | " + " | ".join(PHASES) + " | rest (load, evaluation, checkpoints) | wall | forward passes | clip frac % |")
-        print("|---|---|---:|" + "---:|" * (len(PHASES) + 4))
+        guards = " | fallback % | entropy | distinct %" if args.guards else ""
+        print("| task | variant | cells | " + " | ".join(PHASES) + " | rest (load, evaluation, checkpoints) | wall | "
+              f"forward passes | clip frac %{guards} |")
+        print("|---|---|---:|" + "---:|" * (len(PHASES) + 4 + 3 * args.guards))
         costs = cell_costs(folder, args.by_base)
         for (task, v), c in sorted(costs.items()):
+            extra = (f" | {100 * c['guard_fallback_frac']:.1f} | {c['guard_commit_entropy']:.2f} | "
+                     f"{100 * c['guard_distinct_frac']:.1f}") if args.guards else ""
             print(f"| {task} | {v} | {c['cells']} | " + " | ".join(f"{c[p]:.1f}" for p in PHASES) +
-                  f" | {c['rest']:.1f} | {c['wall']:.0f} | {c['passes']:.0f} | {100 * c['clip_frac']:.2f} |")
+                  f" | {c['rest']:.1f} | {c['wall']:.0f} | {c['passes']:.0f} | {100 * c['clip_frac']:.2f}{extra} |")
         walls = [w for c in costs.values() for w in c["walls"]]
         for n in args.workers:
             print(f"\nmodel: {len(walls)} cells, {sum(walls) / 60:.1f} worker-min; on {n} workers the grid takes "

@@ -75,6 +75,9 @@ def _family_rl(preset: TinyPreset, fam: Family, steps: int | None) -> dict:
     return rl
 
 
+NAMED = ("loss.base", "train.task", "variant", "train.seed")  # the axes a cell's folder is named by
+
+
 def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None,
                picks: dict | None = None) -> list[Cell]:
     """The grid. Common random numbers: the cells of one seed share the SFT start, the train
@@ -93,7 +96,7 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
     if preset.settings:  # each arm once per setting, its keys last
         arms = [(name, variant, {**keys, **setting}, {**extra, "setting": label})
                 for label, setting in preset.settings.items() for name, variant, keys, extra in arms]
-    named = ("loss.base", "train.task", "variant") + (("setting",) if preset.settings else ()) + ("train.seed",)
+    named = NAMED[:3] + (("setting",) if preset.settings else ()) + NAMED[3:]
     cells = []
     for label, fam in preset.families.items():
         start = str(Path(sft[label]["folder"]) / "final")
@@ -171,7 +174,7 @@ def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: 
                 cfg = apply(apply(apply(cell.config, {"loss.base": base}), VARIANTS[variant]), keys)
                 axes = {"loss.base": base, "train.task": fam.task, "variant": name,
                         "train.seed": cell.axes["train.seed"], **extra}
-                cells.append(Cell("_".join(slug(k, axes[k]) for k in named), axes, cfg))
+                cells.append(Cell("_".join(slug(k, axes[k]) for k in NAMED), axes, cfg))
     return cells
 
 

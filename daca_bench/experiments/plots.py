@@ -68,7 +68,7 @@ def plot_gains(table: pd.DataFrame, ax=None) -> Figure:
         tb = table[table["base"] == base]
         tasks = tb[["family", "task"]].drop_duplicates().sort_values(["family", "task"])
         t = tasks.reset_index(drop=True)
-        labels = [f"{r.family}\n{r.task}" for r in t.itertuples()]
+        labels = [f"{r.family}\n{r.task}".replace(" [", "\n[") for r in t.itertuples()]  # a setting on its own line
         width = 0.8 / max(1, len(variants))
         for j, v in enumerate(variants):
             rows = t.merge(tb[tb["variant"] == v], on=["family", "task"], how="left")

@@ -57,7 +57,7 @@ def locate(folder: str | Path) -> tuple[Path, Path]:
 
 
 def paper_gain(family: str) -> float:
-    """The paper's "up to" gain for a family (a setting's block, "structured [prefix]", its family's)."""
+    """The paper's "up to" gain for a family (a setting's block, "json [prefix]": its family's)."""
     return PAPER_GAIN_PP.get(family.split(" [")[0], math.nan)
 
 
