@@ -178,7 +178,8 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     assert f"| +SML | baseline | {row['delta_pp']:+.1f} | {SEEDS} x {PROMPTS} | {row['MDE']:.1f} |" in text
 
 
-@pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64"])
+@pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
+                                  "tiny-cache"])
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""

@@ -188,7 +188,8 @@ def across(vs) -> bool:
 def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] | None = None) -> str:
     """PRIMARY, SECONDARY or EXPLORATORY for a table row (its base, task, variant, vs). A declared
     comparison matches on the keys it names (no task = every task; no base = every base);
-    `labels` maps a task to its preset family label for comparisons that name a 'family'."""
+    `labels` maps a task to its preset family label for comparisons that name a 'family' (a setting's
+    block, "json [prefix]", is its family's)."""
     labels = labels or {}
     for fam in (PRIMARY, SECONDARY):
         for c in planned.get(fam, []):
@@ -196,7 +197,7 @@ def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] 
                 continue
             if "task" in c and c["task"] != row["task"]:
                 continue
-            if "family" in c and c["family"] not in (labels.get(row["task"]), row.get("family")):
+            if "family" in c and c["family"] not in (labels.get(row["task"]), row.get("family", "").split(" [")[0]):
                 continue
             if "base" in c and c["base"] != row["base"]:
                 continue
