@@ -156,3 +156,17 @@ def test_a_reference_in_parts_takes_each_task_from_the_last_folder_that_has_it()
     table = load_table(parts)
     row = table[(table["task"] == "sudoku_tiny") & (table["variant"] == "+DACA")].iloc[0]
     assert row["seeds"] == 16 and load_table(parts[:1]).equals(load_table(parts[0]))
+
+
+def test_the_committed_tiny_full_design_is_current_while_no_cell_has_run():
+    """A design written from other code is refused by its run (stale), so until its first cell runs
+    the committed results/tiny-full/design.json must name this checkout's code tree. After a change
+    under CODE_PATHS: commit it, then `daca-bench reproduce --preset tiny-full --design-only
+    --output-dir DIR` on the clean tree, copy DIR/design.json over it and commit that."""
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "results" / "tiny-full"
+    tree = code_tree(root / "daca_bench")
+    if not tree or (folder / "cells").is_dir():
+        pytest.skip("not a git checkout, or the run has started (its cells name their own code)")
+    design = json.loads((folder / "design.json").read_text())
+    assert design["code_tree"] == tree, "results/tiny-full/design.json is stale: rewrite it (this test's docstring)"

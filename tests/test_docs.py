@@ -213,6 +213,9 @@ README_NUMBERS = [
     ("+3.4 * [+0.5, +6.2]", "tiny-full-sudoku16", "constraint", "+SML", "baseline"),
     ("+5.1** * [+2.4, +7.8]", "tiny-full-sudoku16", "constraint", "+DACA", "baseline"),
     ("+3.7** * [+2.1,\n+5.4]", "tiny-full-code64", "code", "baseline", "start"),
+    ("+3.0 [-4.5, +10.6]", "tiny-cache", "json [none]", "+DACA", "baseline"),
+    ("-2.2 [-8.9, +4.5]", "tiny-cache", "json [prefix]", "+DACA", "baseline"),
+    ("+2.2 [-0.4, +4.9]", "tiny-cache", "json [dual]", "+DACA", "baseline"),
     ("+0.6 [-0.6, +1.8]", "tiny-full-code64", "code", "+DACA", "baseline"),
 ]
 
