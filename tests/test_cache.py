@@ -103,9 +103,10 @@ def test_cache_none_decodes_as_the_sampler_did_before_the_cache():
         want, have = gold["cases"][name], got[name]
         assert have["passes"] == want["passes"], name
         assert torch.equal(have["ids"], want["ids"]) and torch.equal(have["commit_step"], want["commit_step"]), name
-        assert torch.equal(have["commit_logp"], want["commit_logp"]), name
-        assert torch.equal(torch.isnan(have["conf"]), torch.isnan(want["conf"])), name
-        assert torch.equal(torch.nan_to_num(have["conf"]), torch.nan_to_num(want["conf"])), name
+        # tokens and steps exactly; the floats to rounding: fp32 kernels differ in their last bits
+        # across CPU kinds (the fixture came from an Intel Xeon; an AMD EPYC is 4.8e-7 off)
+        torch.testing.assert_close(have["commit_logp"], want["commit_logp"], rtol=0, atol=1e-5, msg=name)
+        torch.testing.assert_close(have["conf"], want["conf"], rtol=0, atol=1e-6, equal_nan=True, msg=name)
     torch.set_num_threads(2)
 
 
