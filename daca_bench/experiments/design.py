@@ -185,6 +185,11 @@ def across(vs) -> bool:
     return isinstance(vs, str) and len(vs.split()) == 2
 
 
+def block_family(family: str) -> str:
+    """The family of a table block: "json [prefix]" (a grid over rollout settings) -> "json"."""
+    return family.split(" [")[0]
+
+
 def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] | None = None) -> str:
     """PRIMARY, SECONDARY or EXPLORATORY for a table row (its base, task, variant, vs). A declared
     comparison matches on the keys it names (no task = every task; no base = every base);
@@ -197,7 +202,7 @@ def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] 
                 continue
             if "task" in c and c["task"] != row["task"]:
                 continue
-            if "family" in c and c["family"] not in (labels.get(row["task"]), row.get("family", "").split(" [")[0]):
+            if "family" in c and c["family"] not in (labels.get(row["task"]), block_family(row.get("family", ""))):
                 continue
             if "base" in c and c["base"] != row["base"]:
                 continue

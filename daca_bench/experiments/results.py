@@ -34,7 +34,8 @@ import pandas as pd
 from ..errors import ConfigError
 from ..jsonl import column_means
 from .clusters import cluster_keys, recorded
-from .design import PRIMARY, SECONDARY, across, declared, disagreements, family_of, read_design, reference
+from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagreements, family_of, read_design,
+                     reference)
 from .stats import adjust, compare
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
@@ -58,7 +59,7 @@ def locate(folder: str | Path) -> tuple[Path, Path]:
 
 def paper_gain(family: str) -> float:
     """The paper's "up to" gain for a family (a setting's block, "json [prefix]": its family's)."""
-    return PAPER_GAIN_PP.get(family.split(" [")[0], math.nan)
+    return PAPER_GAIN_PP.get(block_family(family), math.nan)
 
 
 def load_results(folder: str | Path) -> pd.DataFrame:
