@@ -315,7 +315,7 @@ def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_
     )
     from daca_bench.experiments.presets import PICKS
 
-    used = committed_seeds(skip="tiny-bases")  # its own cells (seeds 16-18 so far) are committed
+    used = committed_seeds(skip="tiny-bases")  # its own cells (seeds 16-23) are committed
     assert used and not set(D["confirmatory_seeds"]) & used and len(D["confirmatory_seeds"]) == 8
     assert not set(D["selection_seeds"]) & set(D["confirmatory_seeds"]) and D["selection_split"] == "dev"
     assert max(D["lr_grid"]) > 1e-4  # above today's top lr

@@ -217,6 +217,15 @@ README_NUMBERS = [
     ("-2.2 [-8.9, +4.5]", "tiny-cache", "json [prefix]", "+DACA", "baseline"),
     ("+2.2 [-0.4, +4.9]", "tiny-cache", "json [dual]", "+DACA", "baseline"),
     ("+0.6 [-0.6, +1.8]", "tiny-full-code64", "code", "+DACA", "baseline"),
+    # tiny-bases: FOLDER:BASE picks the block (every base has a +DACA-vs-baseline row)
+    ("+4.5** * [+2.0, +7.0]", "tiny-bases:grpo", "constraint", "+DACA", "baseline"),
+    ("+7.4** * [+5.0, +9.9]", "tiny-bases:gspo", "constraint", "+DACA", "baseline"),
+    ("+4.5** * [+1.9, +7.1]", "tiny-bases:reinforce_pp", "constraint", "+DACA", "baseline"),
+    ("+4.8** * [+1.9, +7.8]", "tiny-bases:wd1", "constraint", "+DACA", "baseline"),
+    ("+2.8 [+0.7, +5.0]", "tiny-bases:espo", "constraint", "baseline", "grpo baseline"),
+    ("-1.9 [-3.7, -0.2]", "tiny-bases:gspo", "constraint", "baseline", "grpo baseline"),
+    ("-6.4** * [-9.5, -3.3]", "tiny-bases:gspo", "constraint", "baseline", "grpo +DACA"),
+    ("+3.9** * [+1.5, +6.2]", "tiny-bases:grpo", "constraint", "baseline@+DACA-compute", "grpo +DACA"),
 ]
 
 
@@ -227,8 +236,10 @@ def test_every_readme_interval_matches_its_table_csv(phrase, folder, family, var
 
     readme = (ROOT / "README.md").read_text()
     assert phrase in readme, f"README no longer says {phrase!r}: update README_NUMBERS with the text"
+    folder, _, base = folder.partition(":")
     with open(ROOT / "results" / folder / "table.csv") as f:
-        row = next(r for r in csv.DictReader(f) if (r["family"], r["variant"], r["vs"]) == (family, variant, vs))
+        row = next(r for r in csv.DictReader(f)
+                   if (r["family"], r["variant"], r["vs"]) == (family, variant, vs) and (not base or r["base"] == base))
     delta, lo, hi = (float(x) for x in re.findall(r"[-+]\d+\.\d", phrase))
     assert (delta, lo, hi) == tuple(round(float(row[k]) + 0.0, 1) for k in ("delta_pp", "lo", "hi"))
     after = readme[readme.index(phrase) + len(phrase):][:60]
