@@ -179,7 +179,7 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
-                                  "tiny-cache", "tiny-bases"])
+                                  "tiny-cache", "tiny-bases", "tiny-full"])
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""
@@ -189,6 +189,26 @@ def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     table = load_table(folder)
     assert to_markdown(table) == (folder / "table.md").read_text()
     assert to_csv(table) == (folder / "table.csv").read_text()
+
+
+def test_the_committed_tiny_full_replication_report_rebuilds_to_the_byte(tmp_path, monkeypatch):
+    """results/tiny-full/replication.md and .csv, the confirmation against the exploratory run in its
+    three parts, are what `daca-bench table results/tiny-full --against ...` writes from the committed
+    cells (run in a scratch tree whose results/ links to the repository's, so nothing there is touched)."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    refs = ["tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64"]
+    if not all((results / n / "cells").is_dir() for n in ["tiny-full", *refs]):
+        pytest.skip("results/tiny-full or its reference is not in this checkout")
+    run = tmp_path / "results" / "tiny-full"
+    run.mkdir(parents=True)
+    (run / "cells").symlink_to(results / "tiny-full" / "cells")
+    shutil.copy(results / "tiny-full" / "design.json", run / "design.json")
+    for n in refs:
+        (tmp_path / "results" / n).symlink_to(results / n)
+    monkeypatch.chdir(tmp_path)
+    assert main(["table", "results/tiny-full", "--against", *(f"results/{n}" for n in refs)]) == 0
+    for name in ("table.md", "table.csv", "replication.md", "replication.csv"):
+        assert (run / name).read_text() == (results / "tiny-full" / name).read_text(), name
 
 
 def test_against_a_missing_reference_fails_before_any_table_is_written(grids, capsys):
