@@ -226,6 +226,14 @@ README_NUMBERS = [
     ("-1.9 [-3.7, -0.2]", "tiny-bases:gspo", "constraint", "baseline", "grpo baseline"),
     ("-6.4** * [-9.5, -3.3]", "tiny-bases:gspo", "constraint", "baseline", "grpo +DACA"),
     ("+3.9** * [+1.5, +6.2]", "tiny-bases:grpo", "constraint", "baseline@+DACA-compute", "grpo +DACA"),
+    ("+6.4** * [+3.4, +9.4]", "tiny-full", "math", "baseline", "start"),
+    ("+11.6** * [+8.1, +15.0]", "tiny-full", "constraint", "baseline", "start"),
+    ("+8.4** * [+5.5, +11.3]", "tiny-full", "json", "baseline", "start"),
+    ("+4.3** * [+2.4, +6.3]", "tiny-full", "code", "baseline", "start"),
+    ("+1.9** * [+0.7, +3.0]", "tiny-full", "math", "+DACA", "baseline"),
+    ("+2.8 [+0.1, +5.6]", "tiny-full", "constraint", "+DACA", "baseline"),
+    ("+0.3 [-1.8, +2.5]", "tiny-full", "json", "+DACA", "baseline"),
+    ("+1.0 [-0.3, +2.4]", "tiny-full", "code", "+DACA", "baseline"),
 ]
 
 
