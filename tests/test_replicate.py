@@ -209,6 +209,8 @@ def test_the_committed_tiny_full_replication_report_rebuilds_to_the_byte(tmp_pat
     assert main(["table", "results/tiny-full", "--against", *(f"results/{n}" for n in refs)]) == 0
     for name in ("table.md", "table.csv", "replication.md", "replication.csv"):
         assert (run / name).read_text() == (results / "tiny-full" / name).read_text(), name
+    # every cell ran under the committed design (else the table would read exploratory)
+    assert (run / "table.md").read_text().startswith("**Confirmatory**: every cell ran under tiny-full/design.json")
 
 
 def test_against_a_missing_reference_fails_before_any_table_is_written(grids, capsys):
