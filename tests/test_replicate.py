@@ -179,7 +179,7 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
-                                  "tiny-cache", "tiny-bases", "tiny-full"])
+                                  "tiny-cache", "tiny-bases"])  # tiny-full: with its replication report, below
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""
@@ -192,9 +192,10 @@ def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
 
 
 def test_the_committed_tiny_full_replication_report_rebuilds_to_the_byte(tmp_path, monkeypatch):
-    """results/tiny-full/replication.md and .csv, the confirmation against the exploratory run in its
-    three parts, are what `daca-bench table results/tiny-full --against ...` writes from the committed
-    cells (run in a scratch tree whose results/ links to the repository's, so nothing there is touched)."""
+    """results/tiny-full's table.md/.csv and replication.md/.csv (the confirmation against the
+    exploratory run in its three parts) are what `daca-bench table results/tiny-full --against ...`
+    writes from the committed cells, built once (run in a scratch tree whose results/ links to the
+    repository's, so nothing there is touched)."""
     results = Path(__file__).resolve().parents[1] / "results"
     refs = ["tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64"]
     if not all((results / n / "cells").is_dir() for n in ["tiny-full", *refs]):
