@@ -40,7 +40,7 @@ def timed(fn):
 
 def family_levers(label: str, fam, sft_dir: Path, preset) -> list[str]:
     from daca_bench.config import ModelConfig, SamplerConfig
-    from daca_bench.experiments.pipeline import sft_config, sft_folder
+    from daca_bench.experiments.grid.pipeline import sft_config, sft_folder
     from daca_bench.models import load_model
     from daca_bench.registry import get_task
     from daca_bench.rewards.verify import verify_many
@@ -86,7 +86,7 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
 
     import torch
 
-    from daca_bench.experiments.pipeline import tiny_cells
+    from daca_bench.experiments.grid.pipeline import tiny_cells
     from daca_bench.rl import trainer as tr
     from daca_bench.rl.policy import load_initial
 
@@ -120,7 +120,7 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
 def main() -> None:
     import torch
 
-    from daca_bench.experiments.presets import PRESETS
+    from daca_bench.experiments.grid.presets import PRESETS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sft-dir", default="runs/reproduce",

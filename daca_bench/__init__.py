@@ -8,7 +8,8 @@ The package is laid out in rooms, each importing only downwards or into the shar
     daca_bench/containers/   host side of the Docker code sandbox: image, worker slot, pool, CLI
     daca_bench/rl/           sampler + trajectory record, likelihood estimators (SML), credit (DPS),
                              losses, the trainer, masked-diffusion SFT, greedy evaluation
-    daca_bench/experiments/  ablation grids, the job runner, reproduce, tables, plots, the bias study
+    daca_bench/experiments/  analysis/ (tables, stats, plots), grid/ (cells, presets, reproduce),
+                             studies/ (estimator studies), commands/ (train, eval, table)
 
 The names most people need are importable from here too (loaded on first use, so
 `import daca_bench` stays light): `get_task`, `reward_function`, `load_model`, `sample`,

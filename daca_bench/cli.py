@@ -24,14 +24,14 @@ SUBCOMMANDS = {
     "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
     "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
     "sft": ("daca_bench.rl.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
-    "train": ("daca_bench.experiments.train_cli", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
-    "eval": ("daca_bench.experiments.eval", "evaluate a checkpoint on a task at one or more lengths (d1 protocol)"),
-    "ablate": ("daca_bench.experiments.ablation", "run an ablation grid"),
-    "table": ("daca_bench.experiments.table", "build the ablation table from a results folder"),
-    "plot": ("daca_bench.experiments.plots", "draw the ablation plots from a results folder"),
-    "reproduce": ("daca_bench.experiments.reproduce", "the embedded default: SFT + ablation grid + table"),
-    "likelihood-bias": ("daca_bench.experiments.bias", "measure the bias of likelihood estimators"),
-    "estimators": ("daca_bench.experiments.estimators", "estimators' policy gradients vs the exact one; DPS credit"),
+    "train": ("daca_bench.experiments.commands.train", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
+    "eval": ("daca_bench.experiments.commands.eval", "evaluate a checkpoint on a task at one or more lengths (d1 protocol)"),
+    "ablate": ("daca_bench.experiments.grid.ablation", "run an ablation grid"),
+    "table": ("daca_bench.experiments.commands.table", "build the ablation table from a results folder"),
+    "plot": ("daca_bench.experiments.analysis.plots", "draw the ablation plots from a results folder"),
+    "reproduce": ("daca_bench.experiments.grid.reproduce", "the embedded default: SFT + ablation grid + table"),
+    "likelihood-bias": ("daca_bench.experiments.studies.bias", "measure the bias of likelihood estimators"),
+    "estimators": ("daca_bench.experiments.studies.estimators", "estimators' policy gradients vs the exact one; DPS credit"),
 }
 
 

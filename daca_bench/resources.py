@@ -1,5 +1,5 @@
 """Where the data shipped with daca-bench lives: `tasks/`, `sandbox/`, `configs/` and the readings
-sweep's picks (`results/tiny-readings/picks.json`, read by experiments/presets.py).
+sweep's picks (`results/tiny-readings/picks.json`, read by experiments/grid/presets.py).
 
 In the repository they sit at the top, beside `daca_bench/` (the picks in results/tiny-readings);
 an installed wheel carries them as `daca_bench/_data/<name>` (the build maps them there, see

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from daca_bench.config import ConfigError, apply, to_dict
-from daca_bench.experiments.ablation import VARIANTS, _run_cell, expand, run_local
-from daca_bench.experiments.results import load_results, write_tables
+from daca_bench.experiments.grid.ablation import VARIANTS, _run_cell, expand, run_local
+from daca_bench.experiments.analysis.results import load_results, write_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
@@ -50,7 +50,7 @@ def test_cells_skip_when_finished_resume_when_not_and_failures_are_reported(tmp_
     df = load_results(tmp_path)
     assert sorted(df["variant"]) == ["+DACA", "baseline"]
     # the plots and the notebook read these real results
-    from daca_bench.experiments.plots import plot_all
+    from daca_bench.experiments.analysis.plots import plot_all
 
     names = {p.name for p in plot_all(tmp_path)}
     assert {"gains.png", "gains.pdf", "curves.png", "dps.png"} <= names
@@ -152,7 +152,7 @@ def test_table_pairs_by_prompt_and_measures_the_baseline_against_its_start(tmp_p
 def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
     import ray
 
-    from daca_bench.experiments.ablation import run_ray
+    from daca_bench.experiments.grid.ablation import run_ray
 
     cells = expand({"overrides": QUICK, "axes": {"variant": ["baseline", "+DPS"]}})
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -182,7 +182,7 @@ def test_a_cell_written_under_another_config_is_set_aside_and_rerun(tmp_path):
 def test_a_config_key_added_since_a_cell_ran_does_not_make_it_stale(tmp_path):
     """Upgrading the package adds keys; a finished cell whose stored config lacks one at its default
     is still this cell (not rerun); one lacking it at another value is stale."""
-    from daca_bench.experiments.ablation import _set_aside_if_stale
+    from daca_bench.experiments.grid.ablation import _set_aside_if_stale
 
     cell = expand({"overrides": QUICK, "axes": {"variant": ["baseline"]}})[0]
     folder = tmp_path / "cell"

@@ -282,7 +282,7 @@ def _cells(tmp_path, per_step):
 
 
 def test_compute_matched_baseline_runs_the_measured_cost_ratio_times_the_steps(tmp_path):
-    from daca_bench.experiments.bases_grid import compute_matched_arm, compute_matched_steps, measured_cost_ratio
+    from daca_bench.experiments.grid.bases_grid import compute_matched_arm, compute_matched_steps, measured_cost_ratio
 
     cells = _cells(tmp_path, {"baseline": (1.0, 0.5, 0.5), "+DACA": (1.0, 2.0, 2.5)})
     ratio = measured_cost_ratio(cells)  # (1 + 2 + 3) / (1 + 0.5 + 1) with the seeds' +0/+1 averaged
@@ -298,14 +298,14 @@ def test_compute_matched_baseline_runs_the_measured_cost_ratio_times_the_steps(t
 def test_the_committed_cells_give_the_compute_matched_step_count():
     from pathlib import Path
 
-    from daca_bench.experiments.bases_grid import compute_matched_steps, measured_cost_ratio
+    from daca_bench.experiments.grid.bases_grid import compute_matched_steps, measured_cost_ratio
 
     ratio = measured_cost_ratio(Path(__file__).resolve().parent.parent / "results" / "tiny" / "cells")
     assert 2.0 < ratio < 4.0 and compute_matched_steps(32, ratio) == round(32 * ratio)
 
 
 def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_only_real_variants(committed_seeds):
-    from daca_bench.experiments.bases_grid import (
+    from daca_bench.experiments.grid.bases_grid import (
         BASE_KEYS,
         BASE_VARIANTS,
         DACA_ROW,
@@ -313,7 +313,7 @@ def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_
         confirmatory_arms,
         selection_arms,
     )
-    from daca_bench.experiments.presets import PICKS
+    from daca_bench.experiments.grid.presets import PICKS
 
     used = committed_seeds(skip="tiny-bases")  # its own cells (seeds 16-23) are committed
     assert used and not set(D["confirmatory_seeds"]) & used and len(D["confirmatory_seeds"]) == 8
@@ -333,8 +333,8 @@ def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_
 
 
 def test_a_base_pick_overrides_the_shared_reading_and_unswept_rows_inherit_it():
-    from daca_bench.experiments.bases_grid import base_arms
-    from daca_bench.experiments.presets import PICKS
+    from daca_bench.experiments.grid.bases_grid import base_arms
+    from daca_bench.experiments.grid.presets import PICKS
 
     picks = {**PICKS, "gspo": {"baseline": {"train.lr": 2e-4}, "+DACA": {"train.lr": 5e-5}},
              "spg": {"baseline": {"train.lr": 5e-5}, "+DPS": {"train.lr": 2e-4, "loss.spg_mix": 0.25}}}

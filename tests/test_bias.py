@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from daca_bench.cli import main
-from daca_bench.experiments.bias import summarise
+from daca_bench.experiments.studies.bias import summarise
 from daca_bench.rl.likelihood import assign_strata, elbo_logprobs, sml_logprobs
 from daca_bench.rl.sampler import pad_prompts
 

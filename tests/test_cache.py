@@ -202,8 +202,8 @@ def test_the_uncached_sampler_is_llada_s_generate_token_for_token(tiny):
 def test_tiny_cache_s_cells_differ_only_in_their_rollouts_and_name_their_setting():
     from dataclasses import replace
 
-    from daca_bench.experiments.pipeline import tiny_cells
-    from daca_bench.experiments.presets import PRESETS
+    from daca_bench.experiments.grid.pipeline import tiny_cells
+    from daca_bench.experiments.grid.presets import PRESETS
 
     cells = tiny_cells(PRESETS["tiny-cache"], {"json": {"folder": "/start"}})
     assert len(cells) == 6 * 2 * 4 and len({c.name for c in cells}) == len(cells)
@@ -221,7 +221,7 @@ def test_tiny_cache_s_cells_differ_only_in_their_rollouts_and_name_their_setting
 def test_the_table_gives_each_setting_its_own_block(tmp_path):
     import json
 
-    from daca_bench.experiments.results import load_results
+    from daca_bench.experiments.analysis.results import load_results
 
     for setting in ("none", "prefix"):
         for variant, k in (("baseline", 1), ("+DACA", 4)):
@@ -233,6 +233,6 @@ def test_the_table_gives_each_setting_its_own_block(tmp_path):
             (cell / "summary.json").write_text(json.dumps({"test_accuracy": 0.5}))
     df = load_results(tmp_path)
     assert sorted(set(df["family"])) == ["json [none]", "json [prefix]"]
-    from daca_bench.experiments.results import paper_gain
+    from daca_bench.experiments.analysis.results import paper_gain
 
     assert paper_gain("json [prefix]") == paper_gain("json") == 5.9

@@ -10,9 +10,9 @@ import pytest
 
 from daca_bench.cli import main
 from daca_bench.errors import ConfigError
-from daca_bench.experiments.design import disagreements, read_design
-from daca_bench.experiments.preregister import register
-from daca_bench.experiments.provenance import CODE_PATHS, code_tree
+from daca_bench.experiments.analysis.design import disagreements, read_design
+from daca_bench.experiments.grid.preregister import register
+from daca_bench.experiments.grid.provenance import CODE_PATHS, code_tree
 from daca_bench.registry import draw_test, get_task, prompt_digest, read_excluded
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,8 +141,8 @@ def test_committed_tiny_full_design_is_what_the_preset_makes(tmp_path):
 def test_a_reference_in_parts_takes_each_task_from_the_last_folder_that_has_it():
     """The exploratory four-area run as the confirmation's reference: tiny-full-exploratory, then its
     sudoku (16 seeds) and code (64 steps) supplements, read as one run (results.union)."""
-    from daca_bench.experiments.replicate import seeds_of
-    from daca_bench.experiments.results import load_table, union
+    from daca_bench.experiments.analysis.replicate import seeds_of
+    from daca_bench.experiments.analysis.results import load_table, union
 
     parts = [ROOT / "results" / n for n in ("tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64")]
     if not all((p / "cells").is_dir() for p in parts):

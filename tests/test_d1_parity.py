@@ -434,7 +434,7 @@ def _preset_test_task(stem: str, task: str, n: int):
 
 @pytest.mark.parametrize("stem", sorted(D1_PRESETS))
 def test_each_d1_preset_evaluates_end_to_end_with_d1s_metric_beside_ours(stem, llada, d1_env, tmp_path):
-    from daca_bench.experiments.eval import evaluate_lengths, protocol
+    from daca_bench.experiments.commands.eval import evaluate_lengths, protocol
 
     cfg = load_config(ROOT / f"configs/paper/llada_{stem}.yaml", [], RLConfig)
     assert (cfg.eval.block_length, cfg.eval.steps * 2, cfg.eval.temperature) == (32, cfg.eval.gen_length, 0.0)
@@ -451,7 +451,7 @@ def test_each_d1_preset_evaluates_end_to_end_with_d1s_metric_beside_ours(stem, l
 
 def test_the_json_preset_evaluates_on_llada_without_a_d1_metric(llada, tmp_path):
     """The paper presets with no d1 run (code tasks need the sandbox; JSON does not) keep their own metric only."""
-    from daca_bench.experiments.eval import evaluate_lengths, protocol
+    from daca_bench.experiments.commands.eval import evaluate_lengths, protocol
 
     cfg = load_config(ROOT / "configs/paper/llada_json_schema.yaml", [], RLConfig)
     task = get_task(cfg.train.task, split="test", n=2)

@@ -1,12 +1,12 @@
 """design.json: the schema check, the writer's refusal of another design, and the disagreements the table
-reports when cells ran under another design or from another commit (experiments/design.py)."""
+reports when cells ran under another design or from another commit (experiments/analysis/design.py)."""
 import copy
 import json
 
 import pytest
 
 from daca_bench.errors import ConfigError
-from daca_bench.experiments.design import (
+from daca_bench.experiments.analysis.design import (
     EXPLORATORY,
     PRIMARY,
     SECONDARY,
@@ -117,7 +117,7 @@ def _grid(folder, git="abc1234", steps=32):
 
 
 def test_the_table_says_confirmatory_only_when_every_cell_ran_under_the_design(tmp_path):
-    from daca_bench.experiments.results import load_table, to_markdown
+    from daca_bench.experiments.analysis.results import load_table, to_markdown
 
     design = {**DESIGN, "families": {"sudoku": {**DESIGN["families"]["sudoku"],
                                                 "test": {**DESIGN["families"]["sudoku"]["test"], "size": 64}}}}

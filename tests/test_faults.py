@@ -81,7 +81,7 @@ def test_traceback_flag_and_variable_show_it_and_a_bug_keeps_it(tmp_path, capsys
     assert main(argv) == 2 and "Traceback" in capsys.readouterr().err
     monkeypatch.delenv("DACA_BENCH_TRACEBACK")
 
-    import daca_bench.experiments.ablation as ablation
+    import daca_bench.experiments.grid.ablation as ablation
 
     def buggy(args):  # a unit-test double for a bug deep in a command
         return {}["missing"]

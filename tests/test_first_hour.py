@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daca_bench.experiments.ablation import expand, run_local
+from daca_bench.experiments.grid.ablation import expand, run_local
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {"train.task": "even_length", "train.prompts_per_step": 2, "train.num_generations": 4,
@@ -111,7 +111,7 @@ def test_eval_never_reports_another_models_rows(tmp_path, capsys):
 
 
 def test_eval_default_folder_is_named_after_the_model():
-    from daca_bench.experiments.eval import default_output
+    from daca_bench.experiments.commands.eval import default_output
 
     assert default_output("arithmetic", "runs/sft-tiny/final") == Path("runs/eval-arithmetic-sft-tiny-final")
     assert default_output("gsm8k", "GSAI-ML/LLaDA-8B-Instruct") == Path("runs/eval-gsm8k-GSAI-ML-LLaDA-8B-Instruct")
@@ -245,7 +245,7 @@ def _always_dies(folder: str) -> dict:
 
 
 def test_jobs_retry_a_job_whose_worker_died_once_then_report_it(tmp_path, capsys):
-    from daca_bench.experiments.jobs import Job, run_jobs
+    from daca_bench.experiments.grid.jobs import Job, run_jobs
 
     for name in ("once", "always"):
         (tmp_path / name).mkdir()

@@ -9,8 +9,8 @@ import torch
 
 from daca_bench.cli import main
 from daca_bench.config import RunConfig, SamplerConfig, apply
-from daca_bench.experiments.credit_study import auc_with_interval, gold_target, token_auc
-from daca_bench.experiments.gradients import (
+from daca_bench.experiments.studies.credit_study import auc_with_interval, gold_target, token_auc
+from daca_bench.experiments.studies.gradients import (
     Estimator,
     cosine_and_ratio,
     estimators,

@@ -91,8 +91,8 @@ def test_the_checker_finds_a_planted_circle():
 
 def test_the_tables_libraries_import_no_circle():
     """results, plan, replicate, design, clusters, stats and the table command: none in a circle."""
-    ours = {f"daca_bench.experiments.{m}" for m in ("results", "plan", "replicate", "design", "clusters", "stats",
-                                                    "table")}
+    ours = {f"daca_bench.experiments.analysis.{m}" for m in ("results", "plan", "replicate", "design", "clusters",
+                                                             "stats")} | {"daca_bench.experiments.commands.table"}
     assert not [c for c in circles(graph()) if ours & set(c)]
 
 
@@ -106,3 +106,45 @@ def test_no_module_of_the_package_or_the_sandbox_is_over_450_lines():
     roots = (PACKAGE, PACKAGE.parent / "sandbox")
     sizes = {str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for r in roots for p in r.rglob("*.py")}
     assert sizes and not {p: n for p, n in sizes.items() if n > 450}
+
+
+# Issue 43: the rooms, lowest first. A module may import its own room and any room ranked below it,
+# never one above. The shared base (top-level modules, archs, containers, testing) is rank 0.
+ROOMS = {"daca_bench.rewards": 1, "daca_bench.metrics": 2, "daca_bench.rl": 2,
+         "daca_bench.experiments.analysis": 3, "daca_bench.experiments.grid": 4,
+         "daca_bench.experiments.studies": 5, "daca_bench.experiments.commands": 6}
+
+
+def rank(module: str) -> int:
+    """The rank of the room that holds `module` (its longest matching room name; 0 for the base)."""
+    rooms = [r for r in ROOMS if module == r or module.startswith(r + ".")]
+    return ROOMS[max(rooms, key=len)] if rooms else 0
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if rank(b) > rank(a))
+
+
+def test_the_direction_checker_finds_a_planted_upward_import():
+    assert upward_imports({"daca_bench.experiments.analysis.results": {"daca_bench.experiments.grid.jobs"}}) \
+        == ["daca_bench.experiments.analysis.results -> daca_bench.experiments.grid.jobs"]
+    assert upward_imports({"daca_bench.experiments.grid.jobs": {"daca_bench.experiments.analysis.results",
+                                                                "daca_bench.rl.sampler", "daca_bench.config"}}) == []
+    assert rank("daca_bench.rl.bases.spg") == rank("daca_bench.rl") and rank("daca_bench.models") == 0
+
+
+def test_no_module_imports_a_room_above_it():
+    assert not upward_imports(graph()), upward_imports(graph())
+
+
+def test_no_folder_of_the_package_holds_more_than_15_modules():
+    """Issue 43: a room a newcomer can read from its listing (the __init__ not counted)."""
+    sizes = {str(d.relative_to(PACKAGE.parent)): len([p for p in d.glob("*.py") if p.name != "__init__.py"])
+             for d in [PACKAGE, *PACKAGE.rglob("*")] if d.is_dir()}
+    assert not {d: n for d, n in sizes.items() if n > 15}, sizes
+
+
+def test_every_room_says_what_it_holds_and_may_import():
+    for room in ("analysis", "grid", "studies", "commands"):
+        doc = (PACKAGE / "experiments" / room / "__init__.py").read_text()
+        assert "May import" in doc, room

@@ -1,7 +1,7 @@
 
 
 def test_workers_and_threads_follow_the_cores_this_process_may_use(monkeypatch):
-    from daca_bench.experiments import jobs
+    from daca_bench.experiments.grid import jobs
 
     monkeypatch.setattr(jobs.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert jobs.split_cores(8) == (1, 1)  # taskset -c 0 on a 2-core machine: one worker, one thread
@@ -13,7 +13,7 @@ def test_the_time_left_waits_for_a_measured_pace():
     """No bound before the jobs have logged progress for a few seconds (the first '~1:44:23 left at
     most' of a 25 s stage came from start-up time counted as pace); then the pace since the first
     progress, not since the start."""
-    from daca_bench.experiments.jobs import Pace
+    from daca_bench.experiments.grid.jobs import Pace
 
     now = [0.0]
     pace = Pace(total=100, min_s=5, clock=lambda: now[0])

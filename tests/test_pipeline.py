@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from daca_bench.cli import main
-from daca_bench.experiments import pipeline, reproduce
-from daca_bench.experiments.presets import FIVE, PICKS, PRESETS, Family, TinyPreset, comparisons
+from daca_bench.experiments.grid import pipeline, reproduce
+from daca_bench.experiments.grid.presets import FIVE, PICKS, PRESETS, Family, TinyPreset, comparisons
 from daca_bench.resources import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +134,7 @@ def test_a_confirmatory_preset_registers_its_design_first_and_refuses_another(tm
 
 def test_cells_record_the_grid_s_code_and_are_set_aside_when_their_init_weights_change(tmp_path):
     from daca_bench.config import RLConfig, apply
-    from daca_bench.experiments.ablation import Cell, _run_cell, stamp_cells
+    from daca_bench.experiments.grid.ablation import Cell, _run_cell, stamp_cells
     from daca_bench.testing import write_paper_folder
 
     init = write_paper_folder("llada", tmp_path / "init", compact=True)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from daca_bench.config import RLConfig, apply
-from daca_bench.experiments import readings
+from daca_bench.experiments.grid import readings
 from daca_bench.registry import get_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,8 +94,8 @@ def test_the_rule_picks_by_dev_accuracy_and_builds_daca_and_the_control():
 
 
 def test_the_sweep_never_uses_the_confirmatory_seeds_or_the_test_split():
-    from daca_bench.experiments.pipeline import tiny_cells
-    from daca_bench.experiments.presets import PRESETS
+    from daca_bench.experiments.grid.pipeline import tiny_cells
+    from daca_bench.experiments.grid.presets import PRESETS
 
     sweep, confirm = PRESETS["tiny-readings"], PRESETS["tiny-confirm"]
     assert not set(sweep.seeds) & set(confirm.seeds)
@@ -117,7 +117,7 @@ def _committed(name):
 
 
 def test_the_confirmatory_presets_carry_the_committed_picks():
-    from daca_bench.experiments.presets import PICKS, PRESETS
+    from daca_bench.experiments.grid.presets import PICKS, PRESETS
 
     picks = json.loads((_committed("tiny-readings") / "picks.json").read_text())
     assert picks["picks"] == PICKS == PRESETS["tiny"].picks == PRESETS["tiny-confirm"].picks

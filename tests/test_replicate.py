@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from daca_bench.cli import main
-from daca_bench.experiments.replicate import compare_tables, verdict
-from daca_bench.experiments.results import load_table, locate, to_csv, to_markdown
+from daca_bench.experiments.analysis.replicate import compare_tables, verdict
+from daca_bench.experiments.analysis.results import load_table, locate, to_csv, to_markdown
 
 SEEDS, PROMPTS = 4, 200
 IDS = [f"arithmetic/{i}" for i in range(PROMPTS)]
@@ -154,8 +154,8 @@ def test_a_different_rl_start_is_named_in_the_verdict(grids):
 
 def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     """`table --plan PP` on a synthetic grid: one row per comparison, its MDE the table's, and counts
-    that reach PP under the projection (experiments/plan.py; the projection itself: test_stats.py)."""
-    from daca_bench.experiments.plan import plan_table
+    that reach PP under the projection (experiments/analysis/plan.py; the projection itself: test_stats.py)."""
+    from daca_bench.experiments.analysis.plan import plan_table
 
     ref, _ = grids
     assert main(["table", str(ref), "--plan", "4"]) == 0
@@ -278,8 +278,8 @@ def test_a_grid_whose_variants_scored_the_same_prints_no_mde(tmp_path):
 def test_sudoku_tables_count_solution_grids_not_puzzles():
     """The committed sudoku16 cells: 512 test puzzles of 69 solution grids, each comparison resampled by
     grid (the footer says so), and a by-grid interval wider than the by-puzzle one for baseline vs start."""
-    from daca_bench.experiments.results import comparisons, load_results, load_start
-    from daca_bench.experiments.stats import compare
+    from daca_bench.experiments.analysis.results import comparisons, load_results, load_start
+    from daca_bench.experiments.analysis.stats import compare
 
     folder = Path(__file__).resolve().parents[1] / "results" / "tiny-full-sudoku16"
     if not (folder / "cells").is_dir():

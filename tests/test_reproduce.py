@@ -7,10 +7,10 @@ import pytest
 
 from daca_bench.cli import main
 from daca_bench.registry import draw_test, get_task, prompt_digest, read_excluded, task_spec
-from daca_bench.experiments import pipeline as reproduce
-from daca_bench.experiments.jobs import Job, run_jobs, steps_done
-from daca_bench.experiments.pipeline import sft_config, sft_folder
-from daca_bench.experiments.presets import FIVE, FULL_EVAL, PRESETS, Family, TinyPreset
+from daca_bench.experiments.grid import pipeline as reproduce
+from daca_bench.experiments.grid.jobs import Job, run_jobs, steps_done
+from daca_bench.experiments.grid.pipeline import sft_config, sft_folder
+from daca_bench.experiments.grid.presets import FIVE, FULL_EVAL, PRESETS, Family, TinyPreset
 
 MINI = TinyPreset("test: 2 families, 2 variants, 1 seed, 2 RL steps",
                   {"math": Family("arithmetic", 4, sft_steps=20), "code": Family("python_tiny", 12, sft_steps=10)},
@@ -162,7 +162,7 @@ def test_families_picks_a_tiny_preset_s_families_and_names_the_known_ones(capsys
 
 
 def test_sft_markdown_names_the_sft_check_s_prompt_count():
-    from daca_bench.experiments.pipeline import sft_markdown
+    from daca_bench.experiments.grid.pipeline import sft_markdown
 
     md = sft_markdown({"json": {"task": "json_tiny", "steps": 1600, "dev_accuracy": 0.492, "accuracy": 0.609,
                                 "n_eval": 256}})

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from daca_bench.experiments.stats import (
+from daca_bench.experiments.analysis.stats import (
     adjust,
     by_cluster,
     p_value,

@@ -10,8 +10,8 @@ import pytest
 
 from daca_bench.cli import main
 from daca_bench.config import ConfigError, to_dict
-from daca_bench.experiments import reproduce
-from daca_bench.experiments.bases_grid import (
+from daca_bench.experiments.grid import reproduce
+from daca_bench.experiments.grid.bases_grid import (
     BASE_VARIANTS,
     COMPUTE_MATCHED,
     DACA_ROW,
@@ -21,10 +21,10 @@ from daca_bench.experiments.bases_grid import (
     pick_bases,
     sweep_accuracy,
 )
-from daca_bench.experiments.design import disagreements, declared, validate
-from daca_bench.experiments.pipeline import check_disjoint, selection_cells, tiny_cells
-from daca_bench.experiments.preregister import design_of
-from daca_bench.experiments.presets import DENSE, PRESETS, Family, comparisons
+from daca_bench.experiments.analysis.design import disagreements, declared, validate
+from daca_bench.experiments.grid.pipeline import check_disjoint, selection_cells, tiny_cells
+from daca_bench.experiments.grid.preregister import design_of
+from daca_bench.experiments.grid.presets import DENSE, PRESETS, Family, comparisons
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = PRESETS["tiny-bases"]

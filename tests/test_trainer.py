@@ -273,9 +273,9 @@ def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
     """`train --config configs/tiny.yaml --variant NAME` is the headline's (preset tiny) cell of NAME, key for key."""
     import argparse
 
-    from daca_bench.experiments.pipeline import tiny_cells
-    from daca_bench.experiments.presets import PRESETS
-    from daca_bench.experiments.train_cli import run_config
+    from daca_bench.experiments.grid.pipeline import tiny_cells
+    from daca_bench.experiments.grid.presets import PRESETS
+    from daca_bench.experiments.commands.train import run_config
 
     (cell,) = [c for c in tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])
                if c.axes["variant"] == variant]

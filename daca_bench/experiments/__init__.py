@@ -1,5 +1,12 @@
-"""Experiments built on the RL core: ablation grids and their cells (`ablation`), the
-parallel job runner (`jobs`), `daca-bench reproduce` with its presets (`reproduce`), the
-ablation table (`results`), the plots (`plots`) and the likelihood-estimator bias study
-(`bias`). How to run and read them: docs/reproducing.md.
+"""Experiments built on the RL core, in four rooms; an import only goes down this list (or into
+`daca_bench.rl` and the shared base), never up:
+
+    analysis/   reading finished cells: results (the cell table), stats, clusters, design (what a
+                table registered), plan (sizing), replicate (two runs compared), plots, gold
+    grid/       running grids: cells and their runner (ablation, jobs), the presets and their
+                pipeline (SFT -> sweep -> grid -> table), `reproduce`, calibration, provenance
+    studies/    the estimator studies: likelihood bias, estimator gradients, DPS credit
+    commands/   command-line entry points with no home below: `train`, `eval`, `table`
+
+How to run and read them: docs/reproducing.md; the map of every room: docs/getting-started.md#layout.
 """

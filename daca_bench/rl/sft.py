@@ -138,7 +138,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
                 if s.target_accuracy and row["dev_accuracy"] >= s.target_accuracy:
                     run.extra["stopped_early"] = True
             log.write(json.dumps(row) + "\n")
-            log.flush()  # progress watchers (daca_bench.experiments.jobs) read this file
+            log.flush()  # progress watchers (daca_bench.experiments.grid.jobs) read this file
             bar.update(1)
             dev = run.extra.get("dev_accuracy")  # none before the first dev check (none at all without sft.eval_every)
             bar.set_postfix(loss=f"{loss.item():.3f}", **({"dev": f"{dev:.3f}"} if dev is not None else {}))

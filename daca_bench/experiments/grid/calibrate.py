@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import ConfigError, apply, pick
+from ...config import ConfigError, apply, pick
 from .ablation import Cell, run_local
 from .pipeline import evaluate_starts, run_sft, tiny_cells
 from .presets import TinyPreset

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 
 def recorded(path: str | Path) -> dict[str, str]:
@@ -37,7 +37,7 @@ def cluster_keys(task: str, configs: list[dict], ids, known: dict[str, str] | No
     """id -> cluster key for IDS of TASK (None where the task declares no clusters and nothing was
     recorded: every item is its own). KNOWN: keys recorded in eval.jsonl; the rest come from the
     test sets the CONFIGS name. An id found in none of them is an error (one line)."""
-    from ..registry import draw_test, task_spec
+    from ...registry import draw_test, task_spec
 
     known = dict(known or {})
     ids = set(ids)

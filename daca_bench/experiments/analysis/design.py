@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 FILE = "design.json"
 SCHEMA = 1
@@ -33,7 +33,7 @@ _TEST = {"split": str, "size": int, "seed": int, "draw": str}
 
 
 def _bad(where: str, what: str) -> ConfigError:
-    return ConfigError(f"{where}: {what}; see daca_bench/experiments/design.py for the design.json schema")
+    return ConfigError(f"{where}: {what}; see daca_bench/experiments/analysis/design.py for the design.json schema")
 
 
 def _fields(d, spec: dict, where: str) -> None:

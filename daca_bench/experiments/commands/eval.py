@@ -27,12 +27,12 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..canvas import check, check_fits, gold_lengths
-from ..config import SamplerConfig
-from ..errors import ConfigError
-from ..models import load_checkpoint, run_canvas, task_prompts
-from ..rl.evaluate import score
-from ..rl.sampler import sample
+from ...canvas import check, check_fits, gold_lengths
+from ...config import SamplerConfig
+from ...errors import ConfigError
+from ...models import load_checkpoint, run_canvas, task_prompts
+from ...rl.evaluate import score
+from ...rl.sampler import sample
 
 COLUMNS = ["gen_length", "n", "accuracy", "acc_d1", "infra_failures", "block_length", "steps", "decoding"]
 
@@ -217,7 +217,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from ..registry import get_task, task_spec
+    from ...registry import get_task, task_spec
 
     trained = run_canvas(args.model)
     lengths, block, steps = args.gen_length, args.block_length, args.steps

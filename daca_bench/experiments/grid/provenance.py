@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 PACKAGE = Path(__file__).resolve().parent.parent  # daca_bench/: its checkout is the code that runs
 
@@ -24,7 +24,7 @@ def describe(where: Path = PACKAGE) -> str:
     """`git describe --always --dirty` of the checkout holding the package ('' when not in one);
     the one reader is rl.runtime.git_describe, which a plain `train` records too (imported here,
     not at the top, so that reading a table never imports torch)."""
-    from ..rl.runtime import git_describe
+    from ...rl.runtime import git_describe
 
     return git_describe(where)
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
 from .design import across
 from .results import PAPER_GAIN_PP, VARIANT_ORDER, load_results, load_table, locate
@@ -199,7 +199,7 @@ def _cell_label(cell: Path) -> tuple[str, str | None]:
     variant = json.loads(axes_file.read_text()).get("variant") if axes_file.exists() else None
     task = cfg.get("train", {}).get("task")
     try:
-        from ..registry import task_spec
+        from ...registry import task_spec
 
         family = task_spec(task).family
     except Exception:  # noqa: BLE001 - a task this install does not know: the name alone
@@ -215,7 +215,7 @@ def _golds(cell: Path, task: str | None, examples: list[dict]) -> list[str | Non
     for tasks with one right answer; None where it is not known."""
     if task not in ONE_ANSWER_TASKS:
         return [None] * len(examples)
-    from ..registry import get_task
+    from ...registry import get_task
 
     def same(samples):
         return [s.target if s.prompt.strip() and s.prompt.strip() in ex["prompt"] else None

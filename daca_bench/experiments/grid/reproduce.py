@@ -1,5 +1,5 @@
 """`daca-bench reproduce`: the ablation end to end, from nothing to the table (the command; the
-presets are data in experiments/presets.py, the stages functions in experiments/pipeline.py).
+presets are data in experiments/grid/presets.py, the stages functions in experiments/grid/pipeline.py).
 
     daca-bench reproduce                        # the embedded default (tiny model, 2-core CPU): runs/tiny-DATE
     daca-bench reproduce --preset tiny-quick    # a smaller grid for a first look
@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..config import ConfigError, parse_overrides, pick, to_dict
+from ...config import ConfigError, parse_overrides, pick, to_dict
 from .ablation import run_local, run_ray, stamp_cells
 from .pipeline import ROOT, check_disjoint, check_output, copy_light, evaluate_starts, needs_sandbox, paper_cells, \
     publish, run_sft, selection_cells, sft_markdown, tiny_cells
@@ -121,7 +121,7 @@ def design_only(args, preset, out: Path, code: str, tree: str) -> int:
     """`--design-only`: write the confirmatory preset's design.json to OUT and run nothing (the file
     to commit before the run: the preset's `design`)."""
     from .preregister import design_of
-    from .design import write_design
+    from ..analysis.design import write_design
 
     if not (isinstance(preset, TinyPreset) and preset.confirmatory):
         raise ConfigError(f"--design-only writes a confirmatory tiny preset's design; {args.preset} is not one")
@@ -206,7 +206,7 @@ def run(args) -> int:
         from .readings import write_picks
 
         picks = write_picks(out / "cells", out)["picks"]
-        print("picked by the rule in daca_bench/experiments/readings.py (written to picks.json):")
+        print("picked by the rule in daca_bench/experiments/grid/readings.py (written to picks.json):")
         for variant, p in picks.items():
             print(f"  {variant:12s} {p['reading']} at lr {p['train.lr']:g}")
     for r in failed:

@@ -2,17 +2,17 @@
 
     daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
     daca-bench table results/tiny-quick      # a preset's output folder: reads cells/, writes beside it
-    daca-bench table RUN --against results/tiny   # and the replication report (experiments/replicate.py)
-    daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/plan.py)
+    daca-bench table RUN --against results/tiny   # and the replication report (experiments/analysis/replicate.py)
+    daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/analysis/plan.py)
 
 Everything it is asked for is checked before any file is written: a missing or empty reference
 fails in one line with the run's tables untouched.
 """
 from __future__ import annotations
 
-from .plan import write_plan
-from .replicate import check_reference, write_report
-from .results import write_tables
+from ..analysis.plan import write_plan
+from ..analysis.replicate import check_reference, write_report
+from ..analysis.results import write_tables
 
 
 def configure(parser) -> None:
@@ -25,7 +25,7 @@ def configure(parser) -> None:
                              "folders are one run in parts: each task from the last folder that has it")
     parser.add_argument("--plan", metavar="PP", type=float, default=None,
                         help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
-                             "MDE to PP percentage points, from the spread this run measured (experiments/plan.py)")
+                             "MDE to PP percentage points, from the spread this run measured (experiments/analysis/plan.py)")
 
 
 def run(args) -> int:

@@ -1,5 +1,5 @@
-"""The stages of `daca-bench reproduce`, as functions the CLI (experiments/reproduce.py) and the
-calibration (experiments/calibrate.py) call: (1) SFT per family, cached by its config; (2) the
+"""The stages of `daca-bench reproduce`, as functions the CLI (experiments/grid/reproduce.py) and the
+calibration (experiments/grid/calibrate.py) call: (1) SFT per family, cached by its config; (2) the
 grid's cells (a per-base preset's lr sweep first: selection_cells); the RL start scored on the
 cells' evaluation set; (3) the published folder.
 
@@ -15,14 +15,14 @@ import json
 import shutil
 from pathlib import Path
 
-from ..checkpoint import checkpoints
-from ..config import ConfigError, RLConfig, RunConfig, apply, load_config, to_dict
-from ..resources import data_dir
+from ...checkpoint import checkpoints
+from ...config import ConfigError, RLConfig, RunConfig, apply, load_config, to_dict
+from ...resources import data_dir
 from .ablation import VARIANTS, Cell, expand, slug
 from .jobs import Job, run_jobs
 from .presets import Family, PaperPreset, TinyPreset
 from .readings import READINGS, overrides, reading_name
-from .results import START
+from ..analysis.results import START
 
 ROOT = data_dir("configs").parent  # the repository, or the installed package's _data folder
 
@@ -36,14 +36,14 @@ def sft_config(preset: TinyPreset, fam: Family) -> RunConfig:
 
 
 def sft_folder(work: Path, cfg: RunConfig) -> Path:
-    from ..registry import task_spec
+    from ...registry import task_spec
 
     key = json.dumps({**to_dict(cfg), "task_version": task_spec(cfg.sft.task).version}, sort_keys=True)
     return work / "sft" / f"{cfg.sft.task}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
 def _sft_job(cfg: RunConfig, folder: str) -> dict:
-    from ..rl.sft import train_sft
+    from ...rl.sft import train_sft
 
     done = Path(folder) / "summary.json"
     if done.exists():
@@ -123,7 +123,7 @@ def _confirmatory(preset: TinyPreset, picks: dict | None, base_steps: int) -> li
 def compute_ratio() -> float:
     """+DACA's training seconds per step over the baseline's on the committed results/tiny cells:
     the compute-matched baseline's step multiplier, fixed by what is committed, not by this run."""
-    from ..errors import UnavailableError
+    from ...errors import UnavailableError
     from .bases_grid import measured_cost_ratio
 
     cells = ROOT / "results" / "tiny" / "cells"
@@ -180,7 +180,7 @@ def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: 
 
 def paper_cells(preset: PaperPreset, steps: int | None = None, seeds=None) -> list[Cell]:
     """Check every config's GPU and weights first (fail fast), then expand its grid."""
-    from ..models import require_available
+    from ...models import require_available
 
     cells = []
     for path in preset.configs:
@@ -195,7 +195,7 @@ def paper_cells(preset: PaperPreset, steps: int | None = None, seeds=None) -> li
 
 def needs_sandbox(preset: TinyPreset | PaperPreset) -> bool:
     """Whether a preset has a code family (scored in the Docker sandbox)."""
-    from ..registry import task_spec
+    from ...registry import task_spec
 
     if isinstance(preset, TinyPreset):
         tasks = [f.task for f in preset.families.values()]
@@ -209,9 +209,9 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
     the function the trainer builds its cells' set with (rl.evaluate.eval_task), with the cells'
     canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain. Cached by the
     init weights' content (not their path), the set and the canvas."""
-    from ..registry import ids_digest, read_excluded
-    from ..rl.evaluate import eval_task, evaluate, write_eval_records
-    from ..rl.policy import load_initial
+    from ...registry import ids_digest, read_excluded
+    from ...rl.evaluate import eval_task, evaluate, write_eval_records
+    from ...rl.policy import load_initial
     from .provenance import weights_hash
 
     out = {}
@@ -271,8 +271,8 @@ def copy_light(cells_dir: Path, names: list[str], light: Path) -> None:
 def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[str, list[Path]]:
     """Copy the small files (no weights) of this grid's cells to OUT/cells, then write the tables
     and plots there. OUT/cells holds only this grid's cells (check_output refused any other)."""
-    from .plots import plot_all
-    from .results import write_tables
+    from ..analysis.plots import plot_all
+    from ..analysis.results import write_tables
 
     check_output(out, names)
     light = out / "cells"

@@ -3,13 +3,13 @@ reach a target MDE, from the spread it measured.
 
     daca-bench table results/tiny-full --plan 6    # writes plan.md beside table.md
 
-A comparison's uncertainty has three sources (experiments/stats.py): seeds (training runs that
+A comparison's uncertainty has three sources (experiments/analysis/stats.py): seeds (training runs that
 go differently), prompts (some test prompts gain, others lose) and their interaction. More
 prompts shrink only the prompt and interaction terms, more seeds shrink all three. When the seed
 term alone holds the MDE above the target, no test set is large enough, and the plan says so:
 the `floor` column is the MDE with these seeds and unlimited prompts. The projection assumes
 the variance components stay what this run measured; the prompt unit is the task's cluster
-(experiments/clusters.py): for sudoku more puzzles of the same grids add nothing, more grids do; a component estimated from 8 seeds is
+(experiments/analysis/clusters.py): for sudoku more puzzles of the same grids add nothing, more grids do; a component estimated from 8 seeds is
 itself uncertain (its 95 % interval runs from about 0.4x to 4x the estimate), so treat the
 counts as a guide.
 """

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ..config import DPSConfig
-from ..rl.credit import SCORES, dps_weights
-from .gold import ONE_ANSWER_TASKS
+from ...config import DPSConfig
+from ...rl.credit import SCORES, dps_weights
+from ..analysis.gold import ONE_ANSWER_TASKS
 from .gradients import Rollouts, bootstrap_prompts, cosine_and_ratio, exact_estimator, gram, prompt_gradients
-from .studies import bootstrap_items, spearman
+from .shared import bootstrap_items, spearman
 
 
 def gold_target(adapter, sample, L: int) -> list[int]:

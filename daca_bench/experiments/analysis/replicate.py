@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .design import across
 from .results import START, VARIANT_ORDER, load_table, locate, num as _num
 

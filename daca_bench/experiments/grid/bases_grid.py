@@ -12,7 +12,7 @@ does not admit is absent, never faked: rl.bases.check refuses it); BASE_KEYS hol
 own keys over the d1-like regime; TINY_BASES_DESIGN is the pre-registration (families, seeds,
 splits, the lr grid, the primary and secondary comparisons, alpha, Holm), to be written into the
 results folder before the first confirmatory cell; planned_comparisons is that family as
-design.json holds it. `daca-bench reproduce --preset tiny-bases` runs it (experiments/pipeline.py).
+design.json holds it. `daca-bench reproduce --preset tiny-bases` runs it (experiments/grid/pipeline.py).
 """
 from __future__ import annotations
 

@@ -4,16 +4,16 @@
     daca-bench train --config configs/tiny.yaml dps.enabled=true sml.k=4 --output-dir runs/daca
 
 The config is the YAML file, then the keys of `--variant` (the headline's cell of that name,
-experiments/headline.py), then the KEY=VALUE overrides. `--fresh` sets a run already in the
+experiments/grid/headline.py), then the KEY=VALUE overrides. `--fresh` sets a run already in the
 output folder aside (daca_bench.runfolder); the last line names what the run trained.
 """
 from __future__ import annotations
 
 import sys
 
-from ..config import RLConfig, load_config
-from ..rl.runtime import rank_and_world
-from ..rl.trainer import train
+from ...config import RLConfig, load_config
+from ...rl.runtime import rank_and_world
+from ...rl.trainer import train
 
 
 def configure(parser) -> None:
@@ -38,8 +38,8 @@ def run_config(args) -> RLConfig:
     cfg = load_config(args.config, args.overrides, RLConfig)
     if not args.variant:
         return cfg
-    from ..config import apply, parse_overrides, trl_aliases
-    from .headline import HEADLINE, variant_keys
+    from ...config import apply, parse_overrides, trl_aliases
+    from ..grid.headline import HEADLINE, variant_keys
 
     keys = variant_keys(args.variant, cfg.train.task)
     print(f"--variant {args.variant} (the {HEADLINE} preset's cell): " + " ".join(f"{k}={v}" for k, v in keys.items()),
@@ -58,13 +58,13 @@ def summary_line(s: dict) -> str:
 def run(args) -> int:
     cfg = run_config(args)
     if args.print_config:
-        from ..confighelp import print_config
+        from ...confighelp import print_config
 
         print_config(cfg)
         return 0
     out = args.output_dir or cfg.output_dir
     if args.fresh and rank_and_world()[0] == 0:
-        from ..runfolder import set_aside
+        from ...runfolder import set_aside
 
         aside = set_aside(out)
         if aside:

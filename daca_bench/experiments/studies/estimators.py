@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import SamplerConfig
-from ..errors import ConfigError
-from ..rl.credit import NORMS
+from ...config import SamplerConfig
+from ...errors import ConfigError
+from ...rl.credit import NORMS
 from .credit_study import credit_rows, wrong_tokens
 from .gradients import estimators, exact_estimator, gradient_rows, ratio_rows, rollouts, updated_policy
 
@@ -39,7 +39,7 @@ STUDY_ARGS = ("gen_length", "prompts", "seed", "reward", "group", "draws", "mu",
 
 def canvas(task: str, gen_length: int | None) -> SamplerConfig:
     """block = L = gen_length, steps L/2 when given, else the tiny presets' canvas of the task (presets.family_of)."""
-    from .presets import family_of
+    from ..grid.presets import family_of
 
     fam = family_of(task)
     if fam is None and not gen_length:
@@ -52,8 +52,8 @@ def canvas(task: str, gen_length: int | None) -> SamplerConfig:
 def sft_start(task: str, sft_dir: Path) -> Path | None:
     """The SFT start `reproduce` caches for the task's family: runs/reproduce/sft/<task>-<hash>/final for this
     version's config, else the newest finished <task>-*/final there that was SFT'd on the same canvas."""
-    from .pipeline import sft_config, sft_folder
-    from .presets import PRESETS, family_of
+    from ..grid.pipeline import sft_config, sft_folder
+    from ..grid.presets import PRESETS, family_of
 
     fam = family_of(task)
     if fam is None:
@@ -94,7 +94,7 @@ def model_list(tasks, specs, sft_dir) -> list[tuple[str, str, str]]:
 
 
 def train_prompts(task: str, n: int, seed: int, reward: str):
-    from ..registry import get_task
+    from ...registry import get_task
 
     kw = {"shaping": "dense"} if reward == "dense" else {}
     try:
@@ -106,8 +106,8 @@ def train_prompts(task: str, n: int, seed: int, reward: str):
 
 def one_study(task: str, label: str, path: str, args) -> dict:
     """One (task, model) study; runs in a worker process with `args.threads` torch threads."""
-    from ..config import ModelConfig
-    from ..models import default_device, load_model
+    from ...config import ModelConfig
+    from ...models import default_device, load_model
 
     torch.set_num_threads(max(1, args.threads))
     adapter = load_model(ModelConfig(name=path))

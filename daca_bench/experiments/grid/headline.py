@@ -21,7 +21,7 @@ def variant_names() -> tuple[str, ...]:
 
 def variant_keys(name: str, task: str, preset: str = HEADLINE) -> dict:
     """The dotted keys preset `preset`'s cell of variant `name` sets, for a run on `task`."""
-    from ..config import ConfigError
+    from ...config import ConfigError
     from .ablation import VARIANTS
     from .readings import overrides
     from .presets import PRESETS

@@ -1,17 +1,17 @@
 """Ablation results: load finished cells and build the table researchers read (the library; the
-`daca-bench table` command is experiments/table.py).
+`daca-bench table` command is experiments/commands/table.py).
 
 Every cell of a grid is scored on its family's one fixed test set (`train.test_seed`) and keeps
 its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND by prompt, and
-resampled by the task's cluster of prompts (experiments/clusters.py: sudoku puzzles by solution
+resampled by the task's cluster of prompts (experiments/analysis/clusters.py: sudoku puzzles by solution
 grid). The table has one row per (base, task, variant):
 
 - `acc`: test accuracy (%, exact match), mean over seeds;
 - `delta_pp` with `lo`/`hi`: the paired difference against the row's reference (`vs`: the
   baseline for a variant; the RL start, i.e. the SFT model on the same prompts, for the
-  baseline), with its 95 % mixed-model interval over seeds x clusters (experiments/stats.py);
+  baseline), with its 95 % mixed-model interval over seeds x clusters (experiments/analysis/stats.py);
 - `p`, `p_adj`: the raw and family-wise adjusted p (Holm within the primary and within the
-  secondary family; `plan` says which, experiments/design.py); `sig` marks an adjusted p below
+  secondary family; `plan` says which, experiments/analysis/design.py); `sig` marks an adjusted p below
   alpha, never an exploratory row, and never a row whose seed term dropped out (df ~ clusters - 1)
   while its seeds-only interval (`seeds_lo`/`seeds_hi`) includes 0;
 - `MDE`: the smallest true difference this comparison would detect with 80 % power at a
@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ConfigError
-from ..jsonl import column_means
+from ...errors import ConfigError
+from ...jsonl import column_means
 from .clusters import cluster_keys, recorded
 from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagreements, family_of, read_design,
                      reference)
@@ -65,8 +65,8 @@ def paper_gain(family: str) -> float:
 def load_results(folder: str | Path) -> pd.DataFrame:
     """One row per finished cell: its task, family, variant, base, seed, test accuracy, mean
     zero-variance group fraction and per-prompt rewards (id -> 0/1, None = unscorable)."""
-    from ..registry import task_spec
-    from ..rl.evaluate import read_eval_records
+    from ...registry import task_spec
+    from ...rl.evaluate import read_eval_records
 
     rows = []
     for summary in sorted(Path(folder).glob("*/summary.json")):
@@ -115,7 +115,7 @@ def regime(df: pd.DataFrame) -> str:
 
 def load_start(folder: str | Path) -> dict[str, dict]:
     """task -> per-prompt rewards of the RL start (the SFT model) on the grid's test set."""
-    from ..rl.evaluate import read_eval_records
+    from ...rl.evaluate import read_eval_records
 
     return {p.parent.name: read_eval_records(p) for p in sorted((Path(folder) / START).glob("*/eval.jsonl"))}
 
@@ -155,7 +155,7 @@ def paired(a: pd.DataFrame, b: pd.DataFrame | dict) -> np.ndarray:
 
 def cluster_maps(df: pd.DataFrame, start: dict[str, dict] | None = None) -> dict[str, dict | None]:
     """task -> {prompt id: cluster key} (None where every prompt is its own cluster), from what
-    eval.jsonl recorded and else from the task's samples (experiments/clusters.py)."""
+    eval.jsonl recorded and else from the task's samples (experiments/analysis/clusters.py)."""
     out = {}
     for task, g in df.groupby("task", sort=True):
         ids = set().union(*[set(p) for p in g["prompts"] if p is not None], set((start or {}).get(task, {})))

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import RunConfig, SamplerConfig, command_config, to_dict
-from ..models import default_device, load_model
-from ..rl.sampler import replay_commit_logp, sample
-from ..rl.sft import sft_loss
-from .studies import REFERENCE_DRAW, Estimator, bootstrap_items, nearby_copy, row_corr, spearman
+from ...config import RunConfig, SamplerConfig, command_config, to_dict
+from ...models import default_device, load_model
+from ...rl.sampler import replay_commit_logp, sample
+from ...rl.sft import sft_loss
+from .shared import REFERENCE_DRAW, Estimator, bootstrap_items, nearby_copy, row_corr, spearman
 
 ELBO_DRAWS = 64
 REFERENCE_ELBO_DRAWS = 512
@@ -179,7 +179,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from ..registry import get_task
+    from ...registry import get_task
 
     options = {"model.name": args.model, "model.trust_remote_code": args.trust_remote_code,
                "sampler.gen_length": args.gen_length, "sampler.block_length": args.gen_length,

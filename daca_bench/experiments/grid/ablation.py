@@ -26,10 +26,10 @@ import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..checkpoint import checkpoints
-from ..config import ConfigError, RLConfig, apply, load_config, read_yaml
-from ..errors import UnavailableError
-from ..runfolder import changes, set_aside
+from ...checkpoint import checkpoints
+from ...config import ConfigError, RLConfig, apply, load_config, read_yaml
+from ...errors import UnavailableError
+from ...runfolder import changes, set_aside
 from .jobs import Job, run_jobs, split_cores
 from .provenance import check_tree, describe, weights_hash
 
@@ -123,7 +123,7 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
     """Run one cell in this process (resuming when possible); never raises."""
     import torch
 
-    from ..rl.trainer import train
+    from ...rl.trainer import train
 
     torch.set_num_threads(max(1, threads))
     folder = Path(out) / cell.name

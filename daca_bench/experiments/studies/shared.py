@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ..rl.likelihood import elbo_logprobs, sml_logprobs
+from ...rl.likelihood import elbo_logprobs, sml_logprobs
 
 MASK_SEED = 17  # keys every mask draw of both studies: strata, prompt masks, ELBO draws
 ELBO_DRAW_STRIDE = 1000  # draw d of an ELBO estimator uses seed MASK_SEED + 1000 d (its D masks inside)

@@ -1,5 +1,5 @@
 """The design a confirmatory preset registers before its first cell starts: design.json in its
-results folder (schema: experiments/design.py's `validate`), built from the cells it will run.
+results folder (schema: experiments/analysis/design.py's `validate`), built from the cells it will run.
 
     design = design_of("tiny", PRESETS["tiny"], cells, commit=describe())
     register(out, design)      # writes out/design.json; refuses a folder holding another design
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from .design import write_design
+from ...errors import ConfigError
+from ..analysis.design import write_design
 from .presets import TinyPreset, comparisons
 
 ALPHA = 0.05
@@ -33,7 +33,7 @@ FRESH = ("the first {size} samples of {task}'s {split} split generated with seed
 def test_block(task: str, t) -> dict:
     """A family's test set in design.json (TrainConfig t): split, size, seed, how it is drawn, and
     with train.test_exclude the list it skips (path, count, digest) and the digest of the prompt ids drawn."""
-    from ..registry import ids_digest, read_excluded, test_set
+    from ...registry import ids_digest, read_excluded, test_set
 
     block = {"split": t.eval_split, "size": t.n_eval, "seed": t.test_seed}
     if not t.test_exclude:
@@ -110,7 +110,7 @@ def register(out: Path, design: dict, committed: Path | None = None) -> tuple[Pa
     design file, committed before the run) the committed design is registered when the run's own
     equals it but for its commit (same code: code_tree), else the run's own, and the note says why."""
     if committed is not None and committed.is_file():
-        from .design import read_design
+        from ..analysis.design import read_design
 
         fixed = read_design(committed.parent) if committed.name == "design.json" else None
         if fixed is not None:

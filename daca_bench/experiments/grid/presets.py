@@ -1,21 +1,21 @@
 """The presets of `daca-bench reproduce`, as data: the tiny families, the regime, the grids and
 the paper-scale presets. No code runs here beyond building these values.
 
-    from daca_bench.experiments.presets import PRESETS, PICKS, family_of
+    from daca_bench.experiments.grid.presets import PRESETS, PICKS, family_of
     PRESETS["tiny"].families["sudoku"].task   # 'sudoku_tiny'
 
 The picks of the confirmatory presets are read from the committed readings sweep
 (results/tiny-readings/picks.json, shipped in the wheel as daca_bench/_data/readings/picks.json),
 never repeated here. `comparisons` says, before a grid runs, which comparisons are primary and
-which secondary (the design a confirmatory preset writes: experiments/preregister.py).
+which secondary (the design a confirmatory preset writes: experiments/grid/preregister.py).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
 
-from ..errors import UnavailableError
-from ..resources import data_dir
+from ...errors import UnavailableError
+from ...resources import data_dir
 from .bases_grid import FIELD_BASES, PAPER_BASES, TINY_BASES_DESIGN, planned_comparisons
 from .readings import READINGS
 
@@ -57,7 +57,7 @@ class TinyPreset:
     readings: tuple = ()  # a readings sweep instead of variants: these READINGS at each of `lrs`
     lrs: tuple = ()
     confirmatory: bool = False  # writes design.json before its first cell; refuses a dirty tree
-    arms: str = ""  # "" = every base x every variant; "bases" = each base's own variants (experiments/bases_grid.py)
+    arms: str = ""  # "" = every base x every variant; "bases" = each base's own variants (experiments/grid/bases_grid.py)
     # and grpo's compute-matched baseline, their lrs picked by a sweep run first (`selection`)
     selection: dict = field(default_factory=dict)  # the sweep: selection_seeds, selection_split, lr_grid, tuned
     design: str = ""  # its design.json, committed before its run (repository path); the run registers it

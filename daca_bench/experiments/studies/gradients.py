@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..config import LossConfig, SamplerConfig
-from ..rl.likelihood import keyed_generator
-from ..rl.losses import ADVANTAGES, LOSSES
-from ..rl.sampler import sample
-from .studies import Estimator, bootstrap_items, nearby_copy, row_corr
+from ...config import LossConfig, SamplerConfig
+from ...rl.likelihood import keyed_generator
+from ...rl.losses import ADVANTAGES, LOSSES
+from ...rl.sampler import sample
+from .shared import Estimator, bootstrap_items, nearby_copy, row_corr
 
 
 @dataclass

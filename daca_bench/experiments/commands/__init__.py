@@ -1,0 +1,8 @@
+"""Command-line entry points that belong to no room below: `daca-bench train` (`train`),
+`daca-bench eval` (`eval`) and `daca-bench table` (`table`). The other commands live in the
+module of their concept (`ablate` in grid.ablation, `plot` in analysis.plots, `reproduce` in
+grid.reproduce, ...); `daca_bench.cli` maps names to modules.
+
+May import every room of experiments and everything below it; nothing imports this room but
+`daca_bench.cli`.
+"""

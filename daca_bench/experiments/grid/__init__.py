@@ -1,0 +1,8 @@
+"""Running grids: a grid's cells and how they run (`ablation`, `jobs`), the presets
+(`presets`, `bases_grid`, `readings`, `headline`) and their pipeline (`pipeline`: SFT -> lr
+sweep -> grid -> table), `reproduce`, `calibrate`, pre-registration (`preregister`) and the
+code a cell ran (`provenance`).
+
+May import: the shared base, `daca_bench.rl`, and `analysis` (a pipeline ends in a table).
+Never `studies` or `commands`.
+"""
