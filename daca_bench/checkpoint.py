@@ -1,8 +1,11 @@
 """Resumable checkpoints that can be trusted: `RUN/checkpoint-<step>/` folders (the model
 folder from save_pretrained, a state file with the optimizer, scheduler, every RNG, the step
-and the data position, and a manifest of the files and their sizes).
+and the data position, and a manifest of the files and their sizes). The RL trainer's hold
+`dcp/` instead of the model folder: model and optimizer as a torch.distributed.checkpoint
+(DCP), written by every rank in parallel and loadable at any number of processes.
 
     save_checkpoint(run_dir, adapter, state, limit=2)  # atomic; keeps the newest `limit`
+    save_sharded(run_dir, model, opt, state, par)      # the same, DCP, every rank calls it
     ckpt = resume_point(run_dir)                       # newest intact one, None for a new run
 
 Each checkpoint is written to a hidden temporary folder and renamed into place, so a crash or
@@ -22,6 +25,8 @@ import random
 import re
 import shutil
 import sys
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +89,7 @@ def write_folder(path: Path, write, needed: int = 0) -> Path:
     (replacing an older one). On failure the temporary folder is removed; a full disk is a
     DiskFullError naming the folder and about how much space (`needed`, else what was written)."""
     path = Path(path)
-    tmp, old = path.with_name(f".{path.name}.tmp"), path.with_name(f".{path.name}.old")
+    tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         write(tmp)
@@ -95,12 +100,23 @@ def write_folder(path: Path, write, needed: int = 0) -> Path:
         if _disk_full(exc, path.parent, needed):
             raise DiskFullError(f"disk full while saving {path}: about {_mb(needed)} needed in {path.parent}") from exc
         raise
+    return _publish(tmp, path)
+
+
+def _publish(tmp: Path, path: Path) -> Path:
+    """Rename a finished temporary folder into place, replacing an older `path`."""
+    old = path.with_name(f".{path.name}.old")
     if path.exists():  # saved again (say, the same step at the end and on a stop signal)
         shutil.rmtree(old, ignore_errors=True)
         os.replace(path, old)
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
     return path
+
+
+def _manifest(folder: Path, step: int) -> None:
+    sizes = {f.relative_to(folder).as_posix(): f.stat().st_size for f in sorted(folder.rglob("*")) if f.is_file()}
+    (folder / MANIFEST).write_text(json.dumps({"step": step, "files": sizes}, indent=1) + "\n")
 
 
 def save_checkpoint(run_dir: Path, adapter, state: dict, limit: int = 2) -> Path:
@@ -113,8 +129,7 @@ def save_checkpoint(run_dir: Path, adapter, state: dict, limit: int = 2) -> Path
     def write(tmp: Path) -> None:
         adapter.save(tmp)
         torch.save({**state, "rng": rng_state()}, tmp / "trainer_state.pt")
-        sizes = {f.relative_to(tmp).as_posix(): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
-        (tmp / MANIFEST).write_text(json.dumps({"step": state["step"], "files": sizes}, indent=1) + "\n")
+        _manifest(tmp, state["step"])
 
     try:
         path = write_folder(run_dir / f"{PREFIX}{state['step']}", write, _size(previous[0]) if previous else 0)
@@ -124,6 +139,82 @@ def save_checkpoint(run_dir: Path, adapter, state: dict, limit: int = 2) -> Path
     for extra in checkpoints(run_dir)[max(1, limit):]:
         shutil.rmtree(extra, ignore_errors=True)
     return path
+
+
+@contextmanager
+def _one_process_quiet():
+    """DCP warns that it assumes one process when there is no process group: that is meant here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+def _state_options(frozen: bool):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(ignore_frozen_params=not frozen)
+
+
+def save_sharded(run_dir: Path, model, optimizer, state: dict, par, limit: int = 2, frozen: bool = True) -> Path:
+    """RUN/checkpoint-<step>/ with `dcp/` (model and optimizer, each rank writing its shards) and rank 0's
+    trainer_state.pt (scheduler, data order and position, generator, RNG) and manifest; written to a
+    temporary folder and renamed into place, as save_checkpoint. Every rank calls it; a failure on any
+    rank leaves the previous checkpoints intact and raises on every rank. `frozen=False` leaves frozen
+    weights out (LoRA: the base is train.init's)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    run_dir = Path(run_dir)
+    path = run_dir / f"{PREFIX}{state['step']}"
+    tmp = path.with_name(f".{path.name}.tmp")
+    previous = checkpoints(run_dir)
+    if par.rank == 0:
+        for stale in run_dir.glob(f".{PREFIX}*.tmp"):  # left by a crash mid-save
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    par.barrier()
+    failure = None
+    try:
+        model_sd, optim_sd = get_state_dict(model, optimizer, options=_state_options(frozen))
+        with _one_process_quiet():
+            dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / "dcp"))
+        if par.rank == 0:
+            torch.save({**state, "rng": rng_state()}, tmp / "trainer_state.pt")
+            _manifest(tmp, state["step"])
+    except Exception as exc:  # noqa: BLE001 - every rank must learn of it before anyone raises
+        failure = exc
+    if par.any(failure is not None):
+        if par.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        kept = f"; {previous[0].name} is intact" if previous else ""
+        if failure is not None and _disk_full(failure, run_dir, _size(previous[0]) if previous else 0):
+            raise DiskFullError(f"disk full while saving {path}{kept}; free some space and rerun the same command "
+                                "to resume") from failure
+        raise CheckpointError(f"saving {path} failed on another process{kept}") from failure
+    if par.rank == 0:
+        _publish(tmp, path)
+        for extra in checkpoints(run_dir)[max(1, limit):]:
+            shutil.rmtree(extra, ignore_errors=True)
+    par.barrier()
+    return path
+
+
+def is_sharded(ckpt: Path | None) -> bool:
+    return ckpt is not None and (Path(ckpt) / "dcp").is_dir()
+
+
+def load_sharded(ckpt: Path, model, optimizer, frozen: bool = True) -> None:
+    """Model and optimizer from a checkpoint's `dcp/`, into this run's model (sharded or not, at any
+    number of processes: DCP reshards on load)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    options = _state_options(frozen)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
+    both = {"model": model_sd, "optim": optim_sd}
+    with _one_process_quiet():
+        dcp.load(both, checkpoint_id=str(Path(ckpt) / "dcp"))
+    set_state_dict(model, optimizer, model_state_dict=both["model"], optim_state_dict=both["optim"], options=options)
 
 
 def damage(path: Path) -> str | None:
@@ -140,10 +231,16 @@ def damage(path: Path) -> str | None:
                     return f"{name} has {(path / name).stat().st_size} bytes, not {size}"
         if not (path / "trainer_state.pt").is_file():
             return "trainer_state.pt is missing"
-        weights = sorted(path.glob("*.safetensors"))
-        if not weights:
+        if is_sharded(path):
+            if not (path / "dcp" / ".metadata").is_file():
+                return "dcp/.metadata is missing"
+            from torch.distributed.checkpoint import FileSystemReader
+
+            FileSystemReader(str(path / "dcp")).read_metadata()
+        weights = [] if is_sharded(path) else sorted(path.glob("*.safetensors"))
+        if not weights and not is_sharded(path):
             return "no weights (*.safetensors)"
-        if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
+        if weights and not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
             return "config.json is missing"
         for f in sorted(path.glob("*.json")):
             json.loads(f.read_text())
@@ -229,15 +326,17 @@ class RunState:
         self.pos += size
         return idx
 
-    def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+    def state_dict(self, optimizer: bool = True) -> dict:
+        """What trainer_state.pt holds (the optimizer too, unless a DCP checkpoint holds it)."""
+        return {**({"optimizer": self.optimizer.state_dict()} if optimizer else {}), "scheduler": self.scheduler.state_dict(),
                 "generator": self.generator.get_state(), "step": self.step, "order": self.order, "pos": self.pos,
                 "extra": self.extra}
 
     def restore(self, ckpt: Path) -> None:
         """Load the checkpoint's state (and every RNG) into this run."""
         state = load_state(ckpt)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "optimizer" in state:  # else in the checkpoint's dcp/ (load_sharded)
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.generator.set_state(state["generator"])
         self.step, self.order, self.pos = state["step"], state["order"], state["pos"]

@@ -37,6 +37,7 @@ class LossConfig:
     beta: float = 0.0  # KL coefficient (d1: 0.04)
     scale_rewards: bool = False  # grpo: divide by the group std
     loss_type: str = "grpo"  # token aggregation: grpo (per-sequence mean) | bnpo (d1: batch token mean) | dr_grpo
+    norm_rows: int = 0  # bnpo's token count: 0 = the whole step's (any GPU count, any grad_accum); n = per n rows (d1: 6)
     std_unbiased: bool = True  # scale_rewards divides by the unbiased group std (TRL, d1); false = population std
     spg_mode: str = "mix"  # spg, A < 0: eubo | mix (w EUBO + (1-w) ELBO: SPG's mitigation of eubo's collapse) | elbo
     spg_beta: float = 1.0  # spg: the EUBO's beta (SPG: 1.0 sudoku, 1.5 gsm8k / math)
@@ -151,6 +152,9 @@ class TrainConfig:
     max_prompt_length: int = 0  # keep the last N tokens of each training prompt (d1: 200); 0 = whole prompts
     lora_target_modules: str = "all-linear"  # LoRA targets: all-linear, or module names joined by commas (d1: q_proj,k_proj,v_proj,o_proj,up_proj,down_proj,gate_proj)
     load_in_4bit: bool = False  # LoRA base in bitsandbytes 4-bit NF4, as d1 (needs CUDA and bitsandbytes)
+    # several GPUs (docs/trainer.md, "Scaling out"): torchrun --nproc_per_node N -m daca_bench train ...
+    parallel: str = "auto"  # auto | none | replicate (LoRA) | shard (full fine-tuning) | hybrid (shard per node)
+    offload: bool = False  # FSDP2 CPU offload of the sharded weights, gradients and optimizer state
 
 
 @dataclass(frozen=True)

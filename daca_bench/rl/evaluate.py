@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 
 from dataclasses import replace
@@ -25,9 +26,13 @@ def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict
     """Rewards for completions (code tasks: one parallel sandbox batch); unscorable ones stay out of the mean."""
     from ..rewards.verify import verify_many
 
+    return summarize(verify_many(task.verify, list(samples), list(completions), workers=workers))
+
+
+def summarize(rewards: list) -> dict:
+    """Accuracy (d1's too, for d1-protocol tasks), counts and statuses of a list of rewards."""
     from ..rewards.scoring import d1_accuracy
 
-    rewards = verify_many(task.verify, list(samples), list(completions), workers=workers)
     scored = [r.value for r in rewards if r.scored]
     d1 = d1_accuracy(rewards)
     return {
@@ -56,17 +61,33 @@ def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
 
 
-def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | None = None, seed: int = 0) -> dict:
-    """Greedy (temperature 0 unless cfg says otherwise) decoding of the first n samples."""
+def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | None = None, seed: int = 0,
+             par=None) -> dict:
+    """Greedy (temperature 0 unless cfg says otherwise) decoding of the first n samples. With `par`
+    (rl/parallel.py) of several processes, rank r decodes and scores samples r, r + W, ... inside
+    par.rollout and every rank gets all rows back in the samples' order (the same rows as one process
+    for greedy decoding; sampled decoding draws its noise per batch, so it is not split-invariant)."""
     samples = list(task.samples)[:n] if n else list(task.samples)
+    rank, world = (par.rank, par.world) if par is not None else (0, 1)
+    mine = samples[rank::world]
     was_training = adapter.model.training
     adapter.model.eval()
-    batch = sample(adapter, [s.prompt for s in samples], cfg, seed=seed, record=False)
+    with par.rollout(adapter.model) if par is not None else nullcontext():
+        batch = sample(adapter, [s.prompt for s in mine], cfg, seed=seed, record=False) if mine else None
     adapter.model.train(was_training)
-    out = score(task, samples, batch.texts)
+    texts = batch.texts if batch is not None else []
+    rewards = score(task, mine, texts)["rewards"] if mine else []
+    passes = batch.forward_passes if batch is not None else 0
+    if world > 1:  # rank r's rows are samples r::W; put them back in order
+        parts = par.gather_objects((texts, rewards, passes))
+        texts, rewards = [None] * len(samples), [None] * len(samples)
+        for r, (t, w, _) in enumerate(parts):
+            texts[r::world], rewards[r::world] = t, w
+        passes = max(p for _, _, p in parts)
+    out = summarize(rewards)
     out["ids"] = [s.id for s in samples]
-    out["completions"] = batch.texts
-    out["forward_passes"] = batch.forward_passes
+    out["completions"] = texts
+    out["forward_passes"] = passes  # the most any process ran
     return out
 
 

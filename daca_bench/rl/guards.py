@@ -2,7 +2,7 @@
 and the completions (no forward pass), logged into metrics.jsonl, and bounds that warn or stop.
 
     metrics.update(collapse_stats(batch, G, cfg.rollout.threshold))
-    if any_process(guard.tripped(metrics, step)):   # guard = Guard(cfg.guard); warns on stderr
+    if par.any(guard.tripped(metrics, step)):   # guard = Guard(cfg.guard); warns on stderr
         ...                                         # guard.action=stop: checkpoint and stop
 
 Threshold (parallel) rollouts are known to collapse in RL: more tokens committed at once, then
@@ -61,6 +61,19 @@ def collapse_stats(batch, G: int, threshold: float | None) -> dict:
     return out
 
 
+def gathered(batch, par):
+    """The parts of a rollout batch the guard columns read, with every process's rows."""
+    if par.world == 1:
+        return batch
+    from types import SimpleNamespace
+
+    traj = batch.trajectory
+    g = lambda x: None if x is None else par.gather(x)  # noqa: E731
+    return SimpleNamespace(completion_ids=g(batch.completion_ids), completion_mask=g(batch.completion_mask),
+                           trajectory=SimpleNamespace(commit_entropy=g(traj.commit_entropy),
+                                                      commit_step=g(traj.commit_step), commit_logp=g(traj.commit_logp)))
+
+
 class Guard:
     """Checks the guard columns against `guard.*` bounds each step. A bound crossed for
     `guard.patience` consecutive steps warns (one line on stderr); with guard.action=stop,
@@ -97,17 +110,3 @@ class Guard:
         if stop or self.streak == self.cfg.patience:  # warn once per streak
             print(f"warning: {self.message}" + ("; stopping with a checkpoint" if stop else ""), file=sys.stderr)
         return stop
-
-
-def any_process(flag: bool) -> bool:
-    """Under torchrun: True on every process when any process's guard says stop (each checks its
-    own rows), so that all stop at the same step; `flag` itself otherwise."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return flag
-    from ..models import default_device
-
-    t = torch.tensor([float(flag)], device=default_device())
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())

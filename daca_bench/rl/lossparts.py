@@ -10,10 +10,32 @@ advantages, the token aggregations, the k3 KL and the clip statistics.
   `clip_frac_any` is the unconditioned share outside [1 - eps, 1 + eps] (this project's earlier
   `clip_frac`).
 - `loss_grpo`: the grpo loss itself, which coupled-GRPO reuses.
+- `row_norms`: the trainer's per-row token denominators for one micro-batch, so that `bnpo` and the
+  token-mean statistics give the same update and the same numbers at any GPU count and any
+  `grad_accum` (the whole step's valid tokens, or d1's per-`loss.norm_rows` rows).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import torch
+
+# (stats, loss): per-row denominators (n,) of the current micro-batch; None outside the trainer's step
+_NORMS: ContextVar = ContextVar("token_norms", default=None)
+
+
+@contextmanager
+def row_norms(stats: torch.Tensor, loss: torch.Tensor):
+    """Within: a token mean of this micro-batch is sum_r (sum_t x_rt) / norm_r. The trainer sets
+    norm_r = T * n / N (T the step's valid tokens over every rank, N its rows, n this micro-batch's
+    rows), so that the micro-batches' means, weighted by n / N and averaged over ranks, equal the
+    token mean of the whole step; `loss` holds bnpo's own (d1's granularity with loss.norm_rows)."""
+    token = _NORMS.set((stats, loss))
+    try:
+        yield
+    finally:
+        _NORMS.reset(token)
 
 
 def group_stats(r: torch.Tensor, unbiased: bool = True):
@@ -40,14 +62,38 @@ def k3(logp, ref_logp):
     return d.exp() - d - 1
 
 
+def step_norms(valid: torch.Tensor, norm_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, L) valid tokens of the whole step -> per-row token denominators (N,) for the statistics (the
+    step's token count) and for bnpo (the same, or, with loss.norm_rows = n, the count of the row's block
+    of n rows times the number of blocks: the mean of per-block token means, d1's per-device granularity)."""
+    lengths = valid.float().sum(1)
+    whole = lengths.sum().clamp(min=1).expand(len(lengths))
+    if norm_rows <= 0:
+        return whole, whole
+    block = torch.arange(len(lengths), device=valid.device) // norm_rows
+    per_block = torch.zeros(int(block.max()) + 1, device=valid.device).index_add_(0, block, lengths).clamp(min=1)
+    return whole, per_block[block] * len(per_block)
+
+
 def masked_mean(x, mask):
     """Mean over each sequence's valid tokens, then over sequences: (N, L) -> scalar."""
     return ((x * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
 
 
 def token_mean(x, mask):
-    """bnpo (d1): sum over the batch's valid tokens / their count."""
-    return (x * mask).sum() / mask.sum().clamp(min=1)
+    """Sum over the batch's valid tokens / their count (in a trainer step: the step's count, `row_norms`)."""
+    norms = _NORMS.get()
+    if norms is None:
+        return (x * mask).sum() / mask.sum().clamp(min=1)
+    return ((x * mask).sum(1) / norms[0].to(x.device)).sum()
+
+
+def bnpo_mean(x, mask):
+    """bnpo (d1): the token mean, over the whole step or per loss.norm_rows rows (`row_norms`)."""
+    norms = _NORMS.get()
+    if norms is None:
+        return token_mean(x, mask)
+    return ((x * mask).sum(1) / norms[1].to(x.device)).sum()
 
 
 def constant_norm(x, mask):
@@ -55,7 +101,7 @@ def constant_norm(x, mask):
     return (x * mask).sum() / mask.numel()
 
 
-AGGREGATIONS = {"grpo": masked_mean, "bnpo": token_mean, "dr_grpo": constant_norm}
+AGGREGATIONS = {"grpo": masked_mean, "bnpo": bnpo_mean, "dr_grpo": constant_norm}
 
 
 def clip_stats(ratio, adv, mask, eps, eps_high=None) -> dict:

@@ -1,10 +1,9 @@
-"""Where a training step runs: the torchrun world (gradients averaged, rewards gathered), the
-precision of its passes (bf16 autocast, `train.precision`) and the run's metadata (git hash,
-package versions) written beside its config."""
+"""Where a training step runs: the precision of its passes (bf16 autocast, `train.precision`) and
+the run's metadata (git hash, package versions) written beside its config. The processes of a
+torchrun launch and their engine (FSDP2): rl/parallel.py."""
 from __future__ import annotations
 
 import functools
-import os
 import platform
 import subprocess
 import sys
@@ -12,37 +11,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from .. import __version__
-
-
-def rank_and_world():
-    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-
-
-def init_distributed():
-    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-
-
-def allreduce_grads(model):
-    rank, world = rank_and_world()
-    if world == 1:
-        return
-    for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad)
-            p.grad /= world
-
-
-def gather_rewards(r: torch.Tensor) -> torch.Tensor:
-    rank, world = rank_and_world()
-    if world == 1:
-        return r
-    parts = [torch.empty_like(r) for _ in range(world)]
-    dist.all_gather(parts, r)
-    return torch.cat(parts)
 
 
 def git_describe(where: Path = Path(__file__).parent) -> str:

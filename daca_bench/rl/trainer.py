@@ -5,8 +5,9 @@
 Each step reads top to bottom: sample G completions per prompt with the trajectory record ->
 verify -> advantages -> DPS weights -> log-probs under the old policy (and the reference when
 beta > 0) -> mu inner updates -> log -> periodic greedy evaluation -> checkpoint.
-Under `torchrun --nproc_per_node N` every process takes B/N of the prompts and gradients are
-averaged across processes (gloo on CPU, nccl on GPU).
+Under `torchrun --nproc_per_node N` every process takes B/N of the prompts on PyTorch's FSDP2
+(rl/parallel.py: `train.parallel`), with token counts, metrics and evaluation over all processes,
+so one process, N processes and `train.grad_accum=N` give the same update (docs/trainer.md).
 """
 from __future__ import annotations
 
@@ -26,35 +27,26 @@ import torch
 from tqdm.auto import tqdm
 
 from ..canvas import check_rl
-from ..checkpoint import RunState, resume_point, save_checkpoint, write_folder
+from ..checkpoint import RunState, is_sharded, load_sharded, resume_point, save_sharded, write_folder
 from ..config import ConfigError, RLConfig, pick, to_dict
 from ..errors import CheckpointError
 from ..jsonl import column_means
 from ..loaders import data_files_given
-from ..models import default_device, require_available, task_prompts
+from ..models import DTYPES, default_device, require_available, task_prompts
 from ..runfolder import RESUMABLE_RL, refuse_changed
 from .bases import check as check_base
 from .bases import estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
 from .evaluate import eval_task, evaluate, score, write_eval_records
-from .guards import Guard, any_process, collapse_stats
+from .guards import Guard, collapse_stats, gathered
 from .likelihood import STRATA, keyed_generator, sml_logprobs
+from .lossparts import row_norms, step_norms
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
 from .policy import disable_dropout, load_initial, load_policy
 from .reporters import open_reporters, reporter_names
-from .runtime import (
-    PRECISIONS,
-    allreduce_grads,
-    autocast,
-    gather_rewards,
-    git_describe,
-    init_distributed,
-    is_main_thread,
-    precision_record,
-    rank_and_world,
-    versions,
-)
+from .parallel import Parallel, rank_and_world
+from .runtime import PRECISIONS, autocast, git_describe, is_main_thread, precision_record, versions
 from .sampler import sample
 from .sft import truncate_metrics
 
@@ -97,30 +89,34 @@ def validate(cfg: RLConfig) -> None:
 
 
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
-    init_distributed()
+    par = Parallel.start(cfg.train)  # the torchrun world and train.parallel's mode (one process: none)
     validate(cfg)
-    rank, world = rank_and_world()
+    rank, world = par.rank, par.world
     t = cfg.train
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    par.check_shared(out)
     if t.threads:
         torch.set_num_threads(t.threads)
     require_available(cfg.model if not t.init else replace(cfg.model, name=t.init), t.require_gpu)
     if resume:  # a folder written under another config is never resumed, nor relabelled
         refuse_changed(out, cfg, RESUMABLE_RL)
-    ckpt = resume_point(out, fresh=not resume)
+    ckpt = par.broadcast_object(resume_point(out, fresh=not resume) if rank == 0 else None)  # rank 0's view
     device = default_device()
-    adapter = load_policy(cfg, ckpt)
+    adapter = load_policy(cfg, None if is_sharded(ckpt) else ckpt)
     adapter.model.to(device)
     if t.gradient_checkpointing:
         enable_gradient_checkpointing(adapter.model)
     if t.disable_dropout:  # old, current and reference passes then agree: the first inner ratio is exactly 1
         disable_dropout(adapter.model)
+    par.wrap(adapter.model)  # fp32 trainable weights; FSDP2 units under the engine
     reference = None
     if cfg.loss.beta > 0:  # with LoRA the reference is the adapter-disabled base model
         reference = adapter if t.lora else load_initial(cfg)
         if reference is not adapter:
             reference.model.to(device).eval().requires_grad_(False)
+            par.wrap(reference.model, trainable=False)  # full fine-tuning: the reference sharded too
     counter = PassCounter(adapter.model)
     train_task = training_task(cfg)
     test_task = eval_task(cfg, adapter)  # one fixed set for every cell, built as reproduce builds the start's
@@ -132,6 +128,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, t.warmup_steps)))
     run = RunState(opt, sched, len(samples), t.seed)
     if ckpt:
+        if is_sharded(ckpt):
+            load_sharded(ckpt, adapter.model, opt, frozen=not t.lora)
         run.restore(ckpt)
         if run.step > t.steps:
             raise CheckpointError(f"{out} is at step {run.step}, past train.steps={t.steps}; set train.steps to "
@@ -144,28 +142,29 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     if rank == 0:  # on a resume too: a changed step budget or thread count is what summary.json goes with
         given = data_files_given()  # --data-file: the local files a hub task was read from
         (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_describe(), "versions": versions(),
-                                                     "world_size": world, **precision_record(device, t.precision),
+                                                     "world_size": world, "parallel_used": par.mode,
+                                                     **precision_record(device, t.precision),
                                                      **({"data_files": given} if given else {})}, indent=2) + "\n")
-    stop = {"signal": None}
+    stop = {"signal": None}  # every rank listens: a preempted job's SIGTERM may reach any of them first
     old_handlers = {s: signal.signal(s, lambda num, _: stop.update(signal=num)) for s in (signal.SIGTERM, signal.SIGINT)} \
-        if rank == 0 and is_main_thread() else {}
+        if is_main_thread() else {}
 
     def checkpoint():
-        if rank == 0:
-            save_checkpoint(out, adapter, run.state_dict(), t.save_total_limit)
+        save_sharded(out, adapter.model, opt, run.state_dict(optimizer=False), par, t.save_total_limit,
+                     frozen=not t.lora)
 
     bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
     board = open_reporters(t.report_to, out, to_dict(cfg)) if rank == 0 else None
     guard = Guard(cfg.guard)  # collapse guards (rl/guards.py)
     try:
-        while run.step < t.steps and stop["signal"] is None:
+        while run.step < t.steps:
             idx = run.next_batch(t.prompts_per_step)
             per_rank = t.prompts_per_step // world
             my = idx[rank * per_rank:(rank + 1) * per_rank]
             try:
                 metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, opt,
-                                     counter, first_prompt=rank * per_rank)
+                                     counter, par)
             except torch.OutOfMemoryError as exc:
                 raise out_of_memory(run.step, exc) from None
             sched.step()
@@ -173,7 +172,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             step = run.step
             metrics.update(step=step, lr=sched.get_last_lr()[0])
             if t.eval_every and step % t.eval_every == 0 and step < t.steps:
-                metrics["test_accuracy"] = evaluate(adapter, test_task, cfg.eval, n=t.n_eval)["accuracy"]
+                metrics["test_accuracy"] = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)["accuracy"]
             if log:
                 log.write(json.dumps(metrics) + "\n")
                 if board:
@@ -181,18 +180,19 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                 log.flush()
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
-            if any_process(guard.tripped(metrics, step)):  # guard.action=stop: checkpoint and stop
+            if par.any(guard.tripped(metrics, step)):  # guard.action=stop: checkpoint and stop
                 checkpoint()
                 return {"stopped": True, "step": run.step, "guard": guard.message}
-            if step % t.save_every == 0 or stop["signal"] is not None:
+            signalled = par.any(stop["signal"] is not None)  # one rank's signal stops every rank at this step
+            if step % t.save_every == 0 or signalled:
                 checkpoint()
-        if stop["signal"] is not None:
-            checkpoint()
-            print(f"stopped by signal {stop['signal']} at step {run.step}; checkpoint saved, rerun to resume",
-                  file=sys.stderr)
-            return {"stopped": True, "step": run.step}
+            if signalled:
+                if rank == 0:
+                    print(f"stopped by signal {stop['signal'] or 'on another process'} at step {run.step}; "
+                          "checkpoint saved, rerun to resume", file=sys.stderr)
+                return {"stopped": True, "step": run.step}
         checkpoint()
-        result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval)
+        result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
         if rank == 0:
             write_eval_records(out / "eval.jsonl", result)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "dps_score": cfg.dps.score,
@@ -201,10 +201,11 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                    **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
                    "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
                    "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
+        with par.rollout(adapter.model):  # collective-free: rank 0 alone samples the examples
+            if rank == 0:
+                write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
+        write_final(out / "final", adapter, cfg, par)
         if rank == 0:
-            write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
-            final = replace(adapter, model=copy.deepcopy(adapter.model).merge_and_unload()) if t.lora else adapter
-            write_folder(out / "final", final.save)
             tmp = out / "summary.json.tmp"
             tmp.write_text(json.dumps(summary, indent=2) + "\n")
             os.replace(tmp, out / "summary.json")
@@ -217,6 +218,29 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             board.close()
         for s, h in old_handlers.items():
             signal.signal(s, h)
+
+
+def write_final(path: Path, adapter, cfg: RLConfig, par: Parallel) -> None:
+    """final/: a plain save_pretrained folder in model.dtype (LoRA merged into the base). Under the
+    engine every rank hands its shards over and rank 0 loads them into a fresh CPU copy of the policy,
+    so the GPU model is never copied."""
+    t = cfg.train
+    if par.engine:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(adapter.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if par.rank == 0:
+            fresh = load_policy(cfg, None)
+            fresh.model.load_state_dict(full)
+            model = fresh.model.merge_and_unload() if t.lora else fresh.model
+            write_folder(path, replace(fresh, model=model).save)
+        par.barrier()
+        return
+    model = copy.deepcopy(adapter.model).merge_and_unload() if t.lora else adapter.model
+    dtype = DTYPES.get(cfg.model.dtype)
+    if not t.lora and dtype is not None and next(model.parameters()).dtype != dtype:
+        model = model.to(dtype)  # the fp32 master weights back in the model's dtype
+    write_folder(path, replace(adapter, model=model).save)
 
 
 def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> None:
@@ -268,16 +292,20 @@ def _chat_task(adapter, task, chat: bool = True, max_tokens: int = 0):
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
 
 
-def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter, first_prompt: int = 0) -> dict:
-    """One rollout batch and its mu inner updates; returns the step's metrics."""
+def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter,
+               par: Parallel | None = None) -> dict:
+    """One rollout batch and its mu inner updates; returns the step's metrics, over every process's rows."""
+    par = par or Parallel("none")
     t, G = cfg.train, cfg.train.num_generations
     timer, passes_before = {}, Counter(counter.counts)
     tick = time.perf_counter()
-    # 1. rollouts with the trajectory record; one seed per sequence, so batches split across processes agree
+    # 1. rollouts with the trajectory record; one seed per sequence, keyed by the global prompt index, so batches
+    # split across processes agree (collective-free: ranks may run different numbers of passes)
     rows = [s for s in prompts for _ in range(G)]
+    first_prompt = par.rank * len(prompts)
     seq_ids = [(step, first_prompt + i // G, i % G) for i in range(len(rows))]
     adapter.model.eval()
-    with counter("rollout"), autocast(adapter.device, t.precision):
+    with counter("rollout"), autocast(adapter.device, t.precision), par.rollout(adapter.model):
         batch = sample(adapter, [s.prompt for s in rows], cfg.rollout, seed=[_seed(t.seed, "rollout", *k) for k in seq_ids])
     timer["rollout"] = time.perf_counter() - tick
     # 2. verify (an infrastructure failure is NaN and stays out of the group statistics)
@@ -286,10 +314,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     rewards = torch.tensor([r.value if r.scored else math.nan for r in scored["rewards"]], dtype=torch.float32)
     timer["verify"] = time.perf_counter() - tick
     # 3. advantages over groups (all processes' rewards when the method normalises over the batch)
-    all_r = gather_rewards(rewards).view(-1, G)
-    adv_all = ADVANTAGES[cfg.loss.base](all_r, cfg.loss)
-    rank, world = rank_and_world()
-    adv = adv_all.view(world, -1)[rank] if world > 1 else adv_all
+    all_r = par.gather(rewards).view(-1, G)
+    adv = ADVANTAGES[cfg.loss.base](all_r, cfg.loss).view(par.world, -1)[par.rank]
     # 4. DPS weights from the record: constants, no forward pass
     tick = time.perf_counter()
     valid = batch.completion_mask
@@ -297,9 +323,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     timer["credit"] = time.perf_counter() - tick
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
+    chunk = par.agree_min(sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]))
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
-               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step,
-               chunk=sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]),
+               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=chunk,
                logit_chunk=cfg.sml.logit_chunk, valid=batch.completion_mask)
     lik = estimator_for(cfg) or sml_logprobs  # the base's own likelihood (rl/bases/), or SML
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
@@ -314,17 +340,21 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
         with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
             ref = [lik(reference, *args, inner=i, **est) for i in range(draws)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
-    # 6. mu inner updates
+    # 6. mu inner updates; token means over the whole step's tokens (every rank, every micro-batch)
     tick = time.perf_counter()
     device = adapter.device
     adv, weights, valid = adv.to(device), weights.to(device), valid.to(device)
+    all_valid = par.gather(valid)  # (B*G over every rank, L)
+    n_all = all_valid.shape[0]
+    norms = step_norms(all_valid, cfg.loss.norm_rows)
+    exact_norms = par.world == 1 and t.grad_accum == 1 and cfg.loss.norm_rows == 0  # one token mean: as it always was
     loss_fn = LOSSES[cfg.loss.base]
     micro = _split(len(rows), t.grad_accum)
-    stats, losses, gnorm = Counter(), [], 0.0
+    sums, gnorm = Counter(), 0.0  # row-weighted sums of the loss and its statistics
     first: dict[int, torch.Tensor] = {}  # inner 0's own log-probs per micro-batch: draw 0's old policy
     for i in range(t.mu):
         opt.zero_grad(set_to_none=True)
-        for sl in micro:
+        for m, sl in enumerate(micro):
             sub_est = {**est, "seq_ids": seq_ids[sl], "commit_step": est["commit_step"][sl], "valid": est["valid"][sl]}
             with counter("likelihood"), autocast(device, t.precision, grad=True):
                 logp = lik(adapter, *(a[sl] for a in args), inner=i, **sub_est)  # (n, L) or (n, L, C)
@@ -333,37 +363,53 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             j = i % draws  # the mask draw this inner iteration scores
             old_i = old[j][sl].to(device) if old[j] is not None else first[sl.start]  # inner 0: ratio exactly 1
             ref_i = ref[j][sl].to(device) if ref else None
-            loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
+            rows_at = slice(par.rank * len(rows) + sl.start, par.rank * len(rows) + sl.stop)
+            scale = (sl.stop - sl.start) / n_all
+            with nullcontext() if exact_norms else row_norms(*(x[rows_at] * scale for x in norms)):
+                loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
                                          "checkpoint is overwritten. Lower train.lr or check the rewards.")
-            (loss * (sl.stop - sl.start) / len(rows)).backward()
-            losses.append(loss.item())
-            stats.update(st)
-        allreduce_grads(adapter.model)
-        gnorm = float(torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.grad_clip))
+            with par.micro(adapter.model, last=m == len(micro) - 1):
+                (loss * (sl.stop - sl.start) / len(rows)).backward()
+            sums.update({k: v * (sl.stop - sl.start) for k, v in {"loss": loss.item(), **st}.items()})
+        gnorm = float(_full(torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.grad_clip)))
         if not math.isfinite(gnorm):
             raise FloatingPointError(f"gradient norm is {gnorm} at step {step}; stopping with the last checkpoint intact")
         opt.step()
     timer["update"] = time.perf_counter() - tick
-    rewards = all_r.flatten()  # every process's rewards: the logged statistics are global
+    return {**step_metrics(par, all_r, scored, sums, n_all * t.mu, gnorm, weights, valid, batch, cfg, timer),
+            **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
+
+
+def _full(x):
+    """A DTensor (the gradient norm under FSDP2) as a plain tensor; anything else as it is."""
+    return x.full_tensor() if hasattr(x, "full_tensor") else x
+
+
+def step_metrics(par: Parallel, all_r, scored, sums: Counter, n_rows: int, gnorm: float, weights, valid, batch, cfg,
+                 timer) -> dict:
+    """The step's logged numbers over every process's rows (the same as one process running them all);
+    seconds_* and tokens_per_s are this process's."""
+    G = cfg.train.num_generations
+    rewards = all_r.flatten()  # every process's rewards
     finite = rewards[torch.isfinite(rewards)]
-    groups = all_r
-    zero_std = sum(1 for g in groups if torch.isfinite(g).sum() > 1 and g[torch.isfinite(g)].std() == 0) / len(groups)
-    tokens = int(valid.sum())
-    n_parts = max(1, len(micro) * t.mu)
+    zero_std = sum(1 for g in all_r if torch.isfinite(g).sum() > 1 and g[torch.isfinite(g)].std() == 0) / len(all_r)
     exact = [r.status == "correct" for r in scored["rewards"] if r.scored]
+    counts = par.all_sum(torch.tensor([float(sum(exact)), float(len(exact))]))
+    keys = sorted(sums)
+    means = dict(zip(keys, (par.all_sum(torch.tensor([sums[k] for k in keys], dtype=torch.float64)) / n_rows).tolist()))
+    w_all, v_all = par.gather(weights), par.gather(valid)
+    tokens = int(valid.sum())
     metrics = {"reward_mean": finite.mean().item() if finite.numel() else math.nan,
-               "exact_mean": sum(exact) / len(exact) if exact else math.nan,
+               "exact_mean": (counts[0] / counts[1]).item() if counts[1] else math.nan,
                "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
                "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
-               "loss": sum(losses) / len(losses), **{k: v / n_parts for k, v in stats.items()},
-               "grad_norm": gnorm, **weight_stats(weights, valid),
-               "completion_length": valid.float().sum(1).mean().item(),
+               **means, "grad_norm": gnorm,
+               **weight_stats(w_all, v_all), "completion_length": v_all.float().sum(1).mean().item(),
                **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
-               "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
-               **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
-    metrics.update(collapse_stats(batch, G, cfg.rollout.threshold))  # guard columns, from the record
+               "tokens_per_s": tokens / max(1e-9, sum(timer.values()))}
+    metrics.update(collapse_stats(gathered(batch, par), G, cfg.rollout.threshold))  # guard columns, from the record
     return {**metrics, **{trl: metrics[ours] for trl, ours in TRL_METRICS.items()}}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from ...config import RLConfig, load_config
-from ...rl.runtime import rank_and_world
+from ...rl.parallel import barrier, init_process_group, rank_and_world
 from ...rl.trainer import train
 
 
@@ -63,12 +63,14 @@ def run(args) -> int:
         print_config(cfg)
         return 0
     out = args.output_dir or cfg.output_dir
+    init_process_group()  # under torchrun: before --fresh, so that one process (rank 0) sets the run aside
     if args.fresh and rank_and_world()[0] == 0:
         from ...runfolder import set_aside
 
         aside = set_aside(out)
         if aside:
             print(f"--fresh: the earlier run in {out} is set aside in {aside}", file=sys.stderr)
+    barrier()  # the others start only once it has
     summary = train(cfg, out, resume=not args.fresh, progress=not args.no_progress)
     if "test_accuracy" in summary and rank_and_world()[0] == 0:
         print(summary_line(summary))
