@@ -24,6 +24,9 @@ Its uncertainty has three sources: seeds, prompts and their interaction.
   interval, bootstrap and MDE is the cluster. `compare(d, clusters=keys)` does this first.
 - `p_value` and `adjust`: the two-sided t-test p of the mixed model, and Holm's (or another)
   adjustment within a family (statsmodels' `multipletests`).
+- `difference`, `pool`: two runs' (or several runs') estimates of one comparison, each with its
+  SE and df: their difference with its interval and p (the replication report's test), and the
+  inverse-variance pooled estimate with Cochran's Q, the DerSimonian-Laird tau^2 and I^2.
 - `components`, `projected_mde`, `smallest`: planning. The three variances behind a measured
   comparison, the MDE it would have with other numbers of seeds and prompts, and the fewest of
   either that reach a target MDE (`daca-bench table RESULTS --plan 6`).
@@ -248,3 +251,90 @@ def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0, clusters=None) -> 
     dropped = S < 2 or (d.shape[1] > 1 and mean_squares(d)[0] <= mean_squares(d)[2])
     return Comparison(m, m - half, m + half, se, df, mde(se, df), boot_lo, boot_hi, t_half, S, P, d.shape[1],
                       p_value(m, se, df), dropped)
+
+
+def _welch_df(parts) -> float:
+    """Satterthwaite df of a sum of independent variances, each (variance, its df); an infinite df
+    (a normal term) or a zero variance adds nothing to the denominator."""
+    total = sum(v for v, _ in parts)
+    den = sum(v * v / df for v, df in parts if v > 0 and math.isfinite(df))
+    return float(total * total / den) if den > 0 else math.inf
+
+
+def _half(se: float, df: float, level: float = 0.95) -> float:
+    q = stats.t.ppf((1 + level) / 2, df) if math.isfinite(df) else stats.norm.ppf((1 + level) / 2)
+    return float(q * se)
+
+
+@dataclass(frozen=True)
+class Difference:
+    diff: float  # a - b
+    se: float  # sqrt(se_a^2 + se_b^2): independent runs
+    df: float  # Welch-Satterthwaite from the two runs' df
+    lo: float  # 95 % interval: diff -+ t_{0.975, df} * se
+    hi: float
+    p: float  # two-sided p of diff / se against t(df); NaN where neither run has spread
+
+
+def difference(a: float, se_a: float, df_a: float, b: float, se_b: float, df_b: float,
+               level: float = 0.95) -> Difference:
+    """The difference of two independent estimates (two runs of one comparison), each with its
+    SE and Satterthwaite df: diff = a - b, SE = sqrt(se_a^2 + se_b^2), df by Welch-Satterthwaite
+    (the t of each table's own interval carried into their difference)."""
+    d = float(a - b)
+    se = math.sqrt(se_a ** 2 + se_b ** 2)
+    if not (math.isfinite(se) and se > 0):
+        return Difference(d, se, math.nan, d, d, math.nan)
+    df = _welch_df([(se_a ** 2, df_a), (se_b ** 2, df_b)])
+    half = _half(se, df, level)
+    return Difference(d, se, df, d - half, d + half, p_value(d, se, df))
+
+
+@dataclass(frozen=True)
+class Pooled:
+    mean: float  # inverse-variance (fixed-effect) pooled estimate: sum w_i x_i / sum w_i, w_i = 1 / se_i^2
+    se: float  # 1 / sqrt(sum w_i)
+    df: float  # Satterthwaite: (sum w_i)^2 / sum (w_i^2 / df_i)
+    lo: float
+    hi: float
+    k: int  # runs pooled
+    q: float  # Cochran's Q = sum w_i (x_i - mean)^2, chi^2 with k - 1 df under a common effect
+    q_p: float
+    tau2: float  # DerSimonian-Laird between-run variance: max(0, (Q - (k-1)) / (W - sum w^2 / W))
+    i2: float  # I^2 = max(0, (Q - (k-1)) / Q): the share of the spread beyond sampling error
+    re_mean: float  # random-effects estimate, weights 1 / (se_i^2 + tau2)
+    re_se: float
+    re_lo: float  # normal interval (the DerSimonian-Laird convention)
+    re_hi: float
+
+
+def pool(estimates, ses, dfs=None, level: float = 0.95) -> Pooled:
+    """Pool several runs' estimates of one comparison (their SEs; their df, default infinite):
+    the inverse-variance mean with a t interval (Satterthwaite df from the runs'), Cochran's Q
+    and its chi^2 p, the DerSimonian-Laird tau^2, I^2 and the random-effects mean. NaN where a run
+    has no spread (a zero SE has no finite weight)."""
+    x = np.asarray(list(estimates), dtype=float)
+    se = np.asarray(list(ses), dtype=float)
+    df = np.full(x.shape, math.inf) if dfs is None else np.asarray(list(dfs), dtype=float)
+    k = int(x.size)
+    nan = math.nan
+    if k == 0 or not (np.isfinite(se).all() and (se > 0).all() and np.isfinite(x).all()):
+        return Pooled(nan, nan, nan, nan, nan, k, nan, nan, nan, nan, nan, nan, nan, nan)
+    w = 1.0 / se ** 2
+    W = float(w.sum())
+    m = float((w * x).sum() / W)
+    s = 1.0 / math.sqrt(W)
+    den = float(sum(wi * wi / d for wi, d in zip(w, df) if math.isfinite(d)))
+    dof = W * W / den if den > 0 else math.inf
+    half = _half(s, dof, level)
+    q = float((w * (x - m) ** 2).sum())
+    q_p = float(stats.chi2.sf(q, k - 1)) if k > 1 else nan
+    c = W - float((w * w).sum()) / W
+    tau2 = max(0.0, (q - (k - 1)) / c) if k > 1 and c > 0 else 0.0
+    i2 = max(0.0, (q - (k - 1)) / q) if k > 1 and q > 0 else 0.0
+    wr = 1.0 / (se ** 2 + tau2)
+    re_m = float((wr * x).sum() / wr.sum())
+    re_s = 1.0 / math.sqrt(float(wr.sum()))
+    z = float(stats.norm.ppf((1 + level) / 2))
+    return Pooled(m, s, float(dof), m - half, m + half, k, q, q_p, float(tau2), float(i2), re_m, re_s,
+                  re_m - z * re_s, re_m + z * re_s)

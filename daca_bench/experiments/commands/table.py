@@ -3,6 +3,7 @@
     daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
     daca-bench table results/tiny-quick      # a preset's output folder: reads cells/, writes beside it
     daca-bench table RUN --against results/tiny   # and the replication report (experiments/analysis/replicate.py)
+    daca-bench table RUN --against A --against B  # against two independent runs: pooled, with heterogeneity
     daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/analysis/plan.py)
 
 Everything it is asked for is checked before any file is written: a missing or empty reference
@@ -18,11 +19,13 @@ from ..analysis.results import write_tables
 def configure(parser) -> None:
     parser.add_argument("results", help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
                                         "cells/; the tables go beside cells/)")
-    parser.add_argument("--against", metavar="REFERENCE", nargs="+", default=None,
+    parser.add_argument("--against", metavar="REFERENCE", nargs="+", action="append", default=None,
                         help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
-                             "per comparison the difference, mutual interval coverage, sign and significance, a "
-                             "verdict; judged on the seeds both runs share, or whole when they share none. Several "
-                             "folders are one run in parts: each task from the last folder that has it")
+                             "per comparison the difference between the runs with its interval and (Holm-adjusted) "
+                             "p, the pooled estimate, a verdict; judged on the seeds both runs share, or whole when "
+                             "they share none. Several folders after one --against are one run in parts (each task "
+                             "from the last folder that has it); --against again adds another independent run, "
+                             "pooled with heterogeneity (Cochran's Q, tau^2, I^2)")
     parser.add_argument("--plan", metavar="PP", type=float, default=None,
                         help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
                              "MDE to PP percentage points, from the spread this run measured (experiments/analysis/plan.py)")
@@ -34,7 +37,8 @@ def run(args) -> int:
     table, paths = write_tables(args.results)
     print(paths[0].read_text())
     if args.against:
-        text, more = write_report(table, args.results, args.against)
+        ref, *others = [one[0] if len(one) == 1 else one for one in args.against]
+        text, more = write_report(table, args.results, ref, others)
         print(text)
         paths += more
     if args.plan is not None:
