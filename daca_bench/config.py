@@ -93,6 +93,8 @@ class SFTConfig:
     target_accuracy: float = 0.0  # stop at the first dev evaluation at or above this; 0 = run all steps
     seed: int = 0
     threads: int = 0  # torch threads; 0 = all cores
+    parallel: str = "auto"  # under torchrun: auto (= shard) | replicate | shard | hybrid; one process: none
+    offload: bool = False  # FSDP2 CPU offload of the sharded weights, gradients and optimizer state
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ STALE = ".stale"
 # keys a rerun may change and still resume: none of them changes a number the run reports
 _COMMON = ("output_dir", "model.trust_remote_code")
 RESUMABLE_RL = (*_COMMON, "train.steps", "train.threads", "train.report_to", "train.save_every",
-                "train.save_total_limit", "train.require_gpu", "train.gradient_checkpointing", "rollout.batch_size",
+                "train.save_total_limit", "train.require_gpu", "train.gradient_checkpointing", "train.parallel",
+                "train.offload", "rollout.batch_size",
                 "eval.batch_size", "sml.chunk", "sml.logit_chunk")
-RESUMABLE_SFT = (*_COMMON, "sft.steps", "sft.threads", "sft.save_every", "sft.save_total_limit", "sampler.batch_size")
+RESUMABLE_SFT = (*_COMMON, "sft.steps", "sft.threads", "sft.parallel", "sft.offload", "sft.save_every", "sft.save_total_limit", "sampler.batch_size")
 
 
 def flat(d: dict, prefix: str = "") -> dict:

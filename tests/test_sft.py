@@ -47,7 +47,7 @@ def test_sft_stops_at_the_dev_target_and_a_rerun_does_not_train_on(tmp_path, mon
 
     calls = []
 
-    def fake_evaluate(adapter, task, cfg, n=None, seed=0):  # unit-test double: dev accuracy 0.0, then 0.3
+    def fake_evaluate(adapter, task, cfg, n=None, seed=0, par=None):  # unit-test double: dev accuracy 0.0, then 0.3
         calls.append(task.split)
         return {"accuracy": 0.3 if len(calls) >= 2 else 0.0, "n": len(task.samples), "statuses": {}}
 

@@ -110,17 +110,18 @@ class Parallel:
     offload: bool = False
 
     @classmethod
-    def start(cls, t) -> "Parallel":
-        """Join the process group and resolve train.parallel for this launch (t: a TrainConfig)."""
+    def start(cls, setting: str = "auto", lora: bool = False, offload: bool = False,
+              load_in_4bit: bool = False) -> "Parallel":
+        """Join the process group and resolve train.parallel (or sft.parallel) for this launch."""
         init_process_group()
         rank, world = rank_and_world()
         nodes = max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-        mode = resolve(t.parallel, t.lora, world, nodes)
-        if t.load_in_4bit and mode != "none":
+        mode = resolve(setting, lora, world, nodes)
+        if load_in_4bit and mode != "none":
             raise ConfigError(f"train.load_in_4bit=true cannot run under train.parallel={mode}: FSDP2 loses the 4-bit "
                               "weights' metadata when it wraps them; use a bfloat16 base (train.load_in_4bit=false) "
                               "on several GPUs, or one process")
-        return cls(mode, rank, world, t.offload)
+        return cls(mode, rank, world, offload)
 
     @property
     def engine(self) -> bool:
@@ -207,6 +208,14 @@ class Parallel:
             raise ConfigError(f"the run folder {out} is not shared by every process (rank{'s' * (len(missing) > 1)} "
                               f"{', '.join(map(str, missing))} cannot read rank 0's files there); give every node one "
                               "folder on a shared filesystem (--output-dir)")
+
+    def full_state(self, model) -> dict | None:
+        """The whole model's weights gathered into rank 0's CPU memory (None on the other ranks); every
+        rank calls it. For final/: a plain save_pretrained folder written from a fresh CPU copy."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return full if self.rank == 0 else None
 
     # collectives over every rank; each is the identity with one process
     def all_sum(self, x: torch.Tensor) -> torch.Tensor:

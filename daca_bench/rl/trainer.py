@@ -89,10 +89,10 @@ def validate(cfg: RLConfig) -> None:
 
 
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
-    par = Parallel.start(cfg.train)  # the torchrun world and train.parallel's mode (one process: none)
+    t = cfg.train
+    par = Parallel.start(t.parallel, t.lora, t.offload, t.load_in_4bit)  # torchrun's world (one process: none)
     validate(cfg)
     rank, world = par.rank, par.world
-    t = cfg.train
     out = Path(out_dir)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
@@ -226,9 +226,7 @@ def write_final(path: Path, adapter, cfg: RLConfig, par: Parallel) -> None:
     so the GPU model is never copied."""
     t = cfg.train
     if par.engine:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        full = get_model_state_dict(adapter.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        full = par.full_state(adapter.model)
         if par.rank == 0:
             fresh = load_policy(cfg, None)
             fresh.model.load_state_dict(full)
@@ -367,7 +365,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             scale = (sl.stop - sl.start) / n_all
             with nullcontext() if exact_norms else row_norms(*(x[rows_at] * scale for x in norms)):
                 loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
-            if not torch.isfinite(loss):
+            if par.any(not torch.isfinite(loss)):  # every rank stops, not only the one that saw it
                 raise FloatingPointError(f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
                                          "checkpoint is overwritten. Lower train.lr or check the rewards.")
             with par.micro(adapter.model, last=m == len(micro) - 1):

@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import re
+import sys
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -119,11 +120,10 @@ def _set_aside_if_stale(folder: Path, cfg: RLConfig, provenance: dict | None = N
     return str(set_aside(folder))
 
 
-def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
-    """Run one cell in this process (resuming when possible); never raises."""
+def _run_cell(cell: Cell, out: str, threads: int, retries: int, gpus: float = 0) -> dict:
+    """Run one cell (resuming when possible): in this process, or with `gpus` > 1 under torchrun, one
+    process per GPU; never raises."""
     import torch
-
-    from ...rl.trainer import train
 
     torch.set_num_threads(max(1, threads))
     folder = Path(out) / cell.name
@@ -143,7 +143,7 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
         error = ""
         for attempt in range(retries + 1):
             try:
-                train(cell.config, folder, resume=bool(checkpoints(folder)), progress=False)  # never saved: anew
+                train_cell(cell.config, folder, resume=bool(checkpoints(folder)), gpus=int(gpus))  # never saved: anew
                 _record(folder, cell.provenance, earlier)
                 (folder / "error.txt").unlink(missing_ok=True)
                 return {"cell": cell.name, "status": "done", "attempts": attempt + 1,
@@ -152,6 +152,27 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int) -> dict:
                 error = traceback.format_exc()
         (folder / "error.txt").write_text(error)
         return {"cell": cell.name, "status": "failed", "error": error.strip().splitlines()[-1]}
+
+
+def train_cell(cfg: RLConfig, folder: Path, resume: bool, gpus: int = 0) -> None:
+    """One cell's training: in this process, or with several GPUs as `torchrun --nproc_per_node GPUS`
+    running this module on the cell's resolved config (the trainer's FSDP2 path, rl/parallel.py)."""
+    if gpus <= 1:
+        from ...rl.trainer import train
+
+        train(cfg, folder, resume=resume, progress=False)
+        return
+    import subprocess
+
+    from ...config import dump
+
+    spec = Path(folder) / "cell_config.json"
+    dump(cfg, spec)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(gpus),
+               "-m", __name__, str(spec), str(folder), "resume" if resume else "fresh"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"torchrun of {folder} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
 
 
 def _record(folder: Path, provenance: dict, earlier: dict) -> None:
@@ -207,7 +228,8 @@ def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus
                  runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("DACA_", "HF_"))}})
     # a lost worker (node or process death) reruns its cell once, which resumes from its checkpoint
     remote = ray.remote(num_cpus=cpus_per_cell, num_gpus=gpus_per_cell, max_retries=retries)(_run_cell)
-    pending = {remote.remote(c, str(Path(out).resolve()), cpus_per_cell, retries): c for c in cells}
+    # a cell given several GPUs runs them as one torchrun job of one process per GPU (train_cell)
+    pending = {remote.remote(c, str(Path(out).resolve()), cpus_per_cell, retries, gpus_per_cell): c for c in cells}
     results = []
     bar = tqdm(total=len(cells), desc="cells (ray)", disable=not progress, unit="cell")
     while pending:
@@ -259,3 +281,10 @@ def run(args) -> int:
     again = f" ({', '.join(retried)} retried after its worker died)" if retried else ""
     print(f"{len(results) - len(failed)}/{len(results)} cells finished in {args.output_dir}{again}")
     return 1 if failed else 0
+
+
+if __name__ == "__main__":  # under torchrun, from train_cell: CONFIG FOLDER resume|fresh
+    from ...rl.trainer import train as _train
+
+    _cfg_path, _folder, _mode = sys.argv[1:4]
+    _train(load_config(_cfg_path, [], RLConfig), _folder, resume=_mode == "resume", progress=False)
