@@ -8,7 +8,9 @@ go differently), prompts (some test prompts gain, others lose) and their interac
 prompts shrink only the prompt and interaction terms, more seeds shrink all three. When the seed
 term alone holds the MDE above the target, no test set is large enough, and the plan says so:
 the `floor` column is the MDE with these seeds and unlimited prompts. The projection assumes
-the variance components stay what this run measured; the prompt unit is the task's cluster
+the variance components stay what this run measured (the MDE column is the table's, at this run's
+design; the projections are the mixed model's MDE, which is the table's wherever the seed term is
+estimated above 0); the prompt unit is the task's cluster
 (experiments/analysis/clusters.py): for sudoku more puzzles of the same grids add nothing, more grids do; a component estimated from 8 seeds is
 itself uncertain (its 95 % interval runs from about 0.4x to 4x the estimate), so treat the
 counts as a guide.
@@ -21,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .results import START, comparisons, load_results, load_start, locate
-from .stats import by_cluster, components, projected_mde, smallest
+from .stats import by_cluster, components, projected_mde, smallest, table_mde
 
 MAX_SEEDS, MAX_PROMPTS = 1024, 1_000_000
 
@@ -43,7 +45,7 @@ def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) 
         kw = {"alpha": alpha, "power": power}
         rows.append({"family": common["family"], "task": common["task"], "base": common["base"], "variant": variant,
                      "vs": vs, "delta_pp": float(d.mean()), "seeds": S, "prompts": prompts, "clusters": P,
-                     "MDE": projected_mde(comps, S, P, **kw), "seed_share": share[0], "prompt_share": share[1],
+                     "MDE": table_mde(d, **kw), "seed_share": share[0], "prompt_share": share[1],
                      "resid_share": share[2], "floor": projected_mde(comps, S, MAX_PROMPTS, **kw),
                      "seeds_needed": smallest(comps, target, prompts=P, cap=MAX_SEEDS, **kw),
                      "clusters_needed": smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw)})

@@ -15,7 +15,8 @@ grid). The table has one row per (base, task, variant):
   alpha, never an exploratory row, and never a row whose seed term dropped out (df ~ clusters - 1)
   while its seeds-only interval (`seeds_lo`/`seeds_hi`) includes 0;
 - `MDE`: the smallest true difference this comparison would detect with 80 % power at a
-  two-sided 5 % level, from the measured spread (none where no paired difference varies);
+  two-sided 5 % level, from the measured spread: noncentral t on the comparison's df, with the SE
+  corrected for its bias (experiments/analysis/stats.py, `mde`; none where no paired difference varies);
 - `t_half`, `boot_lo`/`boot_hi` (the crossed bootstrap), `zero_std` in the CSV.
 Cells without eval.jsonl (older runs) are paired by seed only.
 Every further comparison the plan declares (design.json or the preset's) is computed too, such as a
@@ -270,8 +271,11 @@ FOOTER = ("Accuracy: exact match on the family's one fixed test set, mean over s
           "same t; adj. p: {method} within the primary and within the secondary family (`plan`), at alpha {alpha:g}; "
           "* = adjusted p < alpha, and, where the seed term dropped out, a seeds-only interval that excludes 0; an "
           "exploratory row (not declared before the run) is never starred. MDE: the smallest true difference this "
-          "comparison detects with 80 % power at two-sided 5 %, (t(0.975, df) + t(0.80, df)) x SE; a Δ smaller "
-          "than its MDE is not evidence of no effect; none where no paired difference varies. CSV: the plain "
+          "comparison detects with 80 % power at two-sided 5 %: λ(df) x SE / c4(df), λ the noncentrality at which "
+          "the t-test on df finds it with that power (noncentral t), SE / c4(df) the SE freed of its downward bias "
+          "on df degrees of freedom; where the seed term dropped out, the larger of that and the seeds-only test's "
+          "(seeds - 1 df); a Δ smaller than its MDE is not evidence of no effect; none where no paired difference "
+          "varies. CSV: the plain "
           "t-interval over per-seed differences (t_half), the crossed bootstrap interval (boot_lo, boot_hi) and the "
           "zero-variance group fraction (zero_std). Paper: the abstract's headline gain for the family (LLaDA-8B "
           "scale, not this model).")

@@ -12,12 +12,20 @@ Its uncertainty has three sources: seeds, prompts and their interaction.
   that resamples seeds and prompts independently (the hierarchical bootstrap for this design),
   kept beside it as a check. It counts the residual term more than once, so it is somewhat
   wider (conservative) when the seed x prompt noise is large.
-- `mde`: the minimum detectable effect, (t_{1-alpha/2, df} + t_{power, df}) * SE: the true
-  difference that this design would find with the given power at a two-sided alpha.
+- `mde`: the minimum detectable effect, lambda(df) * SE / c4(df): the true difference that this
+  design finds with the given power at a two-sided alpha. lambda is the noncentrality at which a
+  two-sided t-test on the comparison's own (Satterthwaite) df rejects with that power (noncentral
+  t, solved exactly), and SE / c4(df) corrects the measured SE for its downward bias (an SE on df
+  degrees of freedom averages c4(df) = sqrt(2/df) Gamma((df+1)/2) / Gamma(df/2) times the true one).
+  Both matter where the seed term dominates and df is near seeds - 1: at 8 seeds (df 7) the MDE is
+  3.39 SE, not the (t_0.975 + t_0.80) = 3.26 SE of the textbook shortcut, at 3 seeds (df 2) 6.38,
+  not 5.36; with a large df it is 2.80 SE as before. `table_tests` runs the table's test and
+  MDE on a stack of matrices at once (the power simulation in tests/test_stats.py).
 - `t_interval`: the plain t-interval of per-seed means (the seeds-only interval). Where the seed
   term's estimate drops to 0 the mixed df jumps to about P - 1; `Comparison.seed_dropped` says so
   and the table prints the seeds-only interval beside the mixed one (and stars neither then
-  unless the seeds-only interval excludes 0 too).
+  unless the seeds-only interval excludes 0 too); the MDE is then the larger of the mixed
+  model's and the seeds-only t-test's (S - 1 df), since both must find the effect.
 - `by_cluster`: prompts that share a cluster (sudoku puzzles of one solution grid) are not
   independent: the (seeds, prompts) matrix becomes a (seeds, clusters) one whose column mean is
   the same prompt-level mean (a ratio estimator's linearisation), so the prompt unit of every
@@ -39,7 +47,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,7 @@ class Comparison:
     hi: float
     se: float  # standard error of the mean (variance components)
     df: float  # its Satterthwaite degrees of freedom
-    mde: float  # minimum detectable effect (80 % power, two-sided 5 %)
+    mde: float  # minimum detectable effect (80 % power, two-sided 5 %, noncentral t on df, SE / c4(df))
     boot_lo: float  # 95 % crossed-bootstrap percentile interval
     boot_hi: float
     t_half: float  # half-width of the t-interval over per-seed means (NaN with one seed)
@@ -85,8 +93,17 @@ def crossed_bootstrap(d: np.ndarray, n_boot: int = 2000, level: float = 0.95, se
 
 
 def mean_squares(d: np.ndarray) -> tuple[float, float, float]:
-    """The two-way ANOVA mean squares of a (seeds, prompts) matrix: seeds, prompts, residual."""
+    """The two-way ANOVA mean squares of a (seeds, prompts) matrix: seeds, prompts, residual (for a
+    stack (..., seeds, prompts), three arrays, one value per matrix)."""
     d = np.asarray(d, dtype=float)
+    if d.ndim > 2:
+        S, P = d.shape[-2:]
+        grand = d.mean(axis=(-2, -1))
+        row, col = d.mean(-1), d.mean(-2)
+        ms_s = P * ((row - grand[..., None]) ** 2).sum(-1) / (S - 1)
+        ms_p = S * ((col - grand[..., None]) ** 2).sum(-1) / (P - 1)
+        resid = d - row[..., :, None] - col[..., None, :] + grand[..., None, None]
+        return ms_s, ms_p, (resid ** 2).sum(axis=(-2, -1)) / ((S - 1) * (P - 1))
     S, P = d.shape
     grand = d.mean()
     row, col = d.mean(1), d.mean(0)
@@ -96,22 +113,26 @@ def mean_squares(d: np.ndarray) -> tuple[float, float, float]:
     return float(ms_s), float(ms_p), float((resid ** 2).sum() / ((S - 1) * (P - 1)))
 
 
-def _se_df(ms_s: float, ms_p: float, ms_e: float, S: int, P: int) -> tuple[float, float]:
-    # Var(mean) = s2_s/S + s2_p/P + s2_e/(S P) as a sum of mean squares; a component whose estimate
-    # is negative (its mean square below the residual's) is set to zero and drops out
+def _se_df(ms_s, ms_p, ms_e, S: int, P: int):
+    """SE and Satterthwaite df of the mean from its mean squares (floats, or arrays of a stack).
+    Var(mean) = s2_s/S + s2_p/P + s2_e/(S P) as a sum of mean squares; a component whose estimate
+    is negative (its mean square below the residual's) is set to zero and drops out."""
+    scalar = np.ndim(ms_s) == 0
+    ms_s, ms_p, ms_e = (np.asarray(x, dtype=float) for x in (ms_s, ms_p, ms_e))
     df_e = (S - 1) * (P - 1)
-    seed_on, prompt_on = bool(ms_s > ms_e), bool(ms_p > ms_e)
-    terms = [(ms_s, S - 1)] * seed_on + [(ms_p, P - 1)] * prompt_on
-    if seed_on and prompt_on:
-        terms.append((-ms_e, df_e))
-    elif not (seed_on or prompt_on):
-        terms = [(ms_e, df_e)]
-    var = sum(m for m, _ in terms) / (S * P)
-    if var <= 0:
-        return 0.0, math.inf
-    den = sum(m * m / df for m, df in terms)
-    df = (sum(m for m, _ in terms) ** 2) / den if den > 0 else math.inf
-    return float(math.sqrt(var)), float(max(1.0, df))
+    seed_on, prompt_on = ms_s > ms_e, ms_p > ms_e
+    both, neither = seed_on & prompt_on, ~(seed_on | prompt_on)
+    zero = np.zeros_like(ms_s)
+    total = np.where(seed_on, ms_s, zero) + np.where(prompt_on, ms_p, zero) + \
+        np.where(both, -ms_e, np.where(neither, ms_e, zero))
+    den = np.where(seed_on, ms_s * ms_s / (S - 1), zero) + np.where(prompt_on, ms_p * ms_p / (P - 1), zero) + \
+        np.where(both | neither, ms_e * ms_e / df_e, zero)
+    var = total / (S * P)
+    ok = var > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.where(ok, np.sqrt(np.where(ok, var, 0.0)), 0.0)
+        df = np.where(ok & (den > 0), np.maximum(1.0, total * total / np.where(den > 0, den, 1.0)), math.inf)
+    return (float(se), float(df)) if scalar else (se, df)
 
 
 def variance_components(d: np.ndarray) -> tuple[float, float]:
@@ -169,13 +190,60 @@ def smallest(comps: tuple[float, float, float], target: float, *, seeds: int | N
     return lo
 
 
-def mde(se: float, df: float, alpha: float = 0.05, power: float = 0.80) -> float:
-    """Minimum detectable effect of a two-sided level-alpha t-test with the given power."""
-    if not math.isfinite(se):
-        return math.nan
-    t = stats.t if math.isfinite(df) else None
-    q = (t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) if t else (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
-    return float(q * se)
+def c4(df):
+    """E[s] / sigma for an SE on df degrees of freedom (s^2 = sigma^2 chi^2_df / df):
+    sqrt(2/df) Gamma((df+1)/2) / Gamma(df/2); 1 where df is infinite."""
+    df = np.asarray(df, dtype=float)
+    fin = np.isfinite(df) & (df > 0)
+    safe = np.where(fin, df, 1.0)
+    out = np.where(fin, np.sqrt(2.0 / safe) * np.exp(special.gammaln((safe + 1) / 2) - special.gammaln(safe / 2)), 1.0)
+    return float(out) if out.ndim == 0 else out
+
+
+def _power(lam, df, crit):
+    """P(|T| > crit) for T noncentral t(df, lam) (normal where df is infinite)."""
+    fin = np.isfinite(df)
+    d = np.where(fin, df, 1.0)
+    with np.errstate(invalid="ignore"):
+        t = stats.nct.sf(crit, d, lam) + np.nan_to_num(stats.nct.cdf(-crit, d, lam))
+    z = stats.norm.sf(crit - lam) + stats.norm.cdf(-crit - lam)
+    return np.where(fin, t, z)
+
+
+def noncentrality(df, alpha: float = 0.05, power: float = 0.80):
+    """The noncentrality lambda at which a two-sided level-alpha t-test on df degrees of freedom
+    rejects with the given power: P(|T(df, lambda)| > t_{1-alpha/2, df}) = power (noncentral t,
+    normal where df is infinite). Vectorised: Newton steps from the Johnson-Welch approximation
+    lambda ~ c (1 - 1/(4 df)) + z_power sqrt(1 + c^2 / (2 df)), to 1e-10."""
+    df = np.asarray(df, dtype=float)
+    fin = np.isfinite(df)
+    d = np.where(fin, df, 1.0)
+    crit = np.where(fin, stats.t.ppf(1 - alpha / 2, d), stats.norm.ppf(1 - alpha / 2))
+    zp = stats.norm.ppf(power)
+    lam = np.where(fin, crit * (1 - 1 / (4 * d)) + zp * np.sqrt(1 + crit ** 2 / (2 * d)), crit + zp)
+    for _ in range(30):
+        f = _power(lam, df, crit) - power
+        h = 1e-5
+        slope = (_power(lam + h, df, crit) - _power(lam - h, df, crit)) / (2 * h)
+        step = np.where(slope > 0, f / np.where(slope > 0, slope, 1.0), 0.0)
+        lam = np.maximum(lam - step, 1e-6)
+        if np.all(np.abs(step) < 1e-10):
+            break
+    return float(lam) if lam.ndim == 0 else lam
+
+
+def mde(se, df, alpha: float = 0.05, power: float = 0.80):
+    """Minimum detectable effect of a two-sided level-alpha t-test on df degrees of freedom with
+    the given power: noncentrality(df) * se / c4(df) (se / c4 is the unbiased estimate of the true
+    SE behind a measured one). Floats, or arrays (a stack of comparisons)."""
+    scalar = np.ndim(se) == 0 and np.ndim(df) == 0
+    se, df = np.asarray(se, dtype=float), np.asarray(df, dtype=float)
+    ok = np.isfinite(se) & ~np.isnan(df)
+    if not ok.any():
+        return math.nan if scalar else np.full(np.broadcast(se, df).shape, math.nan)
+    out = np.where(ok, noncentrality(np.where(ok, df, math.inf), alpha, power) * se / c4(np.where(ok, df, math.inf)),
+                   math.nan)
+    return float(out) if scalar else out
 
 
 def t_interval(values, level: float = 0.95) -> tuple[float, float]:
@@ -195,17 +263,17 @@ def by_cluster(d: np.ndarray, clusters) -> np.ndarray:
     together. Clusters in the order they first appear; where each prompt is its own cluster, d."""
     d = np.asarray(d, dtype=float)
     keys = list(clusters)
-    if len(keys) != d.shape[1]:
-        raise ValueError(f"{len(keys)} cluster keys for {d.shape[1]} prompts")
+    if len(keys) != d.shape[-1]:
+        raise ValueError(f"{len(keys)} cluster keys for {d.shape[-1]} prompts")
     index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    C, P = len(index), d.shape[1]
+    C, P = len(index), d.shape[-1]
     if C == P:
         return d
     cols = np.array([index[k] for k in keys])
     onehot = np.zeros((P, C))
     onehot[np.arange(P), cols] = 1.0
     n = onehot.sum(0)  # (C,) prompts per cluster
-    row = d.mean(1, keepdims=True)  # (S, 1)
+    row = d.mean(-1, keepdims=True)  # (S, 1) (a stack: (..., S, 1))
     return C / P * (d @ onehot - n * row) + row  # (S, C)
 
 
@@ -232,6 +300,34 @@ def adjust(pvalues, method: str = "holm") -> list[float]:
     return out.tolist()
 
 
+def table_tests(d: np.ndarray, alpha: float = 0.05, clusters=None) -> dict[str, np.ndarray]:
+    """What `compare` and the table decide about each matrix of a stack (R, seeds, prompts) at once,
+    without the bootstrap: mean, se, df, p, mde, seed_dropped, seeds_ok and `sig`, the table's star
+    for a comparison alone in its family (p < alpha and, where the seed term dropped out, a seeds-only
+    interval that excludes 0). At least 2 seeds and 2 prompts (clusters)."""
+    d = np.asarray(d, dtype=float)
+    if clusters is not None:
+        d = by_cluster(d, clusters)
+    R, S, P = d.shape
+    if S < 2 or P < 2:
+        raise ValueError(f"table_tests needs at least 2 seeds and 2 prompts, got {S} x {P}")
+    ms_s, ms_p, ms_e = mean_squares(d)
+    se, df = _se_df(ms_s, ms_p, ms_e, S, P)
+    m = d.mean(axis=(-2, -1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(m) / np.where(se > 0, se, 1.0)
+        tail = np.where(np.isfinite(df), stats.t.sf(z, np.where(np.isfinite(df), df, 1.0)), stats.norm.sf(z))
+        p = np.where(se > 0, 2 * tail, math.nan)
+        seeds = d.mean(-1)
+        t_half = stats.t.ppf(0.975, S - 1) * seeds.std(-1, ddof=1) / math.sqrt(S)
+    dropped = ms_s <= ms_e
+    seeds_ok = np.abs(m) > t_half
+    return {"mean": m, "se": se, "df": df, "p": p,
+            "mde": np.where(se > 0, _table_mde(mde(se, df), dropped, t_half, S, alpha), math.nan),
+            "seed_dropped": dropped, "seeds_ok": seeds_ok,
+            "sig": (p < alpha) & (~dropped | seeds_ok)}
+
+
 def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0, clusters=None) -> Comparison:
     """Everything the table reports about one paired comparison; with `clusters` (one key per
     prompt) the prompt unit is the cluster (`by_cluster`)."""
@@ -249,8 +345,33 @@ def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0, clusters=None) -> 
     half = float(stats.t.ppf(0.975, df) * se) if math.isfinite(df) else float(stats.norm.ppf(0.975) * se)
     _, t_half = t_interval(d.mean(1).tolist())
     dropped = S < 2 or (d.shape[1] > 1 and mean_squares(d)[0] <= mean_squares(d)[2])
-    return Comparison(m, m - half, m + half, se, df, mde(se, df), boot_lo, boot_hi, t_half, S, P, d.shape[1],
-                      p_value(m, se, df), dropped)
+    return Comparison(m, m - half, m + half, se, df, _table_mde(mde(se, df), dropped, t_half, S), boot_lo, boot_hi,
+                      t_half, S, P, d.shape[1], p_value(m, se, df), dropped)
+
+
+def _table_mde(mixed, dropped, t_half, S: int, alpha: float = 0.05, power: float = 0.80):
+    """The MDE of the test the table stars by: the mixed model's, and where the seed term dropped out
+    (the star then needs the seeds-only interval to exclude 0 too) the larger of it and the seeds-only
+    t-test's MDE (SE t_half / t_{0.975, S-1} on S - 1 df). With one seed, the mixed model's."""
+    if S < 2:
+        return mixed
+    se_seeds = np.asarray(t_half, dtype=float) / stats.t.ppf(0.975, S - 1)
+    seeds = mde(se_seeds, np.full(np.shape(se_seeds), float(S - 1)), alpha, power)
+    out = np.where(np.asarray(dropped) & np.isfinite(seeds), np.fmax(mixed, seeds), mixed)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def table_mde(d: np.ndarray, clusters=None, alpha: float = 0.05, power: float = 0.80) -> float:
+    """The MDE the table reports for a (seeds, prompts) matrix (`compare`'s, without the bootstrap)."""
+    d = np.asarray(d, dtype=float)
+    if clusters is not None:
+        d = by_cluster(d, clusters)
+    S = d.shape[0]
+    se, df = variance_components(d)
+    if not se > 0:
+        return math.nan
+    dropped = S < 2 or (d.shape[1] > 1 and mean_squares(d)[0] <= mean_squares(d)[2])
+    return _table_mde(mde(se, df, alpha, power), dropped, t_interval(d.mean(1).tolist())[1], S, alpha, power)
 
 
 def _welch_df(parts) -> float:
