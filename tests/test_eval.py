@@ -30,7 +30,7 @@ def test_eval_prints_a_table_and_resumes_without_redoing_rows(tmp_path, capsys):
     rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines() if x.endswith("}")]
     assert len(rows) == 6 and len({(r["gen_length"], r["id"]) for r in rows}) == 6
     assert rows[4:] == [json.loads(x) for x in lines[4:]]  # greedy: the redone rows are the same
-    assert (tmp_path / "summary.csv").read_text().startswith("gen_length,n,accuracy")
+    assert (tmp_path / "summary.csv").read_text().startswith("protocol,gen_length,n,accuracy")
 
 
 @pytest.mark.parametrize("remote", [False, True], ids=["native", "remote-code"])

@@ -62,31 +62,35 @@ def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
 
 
 def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | None = None, seed: int = 0,
-             par=None) -> dict:
+             par=None, rule=None, decode=None) -> dict:
     """Greedy (temperature 0 unless cfg says otherwise) decoding of the first n samples. With `par`
     (rl/parallel.py) of several processes, rank r decodes and scores samples r, r + W, ... inside
     par.rollout and every rank gets all rows back in the samples' order (the same rows as one process
-    for greedy decoding; sampled decoding draws its noise per batch, so it is not split-invariant)."""
+    for greedy decoding; sampled decoding draws its noise per batch, so it is not split-invariant).
+    `rule`: the sampler's EOS rule (sampler.Suppress); `decode`: completion ids -> text (default: up to
+    the first EOS). out["step_maps"]: per sample the 1-based step at which each canvas position was committed."""
     samples = list(task.samples)[:n] if n else list(task.samples)
     rank, world = (par.rank, par.world) if par is not None else (0, 1)
     mine = samples[rank::world]
     was_training = adapter.model.training
     adapter.model.eval()
     with par.rollout(adapter.model) if par is not None else nullcontext():
-        batch = sample(adapter, [s.prompt for s in mine], cfg, seed=seed, record=False) if mine else None
+        batch = sample(adapter, [s.prompt for s in mine], cfg, seed=seed, record=False, rule=rule) if mine else None
     adapter.model.train(was_training)
-    texts = batch.texts if batch is not None else []
+    texts = ([decode(row) for row in batch.completion_ids] if decode else batch.texts) if batch is not None else []
+    steps = batch.commit_step.tolist() if batch is not None else []
     rewards = score(task, mine, texts)["rewards"] if mine else []
     passes = batch.forward_passes if batch is not None else 0
     if world > 1:  # rank r's rows are samples r::W; put them back in order
-        parts = par.gather_objects((texts, rewards, passes))
-        texts, rewards = [None] * len(samples), [None] * len(samples)
-        for r, (t, w, _) in enumerate(parts):
-            texts[r::world], rewards[r::world] = t, w
-        passes = max(p for _, _, p in parts)
+        parts = par.gather_objects((texts, rewards, passes, steps))
+        texts, rewards, steps = [None] * len(samples), [None] * len(samples), [None] * len(samples)
+        for r, (t, w, _, m) in enumerate(parts):
+            texts[r::world], rewards[r::world], steps[r::world] = t, w, m
+        passes = max(p for _, _, p, _ in parts)
     out = summarize(rewards)
     out["ids"] = [s.id for s in samples]
     out["completions"] = texts
+    out["step_maps"] = steps
     out["forward_passes"] = passes  # the most any process ran
     return out
 

@@ -50,6 +50,8 @@ class RolloutBatch:
     texts: list[str]
     trajectory: Trajectory | None
     forward_passes: int
+    commit_step: torch.Tensor | None = None  # (N, L) 1-based step of each commit, kept even with record=False
+
 
     @property
     def input_ids(self) -> torch.Tensor:  # (N, P+L)
@@ -102,9 +104,31 @@ def _gumbel(shape, generator, device) -> torch.Tensor:
     return -torch.log(neg_log_u)
 
 
+@dataclass(frozen=True)
+class Suppress:
+    """LLaDA's EOS rules (its generate.py, Appendix B.4), as token ids. `never`: the logits of these
+    ids are -inf (never chosen, out of the confidence too: logits_eos_inf); `late`: these ids leave
+    the confidence's softmax, so a position whose choice is one of them has confidence 0 and is
+    committed after every other one of its step (confidence_eos_eot_inf)."""
+    never: tuple[int, ...] = ()
+    late: tuple[int, ...] = ()
+
+
+def _ruled_confidence(blk, x0, rule: Suppress) -> torch.Tensor:
+    """(N, b) float64 log-confidence of the choices x0 under `rule`: log softmax over the vocabulary
+    without never + late ids; a choice in `late` gets -1e300 (below any real one, above the -inf of
+    positions that are not masked, so the schedule still commits it when its turn comes)."""
+    out_ids = [i for i in {*rule.never, *rule.late} if 0 <= i < blk.shape[-1]]
+    kept = blk.clone()
+    kept[..., out_ids] = -math.inf
+    lse = logsumexp_max(kept)[0]
+    score = (kept.gather(-1, x0[..., None]).squeeze(-1).float() - lse).double()
+    return torch.nan_to_num(score, nan=-1e300, neginf=-1e300)
+
+
 @torch.no_grad()
 def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerConfig, gen: torch.Generator,
-                  record: bool):
+                  record: bool, rule: Suppress | None = None):
     device = adapter.device
     n, p = prompt_ids.shape
     L, b = cfg.gen_length, cfg.block_length
@@ -124,6 +148,7 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     conf_now = torch.full((n, L), math.nan, dtype=torch.float32, device=device) if record else None  # latest c_k
     # never commit a mask, nor a pad unless it is also the EOS (LLaDA: pad = eos), which must stay sampleable
     banned = [i for i in {mask_id, adapter.pad_token_id} - {adapter.eos_token_id} if i is not None]
+    banned += list(rule.never) if rule else []
     t = 0
     for blk in range(num_blocks):
         lo, hi = blk * b, (blk + 1) * b  # block span inside the completion
@@ -150,8 +175,9 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
             x0 = choice_logits.argmax(-1)  # (N, b)
             del choice_logits
             x0_logp = blk.gather(-1, x0[..., None]).squeeze(-1).float() - lse_blk  # (N, b)
+            ruled = _ruled_confidence(blk, x0, rule) if rule and (rule.never or rule.late) else None
             if cfg.remasking == "low_confidence":
-                score = x0_logp.double()
+                score = x0_logp.double() if ruled is None else ruled
             elif cfg.remasking == "random":
                 score = _uniform(x0.shape, gen, device)
             else:
@@ -160,7 +186,8 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
             score = score.masked_fill(~blk_masked, -math.inf)
             rank = score.argsort(dim=1, descending=True).argsort(dim=1)  # (N, b): 0 = most confident
             if parallel:
-                take = blk_masked & ((x0_logp.exp() > cfg.threshold) | (rank == 0))
+                conf = x0_logp.exp() if ruled is None else ruled.exp()
+                take = blk_masked & ((conf > cfg.threshold) | (rank == 0))
             else:
                 take = blk_masked & (rank < sched[:, i].to(device)[:, None])
             i += 1
@@ -207,11 +234,12 @@ def step_logits(adapter: ModelAdapter, x, attn, p: int, lo: int, hi: int, cache:
 
 
 def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[int] = 0,
-           record: bool = True) -> RolloutBatch:
+           record: bool = True, rule: Suppress | None = None) -> RolloutBatch:
     """Sample one completion per prompt (repeat prompts for a group), in chunks of cfg.batch_size.
 
     `seed` is one seed for the whole call, or one per row: then each row's draws do not
-    depend on the rest of the batch (what data-parallel training needs)."""
+    depend on the rest of the batch (what data-parallel training needs). `rule`: LLaDA's EOS
+    rules (`Suppress`; an evaluation protocol's setting, none by default)."""
     L, b = cfg.gen_length, cfg.block_length
     if L % b:
         raise ValueError(f"sampler.gen_length={L} must be a multiple of sampler.block_length={b}")
@@ -230,7 +258,7 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
     for s in range(0, len(prompt_ids), cfg.batch_size):
         chunk_gen = gen[s:s + cfg.batch_size] if isinstance(gen, list) else gen
         out = _sample_chunk(adapter, prompt_ids[s:s + cfg.batch_size], prompt_mask[s:s + cfg.batch_size], cfg,
-                            chunk_gen, record)
+                            chunk_gen, record, rule)
         outs.append(out)
         passes += out[4]
     completion = torch.cat([o[0] for o in outs]).cpu()
@@ -241,7 +269,8 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu(),
                           torch.cat([o[5] for o in outs]).cpu())
     texts = [adapter.decode(row) for row in completion]
-    return RolloutBatch(prompt_ids, prompt_mask, completion, valid_mask(completion, adapter.eos_token_id), texts, traj, passes)
+    return RolloutBatch(prompt_ids, prompt_mask, completion, valid_mask(completion, adapter.eos_token_id), texts, traj, passes,
+                        torch.cat([o[1] for o in outs]).cpu())
 
 
 @torch.no_grad()
