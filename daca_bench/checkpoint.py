@@ -150,9 +150,11 @@ def _one_process_quiet():
 
 
 def _state_options(frozen: bool):
+    """Frozen weights in or out (LoRA). Loading without them is not strict about them: dcp.load itself
+    fails on any trainable weight the checkpoint lacks."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
-    return StateDictOptions(ignore_frozen_params=not frozen)
+    return StateDictOptions(ignore_frozen_params=not frozen, strict=frozen)
 
 
 def save_sharded(run_dir: Path, model, optimizer, state: dict, par, limit: int = 2, frozen: bool = True) -> Path:
@@ -203,18 +205,29 @@ def is_sharded(ckpt: Path | None) -> bool:
     return ckpt is not None and (Path(ckpt) / "dcp").is_dir()
 
 
-def load_sharded(ckpt: Path, model, optimizer, frozen: bool = True) -> None:
-    """Model and optimizer from a checkpoint's `dcp/`, into this run's model (sharded or not, at any
-    number of processes: DCP reshards on load)."""
+def load_sharded(ckpt: Path, model, optimizer=None, frozen: bool = True) -> None:
+    """Model (and optimizer) from a checkpoint's `dcp/`, into this run's model (sharded or not, at any
+    number of processes: DCP reshards on load); the weights take the model's dtype."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
 
     options = _state_options(frozen)
-    model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
-    both = {"model": model_sd, "optim": optim_sd}
+    if optimizer is None:
+        both = {"model": get_model_state_dict(model, options=options)}
+    else:
+        model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
+        both = {"model": model_sd, "optim": optim_sd}
     with _one_process_quiet():
         dcp.load(both, checkpoint_id=str(Path(ckpt) / "dcp"))
-    set_state_dict(model, optimizer, model_state_dict=both["model"], optim_state_dict=both["optim"], options=options)
+    if optimizer is None:
+        set_model_state_dict(model, both["model"], options=options)
+    else:
+        set_state_dict(model, optimizer, model_state_dict=both["model"], optim_state_dict=both["optim"], options=options)
 
 
 def damage(path: Path) -> str | None:

@@ -211,12 +211,18 @@ def test_llada_one_lora_step_with_checkpointing(remote, llada_dir, remote_dir, t
         "rollout": {"gen_length": 4, "block_length": 4, "steps": 4, "temperature": 1.0},
         "eval": {"gen_length": 4, "block_length": 4, "steps": 4}, "sml.k": 2, "dps.enabled": True})
     summary = train(cfg, tmp_path, progress=False)
-    assert summary["steps"] == 1 and summary["forward_passes"]["likelihood"] == 1  # K*N canvases, one batch
+    # the ledger counts canvases: K=2 strata x N=4 rows in the update, 4 rows x 4 denoising steps in the rollout
+    assert summary["steps"] == 1 and summary["ledger"]["phases"]["likelihood"]["passes"] == 8
+    assert summary["ledger"]["phases"]["likelihood"]["flops"] > 0 and summary["ledger"]["completions"] == 4
     row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
-    assert math.isfinite(row["loss"]) and row["passes_rollout"] == 4
+    assert math.isfinite(row["loss"]) and row["passes_rollout"] == 16
     from daca_bench.checkpoint import checkpoints
 
-    assert json.loads((checkpoints(tmp_path)[0] / "adapter_config.json").read_text())["r"] == 4
+    from torch.distributed.checkpoint import FileSystemReader
+
+    meta = FileSystemReader(str(checkpoints(tmp_path)[0] / "dcp")).read_metadata().state_dict_metadata
+    ranks = {m.size[0] for k, m in meta.items() if k.endswith("lora_A.default.weight")}
+    assert ranks == {4}  # the LoRA adapter of rank r=4 is what the (DCP) checkpoint holds
     # the random policy's rewards may tie within groups (zero advantage): check the gradient path directly
     policy = load_policy(cfg, None)
     enable_gradient_checkpointing(policy.model)
@@ -311,7 +317,7 @@ def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(remote_dir, tmp_p
         "loss.loss_type": "bnpo"})
     train(cfg, tmp_path, progress=False)
     checkpoint = find_checkpoint(tmp_path)
-    assert (Path(checkpoint) / "modeling_llada.py").exists()  # the code travels with the weights
+    assert (Path(checkpoint) / "dcp").is_dir()  # weights (fp32 master) in DCP; the code comes from model.name
     resumed = load_policy(cfg, checkpoint)
     assert next(resumed.model.parameters()).dtype == torch.bfloat16
     assert type(resumed.model).__module__.startswith("transformers_modules")

@@ -111,7 +111,13 @@ def test_lora_trains_with_the_adapter_disabled_base_as_reference(tmp_path):
     train(cfg, tmp_path / "a", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["kl"] > 0  # the policy has moved away from the base model
-    assert (tmp_path / "a" / "checkpoint-2" / "adapter_model.safetensors").exists()
+    from torch.distributed.checkpoint import FileSystemReader
+
+    keys = FileSystemReader(str(tmp_path / "a" / "checkpoint-2" / "dcp")).read_metadata().state_dict_metadata
+    model_keys = [k for k in keys if k.startswith("model.")]
+    # the adapter only (the base is train.init's); BERT's output layer is an alias of its frozen embeddings
+    assert model_keys and all("lora_" in k or ".cls.predictions.decoder." in k for k in model_keys)
+    assert any("lora_" in k for k in model_keys) and not any("base_layer" in k for k in model_keys)
     merged = _weights(tmp_path / "a")  # final/ holds the merged model, loadable without peft
     assert not any("lora" in k for k in merged)
     train(apply(cfg, {"train.steps": 3}), tmp_path / "a", progress=False)  # resumes the adapter

@@ -7,7 +7,7 @@ object per process (docs/trainer.md, "Scaling out").
     with par.micro(model, last=i == n - 1): loss.backward()   # gradients reduced once, on the last micro-batch
 
 `train.parallel`: none (one process, no engine), replicate (every rank holds the whole model, gradients
-all-reduced: DDP semantics, for LoRA as d1 and dllm run it), shard (weights, gradients and optimizer state
+all-reduced: DDP semantics, for LoRA as d1 and dllm run it; frozen weights stay outside FSDP2), shard (weights, gradients and optimizer state
 sharded: ZeRO-3, for full fine-tuning), hybrid (shard within a node, replicate across nodes), auto (none at
 one process; LoRA -> replicate; full -> shard, hybrid on several nodes). The trainable weights are kept in
 fp32 (master weights); on CUDA the passes compute in bf16 (`MixedPrecisionPolicy`), gradients reduced in fp32.
@@ -154,7 +154,11 @@ class Parallel:
         mesh = self.mesh()
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
             if self.device_type() == "cuda" else MixedPrecisionPolicy()
-        kw = dict(mesh=mesh, mp_policy=mp, offload_policy=CPUOffloadPolicy() if self.offload else OffloadPolicy())
+        # replicate: frozen weights (LoRA's base) stay plain tensors outside FSDP2, one copy per GPU as d1 and
+        # dllm hold it; managed, FSDP2 would copy them into buffers of its own for every forward
+        frozen = {p for p in model.parameters() if not p.requires_grad} if self.mode == "replicate" else set()
+        kw = dict(mesh=mesh, mp_policy=mp, offload_policy=CPUOffloadPolicy() if self.offload else OffloadPolicy(),
+                  ignored_params=frozen or None)
         for unit in shard_units(model):
             fully_shard(unit, **kw)
         fully_shard(model, **kw)

@@ -63,8 +63,15 @@ def lora_targets(spec: str):
 
 
 def load_policy(cfg: RLConfig, ckpt):
-    """The policy to train: from the checkpoint when resuming; wrapped with LoRA (peft) when train.lora."""
+    """The policy to train: from the checkpoint when resuming (a DCP checkpoint: the initial policy with
+    the checkpoint's weights); wrapped with LoRA (peft) when train.lora."""
+    from ..checkpoint import is_sharded, load_sharded
+
     t = cfg.train
+    if is_sharded(ckpt):
+        adapter = load_policy(cfg, None)
+        load_sharded(ckpt, adapter.model, frozen=not t.lora)
+        return adapter
     if not t.lora:
         return load_pretrained(str(ckpt), cfg.model.trust_remote_code, cfg.model.dtype) if ckpt else load_initial(cfg)
     from peft import LoraConfig, PeftModel, get_peft_model

@@ -39,6 +39,7 @@ from .bases import estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
 from .evaluate import eval_task, evaluate, score, write_eval_records
 from .guards import Guard, collapse_stats, gathered
+from .ledger import Ledger
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .lossparts import row_norms, step_norms
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
@@ -51,19 +52,8 @@ from .sampler import sample
 from .sft import truncate_metrics
 
 
-class PassCounter:
-    """Counts forward passes of a model (a forward pre-hook) per phase."""
-
-    def __init__(self, model):
-        self.counts = Counter()
-        self.phase = "other"
-        model.register_forward_pre_hook(lambda *_: self.counts.update([self.phase]))
-
-    @contextmanager
-    def __call__(self, phase):
-        prev, self.phase = self.phase, phase
-        yield
-        self.phase = prev
+PassCounter = Ledger  # the earlier name (benchmarks/); the ledger books canvases, tokens and FLOPs per phase
+PHASES = ("rollout", "likelihood_old", "likelihood")  # a training step's phases in the ledger
 
 
 def _seed(*key) -> int:
@@ -117,7 +107,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         if reference is not adapter:
             reference.model.to(device).eval().requires_grad_(False)
             par.wrap(reference.model, trainable=False)  # full fine-tuning: the reference sharded too
-    counter = PassCounter(adapter.model)
+    counter = Ledger(adapter.model)  # compute per phase: FLOPs (FlopCounterMode), canvases, tokens
     train_task = training_task(cfg)
     test_task = eval_task(cfg, adapter)  # one fixed set for every cell, built as reproduce builds the start's
     if t.chat_template or t.max_prompt_length:  # d1: one user message of the chat template (+ prefill);
@@ -172,7 +162,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             step = run.step
             metrics.update(step=step, lr=sched.get_last_lr()[0])
             if t.eval_every and step % t.eval_every == 0 and step < t.steps:
-                metrics["test_accuracy"] = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)["accuracy"]
+                before = counter.snapshot()
+                with counter("eval"):
+                    metrics["test_accuracy"] = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)["accuracy"]
+                metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval)
             if log:
                 log.write(json.dumps(metrics) + "\n")
                 if board:
@@ -192,7 +185,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                           "checkpoint saved, rerun to resume", file=sys.stderr)
                 return {"stopped": True, "step": run.step}
         checkpoint()
-        result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
+        before = counter.snapshot()
+        with counter("eval"):
+            result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
+        final_eval = counter.booked(before, ("eval",), par)
         if rank == 0:
             write_eval_records(out / "eval.jsonl", result)
         summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "dps_score": cfg.dps.score,
@@ -200,7 +196,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
                    "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
-                   "statuses": result["statuses"], "forward_passes": dict(counter.counts)}
+                   "statuses": result["statuses"],
+                   **({"ledger": run_ledger(out / "metrics.jsonl", final_eval, result["n"])} if rank == 0 else {})}
         with par.rollout(adapter.model):  # collective-free: rank 0 alone samples the examples
             if rank == 0:
                 write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
@@ -258,6 +255,25 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
     path.write_text(json.dumps(rows, indent=2) + "\n")
 
 
+def run_ledger(path: Path, final_eval: dict, n_eval: int) -> dict:
+    """The run's compute ledger, for summary.json: per phase the FLOPs, canvases (passes: every SML
+    stratum and inner update), tokens and seconds summed over the steps in metrics.jsonl (so a resumed
+    run counts every step once), plus the final evaluation's; and the samples: prompts, completions,
+    reward calls."""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    total = lambda key: sum(r.get(key, 0) or 0 for r in rows)  # noqa: E731
+    phases = {}
+    for p in (*PHASES, "eval"):
+        late = final_eval if p == "eval" else {}
+        phases[p] = {"flops": total(f"flops_{p}") + late.get(f"flops_{p}", 0),
+                     "passes": total(f"passes_{p}") + late.get(f"passes_{p}", 0),
+                     "tokens": total(f"tokens_{p}") + late.get(f"tokens_{p}", 0),
+                     "seconds": round(total(f"seconds_{'update' if p == 'likelihood' else p}"), 3)}
+    return {"phases": phases, "flops_train": sum(phases[p]["flops"] for p in PHASES),
+            "prompts": total("prompts"), "completions": total("completions"),
+            "reward_calls": total("reward_calls") + total("eval_prompts") + n_eval}
+
+
 def regime_means(path: Path) -> dict:
     """The run's mean clip fraction and k3 KL (what a reader needs to know whether the ratio, the
     clip and the KL term acted), from metrics.jsonl."""
@@ -295,7 +311,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     """One rollout batch and its mu inner updates; returns the step's metrics, over every process's rows."""
     par = par or Parallel("none")
     t, G = cfg.train, cfg.train.num_generations
-    timer, passes_before = {}, Counter(counter.counts)
+    timer, before = {}, counter.snapshot()
     tick = time.perf_counter()
     # 1. rollouts with the trajectory record; one seed per sequence, keyed by the global prompt index, so batches
     # split across processes agree (collective-free: ranks may run different numbers of passes)
@@ -368,7 +384,7 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             if par.any(not torch.isfinite(loss)):  # every rank stops, not only the one that saw it
                 raise FloatingPointError(f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
                                          "checkpoint is overwritten. Lower train.lr or check the rewards.")
-            with par.micro(adapter.model, last=m == len(micro) - 1):
+            with par.micro(adapter.model, last=m == len(micro) - 1), counter("likelihood"), counter.backward():
                 (loss * (sl.stop - sl.start) / len(rows)).backward()
             sums.update({k: v * (sl.stop - sl.start) for k, v in {"loss": loss.item(), **st}.items()})
         gnorm = float(_full(torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.grad_clip)))
@@ -377,7 +393,8 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
         opt.step()
     timer["update"] = time.perf_counter() - tick
     return {**step_metrics(par, all_r, scored, sums, n_all * t.mu, gnorm, weights, valid, batch, cfg, timer),
-            **{f"passes_{k}": v for k, v in (counter.counts - passes_before).items()}}
+            **counter.booked(before, PHASES, par), "prompts": len(prompts) * par.world, "completions": n_all,
+            "reward_calls": n_all}
 
 
 def _full(x):

@@ -167,6 +167,7 @@ def train_cell(cfg: RLConfig, folder: Path, resume: bool, gpus: int = 0) -> None
     from ...config import dump
 
     spec = Path(folder) / "cell_config.json"
+    spec.parent.mkdir(parents=True, exist_ok=True)
     dump(cfg, spec)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(gpus),
                "-m", __name__, str(spec), str(folder), "resume" if resume else "fresh"]
