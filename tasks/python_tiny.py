@@ -8,7 +8,9 @@ Train and test are disjoint by INSTANCE: the function's behaviour on 0..12 toget
 the four shown examples picks the split, so no test prompt (and no other spelling of it) is
 seen in training, while the library of functions is shared: the task is to tell from four
 examples which function of the library is meant, as countdown shares its numbers across
-splits. (v1 split by function alone; the tiny model then scored 0 % on test after SFT: a
+splits. The instances of one target function cluster (`cluster=target_function`: the test set of
+768 instances holds 207 functions in tiny-full, 217 in its exploratory run), and the tables resample by
+function. (v1 split by function alone; the tiny model then scored 0 % on test after SFT: a
 constant never seen, as in `4*x`, is out of its reach, and RL had no reward to work with.) Fields for held-out rows:
 `examples` (list of [x, y], shown) and optional `tests` (list of [x, y], all checked;
 default: the examples). RL's dense reward (`train.reward=dense`) is the fraction of those
@@ -110,7 +112,13 @@ def _generate(split: str, n: int, seed: int) -> list[Sample]:
     return samples
 
 
-@register_task("python_tiny", family="code", version=VERSION, splits=HASH_SPLITS, tiny=True,
+def target_function(sample: Sample) -> str | None:
+    """The cluster of an instance: its target function (the tables pair and resample by it, since the
+    instances of one function, shown other examples, succeed or fail together); None: its own."""
+    return sample.target or None
+
+
+@register_task("python_tiny", family="code", version=VERSION, splits=HASH_SPLITS, tiny=True, cluster=target_function,
                description="tiny Python: an integer expression from four I/O examples, run in the sandbox")
 def python_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
                 timeout: float = 5.0, shaping: str | None = None) -> Task:

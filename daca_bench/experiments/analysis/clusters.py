@@ -1,7 +1,8 @@
 """Each scored prompt's cluster: the unit the tables pair and resample by.
 
 A task declares what its items cluster on (`register_task(..., cluster="solution")`: sudoku
-puzzles of one solution grid); where it declares nothing each item is its own cluster. An
+puzzles of one solution grid; `python_tiny`'s instances of one target function, shown other
+examples); where it declares nothing each item is its own cluster. An
 eval.jsonl row may carry its `cluster`; where it does not, the key comes from the task's own
 samples, rebuilt from the cells' configs (task, test split, size and seed) and matched by id.
 

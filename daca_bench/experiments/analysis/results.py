@@ -4,7 +4,7 @@
 Every cell of a grid is scored on its family's one fixed test set (`train.test_seed`) and keeps
 its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND by prompt, and
 resampled by the task's cluster of prompts (experiments/analysis/clusters.py: sudoku puzzles by solution
-grid). The table has one row per (base, task, variant):
+grid, python_tiny's instances by target function). The table has one row per (base, task, variant):
 
 - `acc`: test accuracy (%, exact match), mean over seeds;
 - `delta_pp` with `lo`/`hi`: the paired difference against the row's reference (`vs`: the
