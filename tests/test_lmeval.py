@@ -1,0 +1,132 @@
+"""lm-evaluation-harness backend (issue 46): lm_eval model `daca` runs a local generation task and a local
+multiple-choice task on the tiny model, offline; its loglikelihood is LLaDA's Monte Carlo ELBO, checked
+against a hand computation on a fixed seed; stop strings cut the generated text; CFG; one-line errors."""
+import json
+
+import pytest
+import torch
+
+lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is not installed (pip install 'daca-bench[lmeval]')")
+
+from lm_eval.api.instance import Instance  # noqa: E402
+
+from daca_bench.cli import main  # noqa: E402
+from daca_bench.config import SamplerConfig  # noqa: E402
+from daca_bench.errors import ConfigError  # noqa: E402
+from daca_bench.experiments.commands.lmeval import DacaLM, Guided, cut_at_stops, request_key  # noqa: E402
+from daca_bench.rl.likelihood import keyed_generator  # noqa: E402
+from daca_bench.rl.sampler import sample  # noqa: E402
+
+TASK = """task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: {kind}
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{target}"
+{extra}
+metric_list:
+  - metric: {metric}
+"""
+
+
+def write_tasks(folder):
+    """A generation task and a multiple-choice task: two YAML files and their JSONL data."""
+    gen, mc = folder / "gen.jsonl", folder / "mc.jsonl"
+    gen.write_text("".join(json.dumps({"question": f"{i}+{i}=", "answer": str(2 * i)}) + "\n" for i in range(3)))
+    mc.write_text("".join(json.dumps({"question": f"{i}+1=", "choices": [str(i + 1), str(i + 7)], "label": 0}) + "\n"
+                          for i in range(3)))
+    (folder / "gen.yaml").write_text(TASK.format(name="daca_local_gen", data=gen, kind="generate_until",
+                                                 target="{{answer}}", metric="exact_match",
+                                                 extra='generation_kwargs:\n  until: ["\\n"]'))
+    (folder / "mc.yaml").write_text(TASK.format(name="daca_local_mc", data=mc, kind="multiple_choice",
+                                                target="{{label}}", metric="acc",
+                                                extra='doc_to_choice: "{{choices}}"'))
+
+
+def test_lm_eval_runs_a_local_generation_and_a_multiple_choice_task_on_tiny(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    write_tasks(tmp_path)
+    out = tmp_path / "out"
+    assert main(["lm-eval", "--model", "daca", "--model_args", "model=tiny,gen_length=8,steps=8,mc_num=4,mc_batch=8",
+                 "--tasks", "daca_local_gen,daca_local_mc", "--include_path", str(tmp_path), "--batch_size", "4",
+                 "--output_path", str(out), "--log_samples"]) == 0
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    assert set(results) == {"daca_local_gen", "daca_local_mc"}
+    assert 0.0 <= results["daca_local_mc"]["acc,none"] <= 1.0
+    gen = [json.loads(x) for x in next(out.rglob("samples_daca_local_gen_*.jsonl")).read_text().splitlines()]
+    mc = [json.loads(x) for x in next(out.rglob("samples_daca_local_mc_*.jsonl")).read_text().splitlines()]
+    assert len(gen) == 3 and all("\n" not in r["resps"][0][0] for r in gen)  # cut at the stop string
+    assert len(mc) == 3 and all(len(r["resps"]) == 2 and float(r["resps"][0][0][0]) < 0 for r in mc)  # an ELBO per choice
+
+
+def test_generate_until_is_the_samplers_text_cut_at_the_first_stop_string():
+    lm = DacaLM(model="tiny", gen_length=16, steps=8, batch_size=2)
+    prompts = ["12+5=", "3*4=", "7-2="]
+    full = sample(lm.adapter, prompts, lm.sampler, seed=0, record=False).texts
+    stops = [full[0][3:5], full[1][1], "never there"]  # strings the completions hold (and one they do not)
+    got = lm.generate_until([Instance("generate_until", {}, (p, {"until": [s, "zzz"]}), i)
+                             for i, (p, s) in enumerate(zip(prompts, stops))])
+    assert got == [full[0][:full[0].index(stops[0])], full[1][:full[1].index(stops[1])], full[2]]
+    assert cut_at_stops("a;b.c", [".", ";"]) == "a" and cut_at_stops("abc", None) == "abc"
+
+
+def hand_elbo(adapter, context: str, continuation: str, draws: int, seed: int) -> float:
+    """LLaDA's ELBO by hand: per draw l ~ U{1..L} continuation tokens masked (the request's keyed
+    generator), the masked tokens' log-softmax of the target summed with weight L / l, mean over draws."""
+    ctx = adapter.encode([context])[0]
+    cont = adapter.encode([context + continuation])[0][len(ctx):]
+    L, total = len(cont), 0.0
+    for d in range(draws):
+        gen = keyed_generator(seed, "elbo", request_key(context, continuation), d)
+        l = int(torch.randint(1, L + 1, (1,), generator=gen))
+        masked = torch.randperm(L, generator=gen)[:l]
+        noisy = torch.tensor(cont)
+        noisy[masked] = adapter.mask_token_id
+        ids = torch.cat([torch.tensor(ctx, dtype=torch.long), noisy])[None]
+        with torch.no_grad():
+            logits = adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0, len(ctx):].double()
+        logp = torch.log_softmax(logits, -1)[torch.arange(L), torch.tensor(cont)]
+        total += float((L / l) * logp[masked].sum())
+    return total / draws
+
+
+def test_loglikelihood_is_llada_s_elbo_computed_by_hand():
+    lm = DacaLM(model="tiny", mc_num=6, mc_batch=4, seed=3, batch_size=3)
+    reqs = [("12+5=", "17"), ("Q: 2+2? A:", " 4"), ("", "hello")]
+    got = lm.loglikelihood([Instance("loglikelihood", {}, r, i) for i, r in enumerate(reqs)])
+    for (context, cont), (ll, greedy) in zip(reqs, got):
+        assert ll == pytest.approx(hand_elbo(lm.adapter, context, cont, 6, 3), abs=1e-5) and greedy is False
+    one = DacaLM(model="tiny", mc_num=6, mc_batch=4, seed=3, batch_size=1)  # masks keyed per request, not per batch
+    assert [x for x, _ in one.loglikelihood([Instance("loglikelihood", {}, reqs[1], 0)])] == pytest.approx([got[1][0]], abs=1e-5)
+    rolling = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, ("hello",), 0)])
+    assert rolling == pytest.approx([got[2][0]], abs=1e-5)
+
+
+def test_classifier_free_guidance_and_the_greedy_check():
+    lm = DacaLM(model="tiny", mc_num=2, greedy_check=True)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    plain = lm.adapter.logits(ids, torch.ones_like(ids))
+    assert torch.allclose(Guided(lm.adapter, 2, 0.0).logits(ids, torch.ones_like(ids)), plain, atol=1e-5)
+    un = lm.adapter.logits(torch.tensor([[lm.adapter.mask_token_id] * 2 + [7, 8, 9]]), torch.ones_like(ids))
+    assert torch.allclose(Guided(lm.adapter, 2, 1.5).logits(ids, torch.ones_like(ids)), un + 2.5 * (plain - un), atol=1e-4)
+    guided = DacaLM(model="tiny", mc_num=2, cfg=1.5)
+    req = Instance("loglikelihood", {}, ("12+5=", "17"), 0)
+    assert guided.loglikelihood([req])[0][0] != lm.loglikelihood([req])[0][0]
+    ctx = lm.adapter.encode(["12+5="])[0]
+    greedy = sample(lm.adapter, [ctx], SamplerConfig(gen_length=3, block_length=3, steps=3), record=False)
+    ids = greedy.completion_ids[0].tolist()
+    assert lm._is_greedy(ctx, ids) is True and lm._is_greedy(ctx, [ids[0], ids[1], (ids[2] + 1) % 90 + 4]) is False
+
+
+def test_bad_model_args_are_one_line_errors(tmp_path, capsys, monkeypatch):
+    with pytest.raises(ConfigError, match="unknown model_args colour"):
+        DacaLM(model="tiny", colour="red")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    write_tasks(tmp_path)
+    assert main(["lm-eval", "--model", "daca", "--model_args", "model=tiny,mc_num=0", "--tasks", "daca_local_mc",
+                 "--include_path", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("daca-bench lm-eval:") and "mc_num=0 must be at least 1" in err[-1]
