@@ -1,5 +1,6 @@
 """Command-line entry points that belong to no room below: `daca-bench train` (`train`),
-`daca-bench eval` (`eval`) and `daca-bench table` (`table`). The other commands live in the
+`daca-bench eval` (`eval`, with the evaluation protocols of `protocols`), `daca-bench lm-eval`
+(`lmeval`: lm-evaluation-harness model `daca`) and `daca-bench table` (`table`). The other commands live in the
 module of their concept (`ablate` in grid.ablation, `plot` in analysis.plots, `reproduce` in
 grid.reproduce, ...); `daca_bench.cli` maps names to modules.
 
