@@ -198,3 +198,13 @@ def test_an_evaluation_split_over_two_gloo_processes_writes_the_rows_of_one(tmp_
         runs[nproc] = sorted((tmp_path / str(nproc) / "samples.jsonl").read_text().splitlines())
     assert len(runs[1]) == 10 and runs[2] == runs[1]
     assert json.loads((tmp_path / "2" / "record.json").read_text())["processes"] == 2
+
+
+def test_the_eval_benchmark_s_batched_rows_equal_the_one_at_a_time_reference(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_eval import main as bench
+
+    assert bench(["--quick", "--json", str(tmp_path / "rows.json")]) == 0
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    same = {(r["model"], r["setting"].split(" (")[0]): r["identical"] for r in rows}
+    assert same[("tiny", "batched")] == "6/6" and same[("LLaDA class (random, small)", "batched")] == "4/4"
