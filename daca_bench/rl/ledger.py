@@ -26,6 +26,30 @@ from torch.utils.flop_counter import FlopCounterMode
 COLUMNS = ("flops_forward", "flops_backward", "canvases", "tokens", "calls", "seconds")
 
 
+def _cpu_attention(query_shape, key_shape, value_shape, *_, out_shape=None, **__) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _cpu_attention_backward(grad_out_shape, query_shape, key_shape, value_shape, *_, out_shape=None, **__) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+def flop_counter() -> FlopCounterMode:
+    """PyTorch's FLOP counter, taught the CPU's fused attention kernel (counted with the library's own
+    attention formula; the library counts the GPU's flash / efficient kernels and the math path, not
+    this one, so on a CPU the attention FLOPs would otherwise be missing)."""
+    aten = torch.ops.aten
+    extra = {}
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        extra[aten._scaled_dot_product_flash_attention_for_cpu] = _cpu_attention
+        extra[aten._scaled_dot_product_flash_attention_for_cpu_backward] = _cpu_attention_backward
+    return FlopCounterMode(display=False, custom_mapping=extra)
+
+
 def _shapes(value) -> tuple:
     """The shapes of the tensors in a call's arguments (and a KV cache's window): the key of its cost."""
     if isinstance(value, torch.Tensor):
@@ -47,6 +71,10 @@ class Ledger:
         self._pending: list[tuple] = []  # shapes of the grad-enabled forwards since the last backward
         self._counter: FlopCounterMode | None = None
         self._key = None
+        self.watch(model)
+
+    def watch(self, model: torch.nn.Module) -> None:
+        """Book this model's forwards too (a full fine-tune's separate reference model)."""
         model.register_forward_pre_hook(self._before, with_kwargs=True)
         model.register_forward_hook(self._after, with_kwargs=True)
 
@@ -65,7 +93,7 @@ class Ledger:
         if key in self._fwd or self._counter is not None:
             entry["flops_forward"] += self._fwd.get(key, 0.0)
             return
-        self._key, self._counter = key, FlopCounterMode(display=False)
+        self._key, self._counter = key, flop_counter()
         self._counter.__enter__()
 
     def _after(self, _module, _args, _kwargs, _output):
@@ -97,7 +125,7 @@ class Ledger:
             entry["flops_backward"] += self._bwd[key]
             yield
             return
-        with FlopCounterMode(display=False) as counter:
+        with flop_counter() as counter:
             yield
         self._bwd[key] = float(counter.get_total_flops())
         entry["flops_backward"] += self._bwd[key]

@@ -108,6 +108,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             reference.model.to(device).eval().requires_grad_(False)
             par.wrap(reference.model, trainable=False)  # full fine-tuning: the reference sharded too
     counter = Ledger(adapter.model)  # compute per phase: FLOPs (FlopCounterMode), canvases, tokens
+    if reference is not None and reference is not adapter:
+        counter.watch(reference.model)
     train_task = training_task(cfg)
     test_task = eval_task(cfg, adapter)  # one fixed set for every cell, built as reproduce builds the start's
     if t.chat_template or t.max_prompt_length:  # d1: one user message of the chat template (+ prefill);

@@ -1,0 +1,174 @@
+"""`daca-bench cost`: each arm's FLOPs per training step, predicted from its config before anything
+runs, counted by the same `FlopCounterMode` as the ledger (rl/ledger.py) on a copy of the model on the
+meta device (shapes only: no weights, no memory; LLaDA-8B and Dream-7B at their published sizes).
+
+    daca-bench cost --preset tiny                            # the preset's arms, per step and per cell
+    daca-bench cost --config configs/paper/llada_gsm8k.yaml  # baseline vs +DACA at the paper's shape
+
+A step is modelled as the trainer runs it (rl/trainer.py): the rollout's `rollout.steps` denoising
+passes over the B*G canvases of prompt + completion (cache none; a cached or threshold rollout is
+measured by the ledger, not predicted here); the old-policy passes (mu - 1 draws, or none when every
+inner iteration scores the same canvases or the base reads no ratio) and the reference passes (beta >
+0) over K' * B*G canvases (K' = min(K, L) strata), without gradient; and mu updates, forward and
+backward, over the same K' * B*G canvases. FLOPs are linear in the rows of a pass, so one canvas of
+each kind is counted and multiplied. The prompt length P is the longest of the first batch's prompts
+(tiny tasks have one prompt format) or, for the paper presets, `train.max_prompt_length`.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import torch
+
+from ...config import RLConfig, load_config
+from ...errors import UnavailableError
+from ...rl.ledger import flop_counter
+
+PHASES = ("rollout", "likelihood_old", "likelihood")
+PAPER_FAMILIES = {"llada": "llada", "dream": "dream"}
+
+
+def meta_model(cfg: RLConfig) -> torch.nn.Module:
+    """The policy's architecture on the meta device: the tiny BERT, or LLaDA / Dream at the published
+    config (by the name in model.name), with LoRA and gradient checkpointing as the config sets them."""
+    from ...models import build_char_tokenizer, build_tiny_model
+
+    name = (cfg.model.name or "").lower()
+    with torch.device("meta"):
+        if cfg.model.name == "tiny" or (cfg.train.init and cfg.model.name == "tiny"):
+            model = build_tiny_model(cfg.model, build_char_tokenizer())
+        else:
+            family = next((f for f in PAPER_FAMILIES if f in name), None)
+            if family is None:
+                raise UnavailableError(f"daca-bench cost: no shape known for model {cfg.model.name!r}; it models the "
+                                       "tiny model and LLaDA / Dream at their published sizes")
+            from ...archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
+            from ...testing.paper import DREAM, LLADA
+
+            fields = {k: v for k, v in (LLADA if family == "llada" else DREAM).items() if k != "model_type"}
+            config_cls, model_cls = (LLaDAConfig, LLaDAModelLM) if family == "llada" else (DreamConfig, DreamModel)
+            model = model_cls(config_cls(**fields))
+    if cfg.train.lora:
+        from peft import LoraConfig, get_peft_model
+
+        from ...rl.policy import lora_targets
+
+        model = get_peft_model(model, LoraConfig(r=cfg.train.lora_r, lora_alpha=cfg.train.lora_alpha,
+                                                 target_modules=lora_targets(cfg.train.lora_target_modules)))
+    if cfg.train.gradient_checkpointing:
+        from ...rl.memory import enable_gradient_checkpointing
+
+        enable_gradient_checkpointing(model)
+    return model
+
+
+def _count(model, seq: int, grad: bool, adapter_off: bool = False) -> float:
+    """FLOPs of one canvas of `seq` tokens: a forward (grad=False), or forward and backward."""
+    ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
+    off = model.disable_adapter() if adapter_off and hasattr(model, "disable_adapter") else None
+    with flop_counter() as counter, torch.set_grad_enabled(grad):
+        if off is not None:
+            off.__enter__()
+        try:
+            out = model(input_ids=ids)
+            logits = out.logits if hasattr(out, "logits") else out[0]
+            if grad:
+                logits.float().sum().backward()
+        finally:
+            if off is not None:
+                off.__exit__(None, None, None)
+    return float(counter.get_total_flops())
+
+
+def prompt_length(cfg: RLConfig) -> int:
+    """P: the padded prompt length of a step (the first batch's longest prompt; the paper presets' cut)."""
+    t = cfg.train
+    if t.max_prompt_length:
+        return t.max_prompt_length
+    from ...models import build_char_tokenizer
+    from ...registry import get_task
+
+    if cfg.model.name != "tiny":
+        raise UnavailableError("daca-bench cost: set train.max_prompt_length to model the prompt of a hub model")
+    samples = list(get_task(t.task, split="train", n=t.n_train, seed=t.seed).samples)[:t.prompts_per_step]
+    tok = build_char_tokenizer()
+    return max(len(tok(s.prompt)["input_ids"]) for s in samples)
+
+
+def step_flops(cfg: RLConfig, model=None) -> dict:
+    """Predicted FLOPs per training step, per phase, and the step's canvases (B*G) and strata K'."""
+    from ...rl.bases import ratio_free
+    from ...rl.trainer import same_masks
+
+    if cfg.rollout.cache != "none" or cfg.rollout.threshold is not None:
+        raise UnavailableError("daca-bench cost models uncached schedule rollouts (rollout.cache=none, no threshold); "
+                               "the ledger in each cell's summary measures the others")
+    if cfg.loss.base not in ("grpo", "gspo", "reinforce_pp"):
+        raise UnavailableError(f"daca-bench cost models grpo, gspo and reinforce_pp (SML likelihood); loss.base="
+                               f"{cfg.loss.base} has its own estimator: read its cells' ledgers")
+    model = model if model is not None else meta_model(cfg)
+    t, L = cfg.train, cfg.rollout.gen_length
+    S = prompt_length(cfg) + L
+    rows = t.prompts_per_step * t.num_generations
+    strata = min(cfg.sml.k, L)
+    draws = 1 if same_masks(cfg) else t.mu  # as the trainer decides it
+    old = 0 if ratio_free(cfg) else draws - 1
+    ref = draws if cfg.loss.beta > 0 else 0
+    fwd = _count(model, S, grad=False)
+    ref_fwd = _count(model, S, grad=False, adapter_off=t.lora) if ref else 0.0
+    return {"rollout": cfg.rollout.steps * rows * fwd,
+            "likelihood_old": strata * rows * (old * fwd + ref * ref_fwd),
+            "likelihood": t.mu * strata * rows * _count(model, S, grad=True),
+            "canvas": S, "rows": rows, "strata": strata}
+
+
+def arms(preset_name: str | None, config: str | None) -> list[tuple[str, str, RLConfig]]:
+    """(group, variant, config) per arm: a tiny preset's variants per family (and setting), seed 0; or
+    a config's baseline and +DACA (sml.k=4 dps.enabled=true)."""
+    if config:
+        cfg = load_config(config, [], RLConfig)
+        return [("", "baseline", cfg), ("", "+DACA", load_config(config, ["sml.k=4", "dps.enabled=true"], RLConfig))]
+    from .pipeline import tiny_cells
+    from .presets import PRESETS, TinyPreset
+
+    preset = PRESETS.get(preset_name)
+    if not isinstance(preset, TinyPreset):
+        raise UnavailableError(f"daca-bench cost --preset {preset_name}: a tiny preset, or --config FILE for a paper "
+                               f"config; tiny presets: {', '.join(k for k, v in PRESETS.items() if isinstance(v, TinyPreset))}")
+    sft = {label: {"folder": "sft"} for label in preset.families}
+    seen, out = set(), []
+    for cell in tiny_cells(preset, sft, seeds=[0]):
+        group = " ".join(str(cell.axes[k]) for k in ("loss.base", "train.task", "setting") if k in cell.axes)
+        if (group, cell.axes["variant"]) not in seen:
+            seen.add((group, cell.axes["variant"]))
+            out.append((group, cell.axes["variant"], replace(cell.config, train=replace(cell.config.train, init=""))))
+    return out
+
+
+def configure(parser) -> None:
+    parser.add_argument("--preset", default="tiny", help="a tiny preset (daca-bench reproduce --list)")
+    parser.add_argument("--config", default=None, help="a training config instead (e.g. configs/paper/llada_gsm8k.yaml)")
+
+
+def run(args) -> int:
+    rows = []
+    for group, variant, cfg in arms(args.preset, args.config):
+        try:
+            f = step_flops(cfg)
+        except UnavailableError as exc:
+            print(f"{group} {variant}: {exc}", file=sys.stderr)
+            continue
+        rows.append((group, variant, f, sum(f[p] for p in PHASES), cfg.train.steps))
+    if not rows:
+        return 2
+    base = {g: tot for g, v, _, tot, _ in rows if v == "baseline"}
+    print("| arm | rollout | old + ref | update | per step | rollout share | vs its baseline | per cell |")
+    print("|---|---|---|---|---|---|---|---|")
+    for group, variant, f, total, steps in rows:
+        ratio = f"{total / base[group]:.2f}x" if base.get(group) else "-"
+        print(f"| {f'{group} {variant}'.strip()} | {f['rollout']:.3g} | {f['likelihood_old']:.3g} | "
+              f"{f['likelihood']:.3g} | {total:.3g} | {f['rollout'] / total:.0%} | {ratio} | {total * steps:.3g} |")
+    print(f"\nFLOPs counted by torch.utils.flop_counter on the meta device; canvas {rows[0][2]['canvas']} tokens, "
+          f"{rows[0][2]['rows']} rows per step (docs/method.md, 'What DACA costs').")
+    return 0
