@@ -130,3 +130,38 @@ def test_bad_model_args_are_one_line_errors(tmp_path, capsys, monkeypatch):
                  "--include_path", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("daca-bench lm-eval:") and "mc_num=0 must be at least 1" in err[-1]
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_give_the_results_of_one(tmp_path):
+    """lm_eval hands rank r the documents r::world; the ELBO's masks are keyed per request and decoding is
+    greedy, so two processes score every document as one process does, and rank 0 writes them."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    write_tasks(tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1"}
+    samples = {}
+    for nproc in (1, 2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)] \
+            if nproc == 2 else [sys.executable]
+        out = tmp_path / f"out{nproc}"
+        done = subprocess.run([*launch, "-m", "daca_bench", "lm-eval", "--model", "daca", "--model_args",
+                               "model=tiny,gen_length=8,steps=8,mc_num=4", "--tasks", "daca_local_gen,daca_local_mc",
+                               "--include_path", str(tmp_path), "--output_path", str(out), "--log_samples"],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        # each request's first response (lm_eval repeats a request to even out the ranks' counts)
+        samples[nproc] = {p.name.split("_2")[0]: sorted((json.loads(x)["doc_id"], json.dumps([r[0] for r in json.loads(x)["resps"]]))
+                                                        for x in p.read_text().splitlines())
+                          for p in out.rglob("samples_*.jsonl")}
+        samples[nproc]["results"] = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    assert set(samples[1]) == {"samples_daca_local_gen", "samples_daca_local_mc", "results"}
+    assert samples[2] == samples[1] and len(samples[1]["samples_daca_local_mc"]) == 3
