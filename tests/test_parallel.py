@@ -30,7 +30,9 @@ BASE = ["train", "--no-progress", "train.precision=fp32", "train.task=even_lengt
         "rollout.steps=4", "rollout.temperature=1.0", "eval.block_length=4", "eval.steps=4"]
 LORA = ["train.lora=true", "train.lora_r=4", "train.lora_alpha=8"]
 LOSSES = {"grpo": [], "bnpo": ["loss.loss_type=bnpo", "loss.beta=0.04"], "gspo": ["loss.base=gspo", "loss.beta=0.04"]}
-LOCAL = ("seconds_", "tokens_per_s")  # this process's timings, by design
+# this process's timings, by design; and the work the ledger books: each process pads its prompts to the longest
+# of its own share, so the tokens and FLOPs it ran depend on the split (its canvases, passes_*, do not)
+LOCAL = ("seconds_", "tokens_per_s", "tokens_", "flops_")
 
 
 def _port() -> int:
