@@ -265,3 +265,21 @@ def test_an_unknown_variant_names_the_headline_ones(capsys):
 
     assert main(["train", "--variant", "+DAC", "--print-config"]) == 2
     assert "choose from baseline, +DPS, +SML, +DACA, +DPS-random" in capsys.readouterr().err
+
+
+def test_eval_reads_an_rl_checkpoint_as_the_policy_at_that_step(tmp_path):
+    """checkpoint-STEP/ holds DCP shards, not a model folder: eval builds the run's policy from its
+    config.json and loads the step's weights (LoRA merged); at the last step that is final/'s model."""
+    from daca_bench.rl.policy import load_trained
+
+    cfg = _cfg(**{"train.lora": True, "train.lora_r": 4, "train.lora_alpha": 8, "train.steps": 2, "train.save_every": 2})
+    train(cfg, tmp_path / "run", progress=False)
+    at_step = load_trained(str(tmp_path / "run" / "checkpoint-2")).model.state_dict()
+    final = _weights(tmp_path / "run")
+    assert at_step.keys() >= final.keys()
+    assert all(torch.allclose(at_step[k], final[k], atol=1e-6) for k in final)
+    from daca_bench.cli import main
+
+    out = tmp_path / "eval"
+    assert main(["eval", "--model", str(tmp_path / "run" / "checkpoint-2"), "--task", "even_length", "--n", "4",
+                 "--output-dir", str(out), "--no-progress"]) == 0

@@ -5,12 +5,14 @@ a checkpoint, wrapped with LoRA (peft) and, as d1 loads it, on a 4-bit NF4 base;
 """
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import fields, replace
+from pathlib import Path
 
 import torch
 
-from ..config import ConfigError, RLConfig
-from ..models import load_model, load_pretrained
+from ..config import ConfigError, RLConfig, apply
+from ..models import ModelAdapter, load_checkpoint, load_model, load_pretrained
 
 
 def disable_dropout(model) -> None:
@@ -83,3 +85,24 @@ def load_policy(cfg: RLConfig, ckpt):
         model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
                                                       target_modules=lora_targets(t.lora_target_modules)))
     return replace(base, model=model)
+
+
+def load_trained(name: str, trust_remote_code: bool = False, dtype: str = "float32", base: str = "") -> ModelAdapter:
+    """What `eval`, `lm-eval` and `sample` load as a model: an RL run's checkpoint-STEP/ (a DCP checkpoint:
+    the run's policy at that step, built from the run's config.json beside it, LoRA merged), else
+    models.load_checkpoint (a save_pretrained folder, a LoRA adapter folder, a hub id, tiny)."""
+    from ..checkpoint import is_sharded
+
+    folder = Path(name)
+    if not is_sharded(folder):
+        return load_checkpoint(name, trust_remote_code, dtype, base)
+    try:
+        raw = json.loads((folder.parent / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{name} is a training checkpoint (dcp/) whose run config {folder.parent / 'config.json'} "
+                          f"cannot be read ({type(exc).__name__}); evaluate the run's final/ instead") from exc
+    cfg = apply(RLConfig(), {f.name: raw[f.name] for f in fields(RLConfig) if f.name in raw})
+    cfg = replace(cfg, model=replace(cfg.model, dtype=dtype), train=replace(cfg.train, load_in_4bit=False))
+    adapter = load_policy(cfg, folder)
+    model = adapter.model.merge_and_unload() if cfg.train.lora else adapter.model
+    return replace(adapter, model=model, source=name)

@@ -38,7 +38,8 @@ from tqdm.auto import tqdm
 from ...canvas import check, check_fits, gold_lengths
 from ...config import SamplerConfig
 from ...errors import ConfigError
-from ...models import load_checkpoint, run_canvas
+from ...models import run_canvas
+from ...rl.policy import load_trained
 from ...rl.evaluate import evaluate
 from . import protocols
 
@@ -212,8 +213,11 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
         bar.close()
     ids = {str(s.id) for s in samples}
     keys = {L: decoding(cfg, protocols.suppress(name, task.name, adapter, cfg.cache)) for L, cfg in cfgs.items()}
-    return summarise([r for (p, L, key, sid), r in done.items() if p == name and sid in ids and L in cfgs
-                      and key == keys[L]], cfgs, name)
+    table = summarise([r for (p, L, key, sid), r in done.items() if p == name and sid in ids and L in cfgs
+                       and key == keys[L]], cfgs, name)
+    if rank == 0:  # this protocol's table; `run` rewrites it with every protocol's and the record
+        write_summary(out, table)
+    return table
 
 
 def versions() -> dict:
@@ -229,13 +233,14 @@ def versions() -> dict:
     return out
 
 
-def write_summary(out: Path, table: list[dict], record: dict) -> None:
-    (out / "summary.md").write_text(markdown(table) + "\n\n" + describe(record) + "\n")
+def write_summary(out: Path, table: list[dict], record: dict | None = None) -> None:
+    (out / "summary.md").write_text(markdown(table) + "\n" + ("\n" + describe(record) + "\n" if record else ""))
     with open(out / "summary.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(table)
-    (out / "record.json").write_text(json.dumps(record, indent=2) + "\n")
+    if record:
+        (out / "record.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
 def describe(record: dict) -> str:
@@ -306,7 +311,7 @@ def run(args) -> int:
     par = Parallel("none", rank, world) if world > 1 else None
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n] if args.n else list(task.samples)
-    adapter = load_checkpoint(args.model, args.trust_remote_code, args.dtype, args.base)
+    adapter = load_trained(args.model, args.trust_remote_code, args.dtype, args.base)
     adapter.model.to(default_device())
     chat = args.chat_template == "on" or (args.chat_template == "auto" and bool(getattr(adapter.tokenizer, "chat_template", None)))
     posed = {n: protocols.protocol_task(n, replace(task, samples=samples), adapter, chat, args.seed) for n in plans}

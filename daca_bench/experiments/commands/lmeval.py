@@ -32,7 +32,8 @@ from tqdm.auto import tqdm
 
 from ...config import SamplerConfig
 from ...errors import ConfigError
-from ...models import default_device, load_checkpoint
+from ...models import default_device
+from ...rl.policy import load_trained
 from ...rl import parallel
 from ...rl.likelihood import elbo_logprobs
 from ...rl.sampler import pad_prompts, sample
@@ -83,7 +84,7 @@ class DacaLM(LM):
         model = kw.get("pretrained") or model
         parallel.init_process_group()
         self._rank, self._world_size = parallel.rank_and_world()
-        self.adapter = load_checkpoint(str(model), str(trust_remote_code).lower() in TRUE, dtype, base)
+        self.adapter = load_trained(str(model), str(trust_remote_code).lower() in TRUE, dtype, base)
         self.adapter.model.to(default_device()).eval()
         self._device = self.adapter.device
         L = int(gen_length)
