@@ -12,15 +12,11 @@ Its uncertainty has three sources: seeds, prompts and their interaction.
   that resamples seeds and prompts independently (the hierarchical bootstrap for this design),
   kept beside it as a check. It counts the residual term more than once, so it is somewhat
   wider (conservative) when the seed x prompt noise is large.
-- `mde`: the minimum detectable effect, lambda(df) * SE / c4(df): the true difference that this
-  design finds with the given power at a two-sided alpha. lambda is the noncentrality at which a
-  two-sided t-test on the comparison's own (Satterthwaite) df rejects with that power (noncentral
-  t, solved exactly), and SE / c4(df) corrects the measured SE for its downward bias (an SE on df
-  degrees of freedom averages c4(df) = sqrt(2/df) Gamma((df+1)/2) / Gamma(df/2) times the true one).
-  Both matter where the seed term dominates and df is near seeds - 1: at 8 seeds (df 7) the MDE is
-  3.39 SE, not the (t_0.975 + t_0.80) = 3.26 SE of the textbook shortcut, at 3 seeds (df 2) 6.38,
-  not 5.36; with a large df it is 2.80 SE as before. `table_tests` runs the table's test and
-  MDE on a stack of matrices at once (the power simulation in tests/test_stats.py).
+- `mde`: the minimum detectable effect, lambda(df) * SE / c4(df): the true difference found with
+  the given power by a two-sided t-test on the comparison's own df. lambda: the noncentrality of
+  a noncentral t with that power; SE / c4(df): the SE freed of its downward bias on df. At df 7
+  (8 seeds, seed-dominated) 3.39 SE, not the shortcut (t_0.975 + t_0.80) 3.26; at df 2 6.38, not
+  5.36; 2.80 at large df. `table_tests`: the table's test and MDE on a stack of matrices at once.
 - `t_interval`: the plain t-interval of per-seed means (the seeds-only interval). Where the seed
   term's estimate drops to 0 the mixed df jumps to about P - 1; `Comparison.seed_dropped` says so
   and the table prints the seeds-only interval beside the mixed one (and stars neither then
@@ -191,8 +187,7 @@ def smallest(comps: tuple[float, float, float], target: float, *, seeds: int | N
 
 
 def c4(df):
-    """E[s] / sigma for an SE on df degrees of freedom (s^2 = sigma^2 chi^2_df / df):
-    sqrt(2/df) Gamma((df+1)/2) / Gamma(df/2); 1 where df is infinite."""
+    """E[s] / sigma for an SE on df (s^2 = sigma^2 chi^2_df / df): sqrt(2/df) G((df+1)/2) / G(df/2)."""
     df = np.asarray(df, dtype=float)
     fin = np.isfinite(df) & (df > 0)
     safe = np.where(fin, df, 1.0)
@@ -211,10 +206,8 @@ def _power(lam, df, crit):
 
 
 def noncentrality(df, alpha: float = 0.05, power: float = 0.80):
-    """The noncentrality lambda at which a two-sided level-alpha t-test on df degrees of freedom
-    rejects with the given power: P(|T(df, lambda)| > t_{1-alpha/2, df}) = power (noncentral t,
-    normal where df is infinite). Vectorised: Newton steps from the Johnson-Welch approximation
-    lambda ~ c (1 - 1/(4 df)) + z_power sqrt(1 + c^2 / (2 df)), to 1e-10."""
+    """lambda with P(|T(df, lambda)| > t_{1-alpha/2, df}) = power (noncentral t; normal where df is
+    infinite). Vectorised Newton steps from the Johnson-Welch approximation, to 1e-10."""
     df = np.asarray(df, dtype=float)
     fin = np.isfinite(df)
     d = np.where(fin, df, 1.0)
@@ -383,8 +376,7 @@ def _welch_df(parts) -> float:
 
 
 def _half(se: float, df: float, level: float = 0.95) -> float:
-    q = stats.t.ppf((1 + level) / 2, df) if math.isfinite(df) else stats.norm.ppf((1 + level) / 2)
-    return float(q * se)
+    return float((stats.t.ppf((1 + level) / 2, df) if math.isfinite(df) else stats.norm.ppf((1 + level) / 2)) * se)
 
 
 @dataclass(frozen=True)
@@ -392,16 +384,15 @@ class Difference:
     diff: float  # a - b
     se: float  # sqrt(se_a^2 + se_b^2): independent runs
     df: float  # Welch-Satterthwaite from the two runs' df
-    lo: float  # 95 % interval: diff -+ t_{0.975, df} * se
+    lo: float  # 95 % interval: diff -+ t_{0.975, df} * se (hi the other end); p: two-sided, NaN without spread
     hi: float
-    p: float  # two-sided p of diff / se against t(df); NaN where neither run has spread
+    p: float
 
 
 def difference(a: float, se_a: float, df_a: float, b: float, se_b: float, df_b: float,
                level: float = 0.95) -> Difference:
-    """The difference of two independent estimates (two runs of one comparison), each with its
-    SE and Satterthwaite df: diff = a - b, SE = sqrt(se_a^2 + se_b^2), df by Welch-Satterthwaite
-    (the t of each table's own interval carried into their difference)."""
+    """a - b for two independent runs' estimates of one comparison (each with its SE and df): SE
+    sqrt(se_a^2 + se_b^2) on the Welch-Satterthwaite df (each table's own t, carried over)."""
     d = float(a - b)
     se = math.sqrt(se_a ** 2 + se_b ** 2)
     if not (math.isfinite(se) and se > 0):
@@ -413,27 +404,25 @@ def difference(a: float, se_a: float, df_a: float, b: float, se_b: float, df_b: 
 
 @dataclass(frozen=True)
 class Pooled:
-    mean: float  # inverse-variance (fixed-effect) pooled estimate: sum w_i x_i / sum w_i, w_i = 1 / se_i^2
-    se: float  # 1 / sqrt(sum w_i)
-    df: float  # Satterthwaite: (sum w_i)^2 / sum (w_i^2 / df_i)
+    mean: float  # inverse-variance pooled estimate: sum w_i x_i / W, w_i = 1 / se_i^2, W = sum w_i
+    se: float  # 1 / sqrt(W), df: Satterthwaite W^2 / sum (w_i^2 / df_i), lo/hi: its 95 % t interval
+    df: float
     lo: float
     hi: float
     k: int  # runs pooled
-    q: float  # Cochran's Q = sum w_i (x_i - mean)^2, chi^2 with k - 1 df under a common effect
+    q: float  # Cochran's Q = sum w_i (x_i - mean)^2 (q_p: its chi^2 p on k - 1 df)
     q_p: float
-    tau2: float  # DerSimonian-Laird between-run variance: max(0, (Q - (k-1)) / (W - sum w^2 / W))
-    i2: float  # I^2 = max(0, (Q - (k-1)) / Q): the share of the spread beyond sampling error
-    re_mean: float  # random-effects estimate, weights 1 / (se_i^2 + tau2)
+    tau2: float  # DerSimonian-Laird: max(0, (Q - (k-1)) / (W - sum w^2 / W)); i2: max(0, (Q - (k-1)) / Q)
+    i2: float
+    re_mean: float  # random effects, weights 1 / (se_i^2 + tau2), with a normal interval (re_lo, re_hi)
     re_se: float
-    re_lo: float  # normal interval (the DerSimonian-Laird convention)
+    re_lo: float
     re_hi: float
 
 
 def pool(estimates, ses, dfs=None, level: float = 0.95) -> Pooled:
-    """Pool several runs' estimates of one comparison (their SEs; their df, default infinite):
-    the inverse-variance mean with a t interval (Satterthwaite df from the runs'), Cochran's Q
-    and its chi^2 p, the DerSimonian-Laird tau^2, I^2 and the random-effects mean. NaN where a run
-    has no spread (a zero SE has no finite weight)."""
+    """Several runs' estimates of one comparison (SEs; df, default infinite) pooled (`Pooled`); NaN
+    where a run has no spread (a zero SE has no finite weight)."""
     x = np.asarray(list(estimates), dtype=float)
     se = np.asarray(list(ses), dtype=float)
     df = np.full(x.shape, math.inf) if dfs is None else np.asarray(list(dfs), dtype=float)
