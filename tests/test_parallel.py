@@ -281,3 +281,15 @@ def test_sft_under_two_processes_equals_one(tmp_path):
                 assert ra[k] == pytest.approx(rb[k], rel=1e-4), (k, ra[k], rb[k])
     s1, s2 = (json.loads((r / "summary.json").read_text()) for r in (runs[1], runs[2]))
     assert s1["accuracy"] == s2["accuracy"] and s2["world_size"] == 2
+
+
+def test_an_accelerate_deepspeed_or_fsdp_launch_is_refused_in_one_line(monkeypatch):
+    """`accelerate launch` is a launcher here (it sets torchrun's variables); its own engines are not."""
+    from daca_bench.config import ConfigError
+    from daca_bench.rl.parallel import init_process_group
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for kind in ("DEEPSPEED", "FSDP"):
+        monkeypatch.setenv("ACCELERATE_DISTRIBUTED_TYPE", kind)
+        with pytest.raises(ConfigError, match="train.parallel"):
+            init_process_group()
