@@ -1,15 +1,16 @@
 """Data parallelism on PyTorch's own engine: FSDP2 (`fully_shard`) under `torchrun`, one `Parallel`
 object per process (docs/trainer.md, "Scaling out").
 
-    par = Parallel.start(cfg.train)            # the process group (cpu:gloo,cuda:nccl) and the mode
+    par = Parallel.start(t.parallel, t.lora)   # the process group (cpu:gloo,cuda:nccl) and the mode
     model = par.wrap(model)                    # FSDP2 on a replicate / shard / hybrid mesh; as is for none
     with par.rollout(model): sample(...)       # unsharded and collective-free: ranks may decode unequal passes
     with par.micro(model, last=i == n - 1): loss.backward()   # gradients reduced once, on the last micro-batch
 
 `train.parallel`: none (one process, no engine), replicate (every rank holds the whole model, gradients
-all-reduced: DDP semantics, for LoRA as d1 and dllm run it; frozen weights stay outside FSDP2), shard (weights, gradients and optimizer state
-sharded: ZeRO-3, for full fine-tuning), hybrid (shard within a node, replicate across nodes), auto (none at
-one process; LoRA -> replicate; full -> shard, hybrid on several nodes). The trainable weights are kept in
+all-reduced: DDP semantics, for LoRA as d1 and dllm run it; frozen weights stay outside FSDP2), shard
+(weights, gradients and optimizer state sharded: ZeRO-3, for full fine-tuning), hybrid (shard within a
+node, replicate across nodes), auto (none at one process; LoRA -> replicate; full -> shard, hybrid on
+several nodes). The trainable weights are kept in
 fp32 (master weights); on CUDA the passes compute in bf16 (`MixedPrecisionPolicy`), gradients reduced in fp32.
 """
 from __future__ import annotations
