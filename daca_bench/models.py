@@ -57,6 +57,15 @@ def build_tiny_model(cfg: ModelConfig, tokenizer):
 
 
 @dataclass
+class CanvasMask:
+    """An (N, S) attention mask prepared once for many forward passes (`ModelAdapter.canvas_mask`)."""
+    mask: torch.Tensor  # (N, S) 1/0
+    positions: torch.Tensor  # (N, S) position ids, 0 at each row's first real token
+    padded: bool  # any 0 in mask (known on the host)
+    sdpa: torch.Tensor  # (N, 1, 1, S) bool: the form the native classes hand to SDPA
+
+
+@dataclass
 class ModelAdapter:
     model: torch.nn.Module
     tokenizer: object
@@ -72,25 +81,79 @@ class ModelAdapter:
         params = inspect.signature(core.forward).parameters
         self._takes_positions = "position_ids" in params
         self._takes_mask = "attention_mask" in params
+        self._keep_arg = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
+        self._row_memo: dict = {}
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(N, P+L) ids -> (N, P+L, V) logits. Left padding is given positions from 0 at the first real token."""
+    def logits(self, input_ids: torch.Tensor, attention_mask=None, keep: tuple[int, int] | None = None) -> torch.Tensor:
+        """(N, P+L) ids -> (N, P+L, V) logits. Left padding is given positions from 0 at the first real token.
+        attention_mask: (N, P+L) 1/0, or a `CanvasMask` prepared once for many passes (`canvas_mask`).
+        keep = (a, b): the logits of positions a..b-1 only, (N, b-a, V): the output layer runs on those
+        rows only where the model takes `logits_to_keep` (the native LLaDA and Dream classes, remote code
+        that has the argument; `num_logits_to_keep`: the suffix from a); otherwise (BertForMaskedLM, the
+        published LLaDA code) it runs on every row and the rows are sliced after."""
+        kw = self._mask_kwargs(attention_mask)
+        if keep is None:
+            out = self.model(input_ids=input_ids, **kw)
+            logits = out.logits if hasattr(out, "logits") else out[0]
+            if self.shift_logits:
+                logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+            return logits
+        rows = self._rows(keep, 0, input_ids.device)  # raw output rows, Dream's shift included
+        first = max(keep[0] - 1, 0) if self.shift_logits else keep[0]
+        if self._keep_arg == "logits_to_keep":
+            kw["logits_to_keep"] = rows
+        elif self._keep_arg == "num_logits_to_keep":
+            kw["num_logits_to_keep"] = input_ids.shape[1] - first
+        out = self.model(input_ids=input_ids, **kw)
+        logits = out.logits if hasattr(out, "logits") else out[0]
+        if self._keep_arg == "logits_to_keep":
+            return logits
+        return logits.index_select(1, rows - first if self._keep_arg else rows)
+
+    def canvas_mask(self, attention_mask: torch.Tensor, padded: bool) -> CanvasMask:
+        """An (N, S) 1/0 mask prepared once for every pass over canvases of its shape (a rollout): the
+        position ids, and `padded` (whether any row has a 0, which the caller knows on the host: no device
+        sync per pass). Unpadded, the model is called without a mask (SDPA free to pick its fused kernel);
+        padded, the native classes get the (N, 1, 1, S) bool form SDPA takes, built once."""
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        return CanvasMask(attention_mask, positions, bool(padded), attention_mask.bool()[:, None, None, :])
+
+    def _mask_kwargs(self, attention_mask) -> dict:
+        """The mask and position keyword arguments of one call of the model."""
         kw = {}
+        if isinstance(attention_mask, CanvasMask):
+            if not attention_mask.padded:
+                return kw  # positions 0..S-1 and no mask: what an all-ones mask gives
+            if self.cache_kind() == "native":
+                return {"attention_mask": attention_mask.sdpa, "position_ids": attention_mask.positions}
+            positions, attention_mask = attention_mask.positions, attention_mask.mask
+        else:
+            positions = None
         if attention_mask is not None and self._takes_mask:
             keep = attention_mask.bool()  # (N, P+L)
             kw["attention_mask"] = keep[:, None, None, :].expand(-1, 1, keep.shape[1], -1) if self.square_mask \
                 else attention_mask  # (N, 1, P+L, P+L) bool for the published Dream code
         if attention_mask is not None and self._takes_positions:
-            kw["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, **kw)
-        logits = out.logits if hasattr(out, "logits") else out[0]
-        if self.shift_logits:
-            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
-        return logits
+            kw["position_ids"] = positions if positions is not None else (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        return kw
+
+    def _rows(self, keep: tuple[int, int], first: int, device) -> torch.Tensor:
+        """A 1-D index tensor of the raw output rows that give positions keep[0]..keep[1]-1 of a pass whose
+        first raw row is canvas position `first` (Dream: raw row j-1 predicts j, position 0 its own row);
+        made once per (keep, first, device)."""
+        key = (keep, first, str(device))
+        rows = self._row_memo.get(key)
+        if rows is None:
+            if len(self._row_memo) > 256:
+                self._row_memo.clear()
+            rows = torch.arange(*keep, device=device)
+            rows = (rows - 1).clamp(min=0) - first if self.shift_logits else rows - first
+            self._row_memo[key] = rows
+        return rows
 
     def cache_kind(self) -> str | None:
         """Which KV-cached pass this model has: "native" (daca_bench.archs' LLaDA and Dream), "bert"
@@ -110,28 +173,35 @@ class ModelAdapter:
                               f"set {key}=none, or load LLaDA / Dream without model.trust_remote_code")
         return kind
 
-    def forward_cached(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache, window=None,
-                       key: str = "sampler.cache") -> torch.Tensor:
-        """The KV-cached pass (`sampler.cache`). (N, S) canvas ids and 1/0 mask, a `KVCache`:
-        window None -> a full pass that (re)fills the cache, (N, S, V) logits as `logits` gives;
+    def forward_cached(self, input_ids: torch.Tensor, attention_mask, cache, window=None,
+                       key: str = "sampler.cache", keep: tuple[int, int] | None = None) -> torch.Tensor:
+        """The KV-cached pass (`sampler.cache`). (N, S) canvas ids and 1/0 mask (or a `CanvasMask`), a
+        `KVCache`: window None -> a full pass that (re)fills the cache, (N, S, V) logits as `logits` gives;
         window (lo, hi) -> only positions lo..hi-1 recomputed against the cached keys of the rest,
-        (N, hi-lo, V) logits for those positions."""
+        (N, hi-lo, V) logits for those positions. keep = (a, b), inside the pass's positions: the output
+        layer runs on positions a..b-1 only, (N, b-a, V)."""
         kind = self.require_cache(key)
         S = input_ids.shape[1]
         first, hi = window or (0, S)
         lo = first - 1 if self.shift_logits and first > 0 else first  # Dream: the raw row before predicts `first`
         cache.window = None if window is None else (lo, hi)
-        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (N, S), as in `logits`
-        ids, pos = input_ids[:, lo:hi], positions[:, lo:hi]
+        if isinstance(attention_mask, CanvasMask):
+            positions, mask = attention_mask.positions, attention_mask.sdpa if attention_mask.padded else None
+        else:
+            positions, mask = (attention_mask.long().cumsum(-1) - 1).clamp(min=0), attention_mask  # as in `logits`
+        rows = None if keep is None else self._rows(keep, lo, input_ids.device)
+        kw = {"input_ids": input_ids[:, lo:hi], "attention_mask": mask, "position_ids": positions[:, lo:hi],
+              "past_key_values": cache, "logits_to_keep": rows}
         if kind == "native":
-            out = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=pos, past_key_values=cache).logits
+            out = self.model(**kw).logits
         else:
             from .archs.bert import bert_cached
 
-            for hook in list(self.model._forward_pre_hooks.values()):  # pass counters see this pass too
-                hook(self.model, ())
             core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-            out = bert_cached(core, ids, attention_mask, pos, cache)
+            out = _as_call(self.model, kw, lambda: bert_cached(core, kw["input_ids"], mask, kw["position_ids"], cache,
+                                                                rows))
+        if rows is not None:
+            return out
         if self.shift_logits:  # (N, hi-lo, V): raw row i-1 predicts position i; position 0 keeps its own row
             out = out[:, :-1] if first > 0 else torch.cat([out[:, :1], out[:, :-1]], dim=1)
         return out
@@ -168,6 +238,17 @@ class ModelAdapter:
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         (path / "daca_adapter.json").write_text(json.dumps({"shift_logits": self.shift_logits, "source": self.source}))
+
+
+def _as_call(module: torch.nn.Module, kwargs: dict, run):
+    """run() as if it were module(**kwargs) to the module's forward hooks (pass counters, the compute
+    ledger: rl/ledger.py), for a pass that goes through the module's parts rather than its forward."""
+    for hid, hook in list(module._forward_pre_hooks.items()):
+        hook(module, (), kwargs) if hid in module._forward_pre_hooks_with_kwargs else hook(module, ())
+    out = run()
+    for hid, hook in list(module._forward_hooks.items()):
+        hook(module, (), kwargs, out) if hid in module._forward_hooks_with_kwargs else hook(module, (), out)
+    return out
 
 
 def _mask_id(tokenizer, config) -> int:

@@ -5,6 +5,7 @@ through the model's own submodules, so LoRA layers and trained weights act as in
     logits = bert_cached(model, ids, mask, positions, cache)                  # fill: (B, S, V)
     cache.window = (lo, hi)
     logits = bert_cached(model, ids[:, lo:hi], mask, positions[:, lo:hi], cache)   # (B, hi-lo, V)
+    logits = bert_cached(..., keep=rows)      # the head on those rows of the pass only: (B, len(rows), V)
 
 Only absolute position embeddings and an encoder (no cross-attention) are supported; the
 attention is SDPA at BERT's scale 1/sqrt(head_dim), dropout off (rollouts run in eval mode).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .common import KVCache, sdpa_mask
+from .common import KVCache, keep_rows, sdpa_mask
 
 
 def supports(model) -> bool:
@@ -25,9 +26,11 @@ def supports(model) -> bool:
 
 
 def bert_cached(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, position_ids: torch.Tensor,
-                cache: KVCache) -> torch.Tensor:
+                cache: KVCache, keep=None) -> torch.Tensor:
     """input_ids, position_ids (B, T) for the cache's window (the whole canvas when it is None);
-    attention_mask (B, S) 1/0 over the whole canvas. Returns (B, T, V) logits."""
+    attention_mask None, (B, S) 1/0 or (B, 1, 1, S) bool over the whole canvas. Returns (B, T, V)
+    logits, or with `keep` (`logits_to_keep`'s convention: an int n, a 1-D index tensor) the MLM
+    head run on those rows only."""
     bert = model.bert
     h = bert.embeddings(input_ids=input_ids, position_ids=position_ids)  # (B, T, hidden)
     mask = sdpa_mask(attention_mask, h.dtype)  # None | (B, 1, 1, S) bool
@@ -44,4 +47,4 @@ def bert_cached(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, heads, T, hd)
         a = layer.attention.output(a.transpose(1, 2).reshape(b, t, heads * hd), h)  # dense, residual, LayerNorm
         h = layer.output(layer.intermediate(a), a)
-    return model.cls(h)
+    return model.cls(keep_rows(h, keep))

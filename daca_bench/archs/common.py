@@ -5,6 +5,7 @@ position ids (no buffers to initialise), the attention-mask forms SDPA takes, an
     q = apply_rope(q, cos, sin)                               # q: (B, H, T, D)
     bias = sdpa_mask(attention_mask, dtype)                   # None | (B, 1, 1|T, T) bool or float
     cache = KVCache(); model(ids, past_key_values=cache)      # fill; then cache.window = (lo, hi)
+    h = keep_rows(h, logits_to_keep)                          # the rows the output layer runs on
 
 Written for this project from the architectures' published descriptions (Llama-style blocks).
 """
@@ -70,12 +71,26 @@ def sdpa_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.
     return attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(dtype)
 
 
+def keep_rows(h: torch.Tensor, logits_to_keep) -> torch.Tensor:
+    """The hidden states (B, T, d) the output layer needs, transformers' `logits_to_keep` convention:
+    None or 0 all rows, an int n the last n, a 1-D index tensor those rows (in its order)."""
+    if logits_to_keep is None or (isinstance(logits_to_keep, int) and logits_to_keep == 0):
+        return h
+    if isinstance(logits_to_keep, int):
+        return h[:, -logits_to_keep:]
+    return h.index_select(1, logits_to_keep)
+
+
 class KVCache:
     """Keys and values of a whole canvas, per layer, from one full pass (`window` None: each layer
-    stores its (B, Hkv, S, D) K and V). A later pass over canvas positions [lo, hi) only (`window`
-    = (lo, hi), its input ids x[:, lo:hi]) attends to the stored keys with [lo, hi) replaced by its
-    own fresh ones; the store is left as it was. Fast-dLLM's prefix cache is the window
-    [block start, S), its dual cache [block start, block end)."""
+    keeps its (B, Hkv, S, D) K and V, the full pass's own tensors, no copy). A later pass over canvas
+    positions [lo, hi) only (`window` = (lo, hi), its input ids x[:, lo:hi]) writes its fresh keys
+    and values into rows [lo, hi) of the store in place and attends to the whole store: no
+    per-pass concatenation. So a window pass reads the stored rows outside its window and its own
+    rows inside it; a later window must cover the rows an earlier one wrote (the sampler repeats
+    one window per block, then refills with a full pass). Fast-dLLM's prefix cache is the window
+    [block start, S), its dual cache [block start, block end). With autograd on, a window pass
+    concatenates instead (an in-place write would break the backward); the rollouts run without it."""
 
     def __init__(self):
         self.keys: list[torch.Tensor] = []
@@ -95,7 +110,11 @@ class KVCache:
             raise ValueError("KVCache: a window pass before any full pass filled the cache")
         lo, hi = self.window
         K, V = self.keys[layer], self.values[layer]  # (B, Hkv, S, D)
-        return torch.cat([K[:, :, :lo], k, K[:, :, hi:]], dim=2), torch.cat([V[:, :, :lo], v, V[:, :, hi:]], dim=2)
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
+            return torch.cat([K[:, :, :lo], k, K[:, :, hi:]], dim=2), torch.cat([V[:, :, :lo], v, V[:, :, hi:]], dim=2)
+        K[:, :, lo:hi] = k
+        V[:, :, lo:hi] = v
+        return K, V
 
     def rows(self, mask: torch.Tensor | None) -> torch.Tensor | None:
         """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks unchanged."""

@@ -19,7 +19,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import KVCache, RMSNorm, apply_rope, default_positions, repeat_kv, rope, sdpa_mask
+from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_rows, repeat_kv, rope, sdpa_mask
 
 
 class DreamConfig(PretrainedConfig):
@@ -135,10 +135,12 @@ class DreamModel(PreTrainedModel):
         self.lm_head = value
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
-                past_key_values: KVCache | None = None, **kwargs):
-        """input_ids (B, T); attention_mask None | (B, T) | (B, 1, T, T) bool; position_ids (B, T).
+                past_key_values: KVCache | None = None, logits_to_keep=None, **kwargs):
+        """input_ids (B, T); attention_mask None | (B, T) | (B, 1, 1|T, T) bool; position_ids (B, T).
         Returns the published code's raw logits (B, T, V): row i predicts token i+1. With a `KVCache`
-        whose window is (lo, hi): input_ids are canvas positions lo..hi-1, the mask covers the canvas."""
+        whose window is (lo, hi): input_ids are canvas positions lo..hi-1, the mask covers the canvas.
+        `logits_to_keep` (None | int n: the last n rows | 1-D index tensor): the raw rows the final
+        norm and lm_head run on."""
         x = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, hidden)
         if position_ids is None:
             position_ids = default_positions(x[..., 0], past_key_values)
@@ -148,4 +150,4 @@ class DreamModel(PreTrainedModel):
             mask = past_key_values.rows(mask)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, mask, past_key_values, i)
-        return MaskedLMOutput(logits=self.lm_head(self.model.norm(x)))
+        return MaskedLMOutput(logits=self.lm_head(self.model.norm(keep_rows(x, logits_to_keep))))

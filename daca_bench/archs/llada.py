@@ -19,7 +19,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import KVCache, RMSNorm, apply_rope, default_positions, repeat_kv, rope, sdpa_mask
+from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_rows, repeat_kv, rope, sdpa_mask
 
 # options of the published config this class does not implement, with the value it needs
 UNSUPPORTED = {"alibi": False, "block_type": "llama", "layer_norm_type": "rms", "attention_layer_norm": False,
@@ -133,10 +133,11 @@ class LLaDAModelLM(PreTrainedModel):
         self.model.transformer.ff_out = value
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
-                past_key_values: KVCache | None = None, **kwargs):
-        """input_ids (B, T); attention_mask None | (B, T) | (B, 1, T, T) bool; position_ids (B, T).
+                past_key_values: KVCache | None = None, logits_to_keep=None, **kwargs):
+        """input_ids (B, T); attention_mask None | (B, T) | (B, 1, 1|T, T) bool; position_ids (B, T).
         With a `KVCache` whose window is (lo, hi): input_ids are canvas positions lo..hi-1 and the
-        mask covers the whole canvas ((B, S) or (B, 1, S, S))."""
+        mask covers the whole canvas ((B, S) or (B, 1, 1|S, S)). `logits_to_keep` (None | int n: the
+        last n rows | 1-D index tensor): the rows the final norm and the output layer run on."""
         tr = self.model.transformer
         x = tr.wte(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, d)
         if position_ids is None:
@@ -147,4 +148,4 @@ class LLaDAModelLM(PreTrainedModel):
             mask = past_key_values.rows(mask)
         for i, block in enumerate(tr.blocks):
             x = block(x, cos, sin, mask, past_key_values, i)
-        return MaskedLMOutput(logits=tr.ff_out(tr.ln_f(x)))  # (B, T, V)
+        return MaskedLMOutput(logits=tr.ff_out(tr.ln_f(keep_rows(x, logits_to_keep))))  # (B, T or kept, V)
