@@ -30,7 +30,7 @@ import torch
 from ..archs.common import KVCache
 from ..config import SamplerConfig, pick
 from ..models import ModelAdapter
-from .likelihood import logsumexp_max
+from .likelihood import LOGIT_CHUNK, _chunks, logsumexp_max
 
 
 @dataclass
@@ -91,17 +91,75 @@ def valid_mask(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
     return ~after_first
 
 
-def _uniform(shape, gen, device) -> torch.Tensor:
-    """float64 uniforms from one generator, or row by row from one generator per row."""
-    if isinstance(gen, list):
-        return torch.stack([torch.rand(shape[1:], dtype=torch.float64, generator=g, device=device) for g in gen])
-    return torch.rand(shape, dtype=torch.float64, generator=gen, device=device)
+class _Draws:
+    """The sampler's random draws, into float64 buffers made once per chunk and refilled every pass:
+    uniforms from one generator for the whole chunk, or row by row from each row's own generator (a
+    row's draws never depend on the rows beside it: data-parallel training splits batches anywhere).
+    The values are torch.rand's, draw for draw (tests/test_cache.py's golden rollouts); the loop over
+    rows issues one fill per row, the cost of keeping each row's stream its own (BENCHMARKS.md)."""
+
+    def __init__(self, gen, device):
+        self.gen, self.device, self.bufs = gen, device, {}
+
+    def buffer(self, name: str, shape) -> torch.Tensor:
+        buf = self.bufs.get(name)
+        if buf is None or buf.shape != tuple(shape):
+            buf = self.bufs[name] = torch.empty(shape, dtype=torch.float64, device=self.device)
+        return buf
+
+    def uniform(self, shape, name: str = "uniform") -> torch.Tensor:
+        out = self.buffer(name, shape)
+        if isinstance(self.gen, list):
+            for row, g in zip(out, self.gen):
+                row.uniform_(generator=g)
+        else:
+            out.uniform_(generator=self.gen)
+        return out
+
+    def gumbel(self, shape) -> torch.Tensor:
+        """-log(-log u), u clamped away from 0 as before, computed in place."""
+        return self.uniform(shape, "gumbel").clamp_min_(1e-300).log_().neg_().clamp_min_(1e-300).log_().neg_()
 
 
-def _gumbel(shape, generator, device) -> torch.Tensor:
-    u = _uniform(shape, generator, device)
-    neg_log_u = (-torch.log(u.clamp_min(1e-300))).clamp_min(1e-300)
-    return -torch.log(neg_log_u)
+def _choose(blk: torch.Tensor, temperature: float, banned: torch.Tensor, draws: _Draws) -> torch.Tensor:
+    """(N, b, V) logits -> (N, b) choices: argmax, or with temperature argmax of logits / T + Gumbel
+    noise in float64 (exact: every float32 / bf16 value is a float64); `banned` ids never chosen.
+    Greedy writes -inf into the banned columns of `blk` and puts them back (no copy of the whole)."""
+    if temperature > 0:
+        choice = draws.buffer("choice", blk.shape)
+        choice.copy_(blk).div_(temperature).add_(draws.gumbel(blk.shape))
+        return choice.index_fill_(-1, banned, -math.inf).argmax(-1)
+    kept = blk.index_select(-1, banned)
+    x0 = blk.index_fill_(-1, banned, -math.inf).argmax(-1)
+    blk.index_copy_(-1, banned, kept)
+    return x0
+
+
+def _vocab_stats(logits: torch.Tensor, b0: int, b1: int, entropy: bool, chunk: int = LOGIT_CHUNK):
+    """One pass over the vocabulary of (N, C, V) logits, `chunk` tokens at a time in float32: the (N, C)
+    logsumexp and max (torch.logsumexp's own steps: max, exp of the difference, sum, log, add), and with
+    `entropy` the (N, b1-b0) entropy in nats of positions b0..b1-1, log s - sum_v e_v z_v / s from the
+    same z = logit - max and e = exp z (no cancellation: both terms are >= 0)."""
+    n, c = logits.shape[:2]
+    lse = torch.empty((n, c), dtype=torch.float32, device=logits.device)
+    top = torch.empty_like(lse)
+    ent = torch.empty((n, b1 - b0), dtype=torch.float32, device=logits.device) if entropy else None
+    floor = torch.finfo(torch.float32).min  # a -inf logit: e = 0, and 0 * floor = 0 (not nan)
+    for r, q in _chunks(logits, chunk):
+        xf = logits[r, q].float()  # the logits themselves when they are float32: never written
+        m = xf.amax(-1, keepdim=True)
+        z = xf - m
+        e = z.exp()
+        s = e.sum(-1)
+        log_s = s.log()
+        top[r, q] = m.squeeze(-1)
+        lse[r, q] = log_s + m.squeeze(-1)
+        lo, hi = max(q.start, b0), min(q.stop, c, b1)
+        if ent is not None and lo < hi:
+            zz, ee = z[:, lo - q.start:hi - q.start], e[:, lo - q.start:hi - q.start]
+            ent[r, lo - b0:hi - b0] = log_s[:, lo - q.start:hi - q.start] - (ee * zz.clamp_min(floor)).sum(-1) \
+                / s[:, lo - q.start:hi - q.start]
+    return lse, top, ent
 
 
 @dataclass(frozen=True)
@@ -127,15 +185,20 @@ def _ruled_confidence(blk, x0, rule: Suppress) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerConfig, gen: torch.Generator,
-                  record: bool, rule: Suppress | None = None):
+def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerConfig, gen, record: bool,
+                  rule: Suppress | None = None):
+    """One chunk of rows. Its pass loop reads nothing back to the host (no .item(), no .any() of a device
+    tensor) but, with a threshold, whether the block is done; LLaDA's schedule is known beforehand (every
+    block starts with b masks in every row)."""
     device = adapter.device
     n, p = prompt_ids.shape
     L, b = cfg.gen_length, cfg.block_length
     mask_id = adapter.mask_token_id
+    padded = not bool(prompt_mask.all())  # prompt_mask is still on the host: no device sync
     prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
     x = torch.cat([prompt_ids, torch.full((n, L), mask_id, dtype=torch.long, device=device)], dim=1)  # (N, P+L)
-    attn = torch.cat([prompt_mask, torch.ones((n, L), dtype=torch.long, device=device)], dim=1)
+    attn = adapter.canvas_mask(torch.cat([prompt_mask, torch.ones((n, L), dtype=torch.long, device=device)], dim=1),
+                               padded)  # positions and the SDPA mask, made once for every pass
     parallel = cfg.threshold is not None
     kv = None if cfg.cache == "none" else KVCache()
     num_blocks = L // b
@@ -148,38 +211,35 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     conf_now = torch.full((n, L), math.nan, dtype=torch.float32, device=device) if record else None  # latest c_k
     # never commit a mask, nor a pad unless it is also the EOS (LLaDA: pad = eos), which must stay sampleable
     banned = [i for i in {mask_id, adapter.pad_token_id} - {adapter.eos_token_id} if i is not None]
-    banned += list(rule.never) if rule else []
+    banned = torch.tensor(sorted(set(banned + (list(rule.never) if rule else []))), dtype=torch.long, device=device)
+    draws = _Draws(gen, device)
+    sched = transfer_schedule(torch.full((n,), b), steps_per_block)  # (N, steps) on the host: b masks per block
+    block_steps = int((sched.sum(0) > 0).nonzero().max()) + 1  # the loop ends when the block has no mask left
+    sched = sched.to(device)
     t = 0
     for blk in range(num_blocks):
         lo, hi = blk * b, (blk + 1) * b  # block span inside the completion
-        sched = None if parallel else transfer_schedule((x[:, p + lo:p + hi] == mask_id).sum(1).cpu(), steps_per_block)
         i = 0
-        while (x[:, p + lo:p + hi] == mask_id).any():
+        while True:
             t += 1
             # (N, c1-c0, V) logits of completion positions c0..c1-1, in the model's dtype: never copied whole
-            logits, c0, c1 = step_logits(adapter, x, attn, p, lo, hi, cfg.cache, kv, fresh=i == 0)
+            logits, c0, c1 = step_logits(adapter, x, attn, p, lo, hi, cfg.cache, kv, fresh=i == 0, record=record)
             masked = x[:, p:] == mask_id  # (N, L): M_t
-            blk = logits[:, lo - c0:hi - c0]  # (N, b, V)
-            if record:  # confidences at every masked position: max_v p = exp(max logit - logsumexp)
-                lse, top = logsumexp_max(logits)  # (N, c1-c0) float32
+            blk_logits = logits[:, lo - c0:hi - c0]  # (N, b, V)
+            # the record's numbers from one pass over the vocabulary: max_v p = exp(max logit - logsumexp),
+            # log p of the choice, the entropy of the block's positions
+            lse, top, ent = _vocab_stats(logits, lo - c0, hi - c0, entropy=record)  # (N, c1-c0), (N, b)
+            if record:
                 conf_now[:, c0:c1] = (top - lse).exp()  # positions this pass did not recompute keep their last value
-                conf_rec[:, t - 1] = torch.where(masked, conf_now, torch.tensor(math.nan, device=device))
-                lse_blk = lse[:, lo - c0:hi - c0]
-            else:
-                lse_blk = logsumexp_max(blk)[0]  # (N, b)
-            # exact: every float32 / bf16 value is a float64; greedy needs no float64 copy (same argmax)
-            choice_logits = blk.double() if cfg.temperature > 0 else blk.clone()
-            choice_logits[..., banned] = -math.inf
-            if cfg.temperature > 0:
-                choice_logits = choice_logits / cfg.temperature + _gumbel(choice_logits.shape, gen, device)
-            x0 = choice_logits.argmax(-1)  # (N, b)
-            del choice_logits
-            x0_logp = blk.gather(-1, x0[..., None]).squeeze(-1).float() - lse_blk  # (N, b)
-            ruled = _ruled_confidence(blk, x0, rule) if rule and (rule.never or rule.late) else None
+                conf_rec[:, t - 1] = torch.where(masked, conf_now, math.nan)
+            lse_blk = lse[:, lo - c0:hi - c0]
+            x0 = _choose(blk_logits, cfg.temperature, banned, draws)  # (N, b)
+            x0_logp = blk_logits.gather(-1, x0[..., None]).squeeze(-1).float() - lse_blk  # (N, b)
+            ruled = _ruled_confidence(blk_logits, x0, rule) if rule and (rule.never or rule.late) else None
             if cfg.remasking == "low_confidence":
                 score = x0_logp.double() if ruled is None else ruled
             elif cfg.remasking == "random":
-                score = _uniform(x0.shape, gen, device)
+                score = draws.uniform(x0.shape)
             else:
                 raise ValueError(f"unknown remasking {cfg.remasking!r}; use low_confidence or random")
             blk_masked = masked[:, lo:hi]
@@ -189,14 +249,19 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
                 conf = x0_logp.exp() if ruled is None else ruled.exp()
                 take = blk_masked & ((conf > cfg.threshold) | (rank == 0))
             else:
-                take = blk_masked & (rank < sched[:, i].to(device)[:, None])
+                take = blk_masked & (rank < sched[:, i:i + 1])
             i += 1
             cur = x[:, p + lo:p + hi]
             x[:, p + lo:p + hi] = torch.where(take, x0, cur)
             commit_step[:, lo:hi] = torch.where(take, t, commit_step[:, lo:hi])
             commit_logp[:, lo:hi] = torch.where(take, x0_logp, commit_logp[:, lo:hi])
             if record:
-                commit_ent[:, lo:hi] = torch.where(take, entropy(blk, lse_blk), commit_ent[:, lo:hi])
+                commit_ent[:, lo:hi] = torch.where(take, ent, commit_ent[:, lo:hi])
+            if not parallel:
+                if i == block_steps:
+                    break
+            elif not bool((blk_masked & ~take).any()):  # a threshold pass's one read-back: is the block done
+                break
     conf = conf_rec[:, :t] if record else None
     return x[:, p:], commit_step, commit_logp, conf, t, commit_ent
 
@@ -204,33 +269,23 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
 CACHES = {"none": None, "prefix": "prefix", "dual": "dual"}  # sampler.cache
 
 
-@torch.no_grad()
-def entropy(logits: torch.Tensor, lse: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """(N, b, V) logits and their (N, b) float32 logsumexp -> (N, b) float32 entropy in nats,
-    sum_v p_v (lse - logit_v), `chunk` positions at a time (no float32 copy of the whole)."""
-    out = torch.empty_like(lse)
-    flat, flat_lse, flat_out = logits.reshape(-1, logits.shape[-1]), lse.reshape(-1), out.view(-1)
-    for s in range(0, flat.shape[0], chunk):
-        x = flat[s:s + chunk].float()  # (c, V)
-        surprise = flat_lse[s:s + chunk, None] - x  # -log p_v
-        prob = (-surprise).exp()
-        flat_out[s:s + chunk] = torch.where(prob > 0, prob * surprise, 0.0).sum(-1)  # a -inf logit adds 0
-    return out
-
-
 def step_logits(adapter: ModelAdapter, x, attn, p: int, lo: int, hi: int, cache: str, kv: KVCache | None,
-                fresh: bool) -> tuple[torch.Tensor, int, int]:
+                fresh: bool, record: bool = True) -> tuple[torch.Tensor, int, int]:
     """One step's forward pass over the (N, P+L) canvas whose current block is completion
     positions [lo, hi): (N, c1-c0, V) logits of completion positions c0..c1-1, and c0, c1.
     none: the whole canvas, every step. prefix / dual: the whole canvas at a block's first step
-    (`fresh`; it refills `kv`), then [lo, L) (prefix) or [lo, hi) (dual) against the cached keys."""
+    (`fresh`; it refills `kv`), then [lo, L) (prefix) or [lo, hi) (dual) against the cached keys.
+    The output layer runs only on the positions the step reads: the completion positions the pass
+    computed (`record`: the confidence record covers them), or the block alone (no record)."""
     L = x.shape[1] - p
+    if cache != "none" and not fresh:
+        end = L if cache == "prefix" else hi
+        c0, c1 = (lo, end) if record else (lo, hi)
+        return adapter.forward_cached(x, attn, kv, window=(p + lo, p + end), keep=(p + c0, p + c1)), c0, c1
+    c0, c1 = (0, L) if record else (lo, hi)
     if cache == "none":
-        return adapter.logits(x, attn)[:, p:], 0, L
-    if fresh:
-        return adapter.forward_cached(x, attn, kv)[:, p:], 0, L
-    c1 = L if cache == "prefix" else hi
-    return adapter.forward_cached(x, attn, kv, window=(p + lo, p + c1)), lo, c1
+        return adapter.logits(x, attn, keep=(p + c0, p + c1)), c0, c1
+    return adapter.forward_cached(x, attn, kv, keep=(p + c0, p + c1)), c0, c1
 
 
 def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[int] = 0,
