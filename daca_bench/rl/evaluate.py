@@ -96,14 +96,18 @@ def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | Non
 
 
 def write_eval_records(path: str | Path, result: dict) -> None:
-    """One JSON line per test prompt (id, completion, reward, status), written atomically: what
-    the table pairs by prompt. An unscorable reward is null, never 0."""
+    """One JSON line per test prompt (id, completion, reward, status, step_maps: the 1-based sampler step
+    of each canvas token's commit), written atomically: what the table pairs by prompt. An unscorable
+    reward is null, never 0."""
     path = Path(path)
     tmp = path.with_suffix(".jsonl.tmp")
+    steps = result.get("step_maps") or [None] * len(result["ids"])
     with open(tmp, "w", encoding="utf-8") as f:
-        for i, c, r in zip(result["ids"], result["completions"], result["rewards"]):
+        for i, c, r, m in zip(result["ids"], result["completions"], result["rewards"], steps):
             d1 = {"d1": r.details["d1"]} if "d1" in r.details else {}
-            f.write(json.dumps({"id": i, "completion": c, "reward": r.as_json_value(), "status": r.status, **d1}) + "\n")
+            maps = {"step_maps": m} if m is not None else {}
+            f.write(json.dumps({"id": i, "completion": c, "reward": r.as_json_value(), "status": r.status, **d1, **maps})
+                    + "\n")
     tmp.replace(path)
 
 
