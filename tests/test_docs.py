@@ -206,17 +206,17 @@ README_NUMBERS = [
     ("+9.8** * [+5.0, +14.6]", "tiny-full-exploratory", "constraint", "baseline", "start"),
     ("+6.6** * [+2.2, +11.0]", "tiny-full-exploratory", "constraint", "+DACA", "baseline"),
     ("+6.2** * [+3.8, +8.6]", "tiny-full-exploratory", "json", "baseline", "start"),
-    ("+1.9 [+0.4, +3.4]", "tiny-full-exploratory", "code", "baseline", "start"),
+    ("+1.9 [-0.4, +4.2]", "tiny-full-exploratory", "code", "baseline", "start"),
     ("+0.4 [-1.1, +1.9]", "tiny-full-exploratory", "math", "+DACA", "baseline"),
     ("+1.3 [-1.2, +3.8]", "tiny-full-exploratory", "json", "+DACA", "baseline"),
     ("+0.0 [-1.3, +1.4]", "tiny-full-exploratory", "code", "+DACA", "baseline"),
     ("+3.4 * [+0.5, +6.2]", "tiny-full-sudoku16", "constraint", "+SML", "baseline"),
     ("+5.1** * [+2.4, +7.8]", "tiny-full-sudoku16", "constraint", "+DACA", "baseline"),
-    ("+3.7** * [+2.1,\n+5.4]", "tiny-full-code64", "code", "baseline", "start"),
+    ("+3.7** * [+0.8,\n+6.7]", "tiny-full-code64", "code", "baseline", "start"),
     ("+3.0 [-4.5, +10.6]", "tiny-cache", "json [none]", "+DACA", "baseline"),
     ("-2.2 [-8.9, +4.5]", "tiny-cache", "json [prefix]", "+DACA", "baseline"),
     ("+2.2 [-0.4, +4.9]", "tiny-cache", "json [dual]", "+DACA", "baseline"),
-    ("+0.6 [-0.6, +1.8]", "tiny-full-code64", "code", "+DACA", "baseline"),
+    ("+0.6 [-0.7, +1.9]", "tiny-full-code64", "code", "+DACA", "baseline"),
     # tiny-bases: FOLDER:BASE picks the block (every base has a +DACA-vs-baseline row)
     ("+4.5** * [+2.0, +7.0]", "tiny-bases:grpo", "constraint", "+DACA", "baseline"),
     ("+7.4** * [+5.0, +9.9]", "tiny-bases:gspo", "constraint", "+DACA", "baseline"),
@@ -229,11 +229,11 @@ README_NUMBERS = [
     ("+6.4** * [+3.4, +9.4]", "tiny-full", "math", "baseline", "start"),
     ("+11.6** * [+8.1, +15.0]", "tiny-full", "constraint", "baseline", "start"),
     ("+8.4** * [+5.5, +11.3]", "tiny-full", "json", "baseline", "start"),
-    ("+4.3** * [+2.4, +6.3]", "tiny-full", "code", "baseline", "start"),
+    ("+4.3** * [+1.4, +7.2]", "tiny-full", "code", "baseline", "start"),
     ("+1.9** * [+0.7, +3.0]", "tiny-full", "math", "+DACA", "baseline"),
     ("+2.8 [+0.1, +5.6]", "tiny-full", "constraint", "+DACA", "baseline"),
     ("+0.3 [-1.8, +2.5]", "tiny-full", "json", "+DACA", "baseline"),
-    ("+1.0 [-0.3, +2.4]", "tiny-full", "code", "+DACA", "baseline"),
+    ("+1.0 [-0.7, +2.7]", "tiny-full", "code", "+DACA", "baseline"),
 ]
 
 
@@ -253,3 +253,71 @@ def test_every_readme_interval_matches_its_table_csv(phrase, folder, family, var
     after = readme[readme.index(phrase) + len(phrase):][:60]
     starred = " * " in phrase or "adjusted p <" in after  # a star, or the adjusted p written out
     assert starred == (row["sig"] == "True")
+
+
+# (page, phrase, task, variant, column): every difference between the two runs and every pooled
+# estimate that README.md or results/README.md quotes from tiny-full's replication report
+# (whitespace-normalised; the phrase's three numbers are the estimate and its 95 % interval).
+REPLICATION_NUMBERS = [
+    ("README.md", "difference +1.5 [-0.3, +3.3]", "arithmetic_tiny", "+DACA", "diff"),
+    ("README.md", "pooled +1.2 [+0.3, +2.1]", "arithmetic_tiny", "+DACA", "pooled"),
+    ("README.md", "difference -2.3 [-6.0, +1.4]", "sudoku_tiny", "+DACA", "diff"),
+    ("README.md", "pooled +4.0 [+2.1, +5.8]", "sudoku_tiny", "+DACA", "pooled"),
+    ("README.md", "difference -0.9 [-4.0, +2.1]", "json_tiny", "+DACA", "diff"),
+    ("README.md", "pooled +0.7 [-0.8, +2.3]", "json_tiny", "+DACA", "pooled"),
+    ("README.md", "difference +0.4 [-1.7, +2.5]", "python_tiny", "+DACA", "diff"),
+    ("README.md", "pooled +0.8 [-0.3, +1.8]", "python_tiny", "+DACA", "pooled"),
+    ("README.md", "+SML, is -3.1 [-6.6, +0.4]", "sudoku_tiny", "+SML", "diff"),
+    ("results/README.md", "sudoku +SML's, -3.1 [-6.6, +0.4]", "sudoku_tiny", "+SML", "diff"),
+    ("results/README.md", "differs by -2.3 [-6.0, +1.4]", "sudoku_tiny", "+DACA", "diff"),
+    ("results/README.md", "pool to **+4.0 [+2.1, +5.8]**", "sudoku_tiny", "+DACA", "pooled"),
+    ("results/README.md", "sudoku +4.0 [+2.1, +5.8]", "sudoku_tiny", "+DACA", "pooled"),
+    ("results/README.md", "differs by +1.5 [-0.3, +3.3]", "arithmetic_tiny", "+DACA", "diff"),
+    ("results/README.md", "pools to **+1.2 [+0.3, +2.1]**", "arithmetic_tiny", "+DACA", "pooled"),
+    ("results/README.md", "math +1.2 [+0.3, +2.1]", "arithmetic_tiny", "+DACA", "pooled"),
+    ("results/README.md", "+SML is +1.5 [-0.2, +3.1]", "sudoku_tiny", "+SML", "pooled"),
+    ("results/README.md", "json +0.7 [-0.8, +2.3]", "json_tiny", "+DACA", "pooled"),
+    ("results/README.md", "code +0.8 [-0.3, +1.8]", "python_tiny", "+DACA", "pooled"),
+]
+
+
+def _replication_rows():
+    """tiny-full's replication.md, row by row: {(task, variant): {column: cell}} (the report's
+    own rounding; its CSV keeps 4 significant digits, which can round the other way)."""
+    lines = [line for line in (ROOT / "results" / "tiny-full" / "replication.md").read_text().splitlines()
+             if line.startswith("| ")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    cells = ([c.strip() for c in line.strip("|").split("|")] for line in lines[1:])
+    return {(r["task"], r["variant"]): r for r in (dict(zip(head, c)) for c in cells)}
+
+
+@pytest.mark.parametrize("page,phrase,task,variant,column", REPLICATION_NUMBERS)
+def test_every_replication_number_matches_the_report(page, phrase, task, variant, column):
+    text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+    assert phrase in text, f"{page} no longer says {phrase!r}: update REPLICATION_NUMBERS with the text"
+    row = _replication_rows()[(task, variant)]
+    quoted = re.findall(r"[-+]\d+\.\d", phrase)
+    cell = row["difference [95 % CI]" if column == "diff" else "pooled [95 % CI]"]
+    assert quoted == re.findall(r"[-+]\d+\.\d", cell)
+
+
+AREA_TASK = {"math": "arithmetic_tiny", "constraint": "sudoku_tiny", "JSON": "json_tiny", "code": "python_tiny"}
+
+
+def test_replication_verdicts_are_the_reports():
+    """The per-row verdicts README.md and results/README.md print for tiny-full are the report's
+    statuses (the difference between the runs tested, not significance in one run only), and no
+    page keeps a verdict of the old rule."""
+    rows = _replication_rows()
+    results = (ROOT / "results" / "README.md").read_text(encoding="utf-8")
+    found = re.findall(r"^\| \w+ \| (\w+) \| (baseline|\+\w+) \|.*\| [^|]*, \**([a-z ]+?)\** \|$", results, re.M)
+    assert len(found) == 16
+    assert all(status == rows[(task, variant)]["status"] for task, variant, status in found)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.findall(r"^\| (\w+) \(\+[\d.]+\) \| [^|]+ \| [^|]+ \| (\w+) \(", readme, re.M)
+    assert len(found) == 4
+    assert all(status == rows[(AREA_TASK[area], "+DACA")]["status"] for area, status in found)
+    for page in ("README.md", "results/README.md", "docs/reproducing.md", "docs/replicating.md"):
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        for old in ("conclusion differs", "did not replicate", "estimate outside", "The exploratory reading did not"):
+            assert old not in text, f"{page}: {old!r} is a verdict of the old replication rule"

@@ -6,8 +6,9 @@
 
 e_k is likelihood.espo_logprobs (its sum over the canvas is the ELBO E: :55-75, :376-437); like
 ESPO, every canvas position counts, past the end of the completion too. DPS weights the sum in
-the exponent (w = 1 past the end). +SML does not apply: ESPO is its ELBO ratio, and gspo +SML
-is that cell already.
+the exponent (w = 1 past the end). +SML does not apply: the base keeps the likelihood it
+defines (its coupled ELBO); ESPO with SML would keep its own clip, sequence KL, 1/L and
+advantage, so it is not gspo +SML.
 """
 from __future__ import annotations
 
