@@ -16,6 +16,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -63,7 +64,9 @@ def register_task(name: str, *, family: str, version: int, splits=("train", "tes
 
     def wrap(fn):
         if name in _REGISTRY and _REGISTRY[name].build.__module__ != fn.__module__:
-            raise ValueError(f"task {name!r} registered twice ({_REGISTRY[name].build.__module__}, {fn.__module__})")
+            raise ConfigError(f"task {name!r} is registered twice: in {_source(_REGISTRY[name].build)} and in "
+                              f"{_source(fn)}; task names are global: rename one, or drop one of the two folders "
+                              "or plug-ins")
         _REGISTRY[name] = TaskSpec(name, family, version, tuple(splits), fn, tiny,
                                    description or (fn.__doc__ or "").strip().split("\n")[0], cluster)
         return fn
@@ -71,9 +74,53 @@ def register_task(name: str, *, family: str, version: int, splits=("train", "tes
     return wrap
 
 
+def _source(fn) -> str:
+    """Where a builder was written: its file, else its module."""
+    return getattr(getattr(fn, "__code__", None), "co_filename", None) or fn.__module__
+
+
 def _task_dirs() -> list[Path]:
     extra = [Path(p) for p in os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep) if p]
-    return [TASKS_DIR, *extra]
+    seen, out = set(), []
+    for folder in [TASKS_DIR, *extra]:  # a folder named twice (the shipped one given as --tasks-dir) loads once
+        key = folder.resolve() if folder.is_dir() else folder
+        if key not in seen:
+            seen.add(key)
+            out.append(folder)
+    return out
+
+
+def load_file(path: str | Path) -> None:
+    """Import one task file, registering its tasks (once; a second call is a no-op). A file of the same
+    name already loaded from another folder, a syntax error or a failing import is a ConfigError of one
+    line naming the file(s) (and the line)."""
+    path = Path(path).resolve()
+    modname = f"daca_bench_tasks.{path.stem}"
+    have = sys.modules.get(modname)
+    if have is not None:
+        first = Path(getattr(have, "__file__", "") or "").resolve()
+        if first == path:
+            return
+        raise ConfigError(f"two task files named {path.name}: {first} and {path} (a task file's name must be unique "
+                          "over every task folder); rename one")
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    try:
+        spec.loader.exec_module(module)
+    except ConfigError:
+        del sys.modules[modname]
+        raise
+    except SyntaxError as exc:
+        del sys.modules[modname]
+        raise ConfigError(f"{exc.filename}:{exc.lineno}: syntax error in a task file ({exc.msg}); fix it, or move "
+                          "the file out of the task folder") from exc
+    except Exception as exc:  # noqa: BLE001 - a task file that fails to import names itself, in one line
+        del sys.modules[modname]
+        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__))
+                     if Path(f.filename).resolve() == path), "?")
+        raise ConfigError(f"{path}:{line}: the task file failed to import ({type(exc).__name__}: {exc}); fix it, or "
+                          "move it out of the task folder (--traceback shows where)") from exc
 
 
 def load_all() -> None:
@@ -88,15 +135,8 @@ def load_all() -> None:
             raise ConfigError(f"DACA_BENCH_TASKS (or --tasks-dir) names {folder}, which is not a folder; "
                               "give a folder of task files")
         for path in sorted(folder.glob("*.py")):
-            if path.name.startswith("_"):
-                continue
-            modname = f"daca_bench_tasks.{path.stem}"
-            if modname in sys.modules:
-                continue
-            spec = importlib.util.spec_from_file_location(modname, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[modname] = module
-            spec.loader.exec_module(module)
+            if not path.name.startswith("_"):
+                load_file(path)
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
@@ -116,7 +156,8 @@ def task_spec(name: str) -> TaskSpec:
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_REGISTRY))}"
-        raise UnknownTaskError(f"unknown task {name!r}{hint}; `daca-bench tasks` lists them")
+        raise UnknownTaskError(f"unknown task {name!r}{hint}; `daca-bench tasks` lists them; a task of your own: "
+                               "--tasks-dir DIR (the folder of its file), DACA_BENCH_TASKS=DIR or an installed plug-in")
     return _REGISTRY[name]
 
 
@@ -125,6 +166,19 @@ def get_task(name: str, split: str = "test", **kw) -> Task:
     if split not in spec.splits:
         raise ValueError(f"task {name!r} has no split {split!r}; splits: {', '.join(spec.splits)}")
     return spec.build(split=split, **kw)
+
+
+def task_record(name: str, samples=()) -> dict:
+    """What a cell keeps of its task (summary.json's `task_record`), so that a table reads it where the
+    task is not registered: family, version, cluster key (a metadata field, a function's name, or None:
+    every item its own) and, where the task declares one, the cluster of each of SAMPLES by id."""
+    spec = task_spec(name)
+    key = spec.cluster if spec.cluster is None or isinstance(spec.cluster, str) else \
+        getattr(spec.cluster, "__name__", "function")
+    out = {"name": spec.name, "family": spec.family, "version": spec.version, "cluster": key}
+    if spec.cluster is not None:
+        out["clusters"] = {s.id: spec.cluster_of(s) for s in samples}
+    return out
 
 
 def prompt_digest(prompt: str) -> str:

@@ -33,9 +33,9 @@ from ..errors import CheckpointError
 from ..jsonl import column_means
 from ..loaders import data_files_given
 from ..models import DTYPES, default_device, require_available, task_prompts
+from ..registry import task_record
 from ..runfolder import RESUMABLE_RL, refuse_changed
-from .bases import check as check_base
-from .bases import estimator_for, fresh_masks, ratio_free
+from .bases import check as check_base, estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
 from .evaluate import eval_task, evaluate, score, write_eval_records
 from .guards import Guard, collapse_stats, gathered
@@ -198,7 +198,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
                    "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
-                   "statuses": result["statuses"],
+                   "statuses": result["statuses"], "task_record": task_record(t.task, test_task.samples[:result["n"]]),
                    **({"ledger": run_ledger(out / "metrics.jsonl", final_eval, result["n"])} if rank == 0 else {})}
         with par.rollout(adapter.model):  # collective-free: rank 0 alone samples the examples
             if rank == 0:

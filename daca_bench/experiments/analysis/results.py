@@ -18,7 +18,10 @@ grid, python_tiny's instances by target function). The table has one row per (ba
   two-sided 5 % level, from the measured spread: noncentral t on the comparison's df, with the SE
   corrected for its bias (experiments/analysis/stats.py, `mde`; none where no paired difference varies);
 - `t_half`, `boot_lo`/`boot_hi` (the crossed bootstrap), `zero_std` in the CSV.
-Cells without eval.jsonl (older runs) are paired by seed only.
+Cells without eval.jsonl (older runs) are paired by seed only. A cell's family and its prompts'
+clusters are what it recorded (summary.json's `task_record`), so the table, the plots and the
+notebook compute the same statistics wherever they run; only for older cells does the registry
+supply them, and an unregistered task then stops the table with one line naming the fix.
 Every further comparison the plan declares (design.json or the preset's) is computed too, such as a
 row against another base's row (`vs` "grpo +DACA" for wd1's baseline): paired the same way, adjusted
 in its family, and printed in the last section, "across bases and arms" (`extra_rows`).
@@ -34,7 +37,7 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...jsonl import column_means
-from .clusters import cluster_keys, recorded
+from .clusters import cluster_keys, recorded, registered
 from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagreements, family_of, read_design,
                      reference)
 from .stats import adjust, compare
@@ -66,7 +69,6 @@ def paper_gain(family: str) -> float:
 def load_results(folder: str | Path) -> pd.DataFrame:
     """One row per finished cell: its task, family, variant, base, seed, test accuracy, mean
     zero-variance group fraction and per-prompt rewards (id -> 0/1, None = unscorable)."""
-    from ...registry import task_spec
     from ...rl.evaluate import read_eval_records
 
     rows = []
@@ -77,10 +79,8 @@ def load_results(folder: str | Path) -> pd.DataFrame:
         cell = summary.parent
         axes = json.loads((cell / "axes.json").read_text()) if (cell / "axes.json").exists() else {}
         cfg = json.loads((cell / "config.json").read_text())
-        try:
-            family = task_spec(cfg["train"]["task"]).family
-        except KeyError:
-            family = axes.get("family", "?")
+        record = s.get("task_record") or {}  # what the cell knows of its task (registry.task_record)
+        family = record.get("family") or registered(cfg["train"]["task"], "its family", str(cell)).family
         if "setting" in axes:  # a grid over one more axis (tiny-cache's rollout settings): a block per setting
             family = f"{family} [{axes['setting']}]"
         m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "clip_frac_any", "kl"))  # one read
@@ -93,8 +93,9 @@ def load_results(folder: str | Path) -> pd.DataFrame:
                      "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
                      **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
                      "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None,
-                     "recorded": recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {},
-                     "config": cfg})
+                     "recorded": {**record.get("clusters", {}),
+                                  **(recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {})},
+                     "task_record": record or None, "config": cfg})
     return pd.DataFrame(rows)
 
 
@@ -162,7 +163,9 @@ def cluster_maps(df: pd.DataFrame, start: dict[str, dict] | None = None) -> dict
         ids = set().union(*[set(p) for p in g["prompts"] if p is not None], set((start or {}).get(task, {})))
         known = {} if "recorded" not in g else {k: v for r in g["recorded"] for k, v in r.items()}
         configs = list(g["config"]) if "config" in g else []
-        out[task] = cluster_keys(task, configs, ids, known) if configs else None
+        records = list(g["task_record"]) if "task_record" in g else []
+        alone = records and all(r and r.get("cluster") is None for r in records) and not known  # recorded: none
+        out[task] = cluster_keys(task, configs, ids, known) if configs and not alone else None
     return out
 
 
