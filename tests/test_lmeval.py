@@ -165,3 +165,23 @@ def test_two_gloo_processes_give_the_results_of_one(tmp_path):
         samples[nproc]["results"] = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
     assert set(samples[1]) == {"samples_daca_local_gen", "samples_daca_local_mc", "results"}
     assert samples[2] == samples[1] and len(samples[1]["samples_daca_local_mc"]) == 3
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+def test_the_native_llada_and_dream_classes_and_a_saved_folder_serve_both_request_kinds(family, tmp_path):
+    import math
+
+    from daca_bench.config import ModelConfig
+    from daca_bench.models import load_model
+    from daca_bench.testing import write_paper_folder
+
+    folders = [write_paper_folder(family, tmp_path / family, compact=True)]
+    if family == "llada":  # a folder of ours (what SFT writes as final/)
+        load_model(ModelConfig(name="tiny")).save(tmp_path / "ours")
+        folders.append(tmp_path / "ours")
+    for folder in folders:
+        lm = DacaLM(model=str(folder), gen_length=8, steps=8, mc_num=2, batch_size=2)
+        assert type(lm.adapter.model).__module__.startswith("daca_bench.archs") == (folder.name == family)
+        text = lm.generate_until([Instance("generate_until", {}, ("Hello there", {"until": ["zzz"]}), 0)])
+        ll = lm.loglikelihood([Instance("loglikelihood", {}, ("Hello", " world"), 0)])
+        assert isinstance(text[0], str) and math.isfinite(ll[0][0]) and ll[0][0] < 0
