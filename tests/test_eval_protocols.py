@@ -208,3 +208,13 @@ def test_the_eval_benchmark_s_batched_rows_equal_the_one_at_a_time_reference(tmp
     rows = json.loads((tmp_path / "rows.json").read_text())
     same = {(r["model"], r["setting"].split(" (")[0]): r["identical"] for r in rows}
     assert same[("tiny", "batched")] == "6/6" and same[("LLaDA class (random, small)", "batched")] == "4/4"
+
+
+def test_the_d1_variants_give_the_protocols_their_bare_question(monkeypatch, tmp_path):
+    from daca_bench.loaders import DATA_FILES_ENV
+    from daca_bench.registry import get_task
+
+    monkeypatch.setenv(DATA_FILES_ENV, str(write_gsm8k(tmp_path / "gsm.jsonl")))
+    plain, d1 = get_task("gsm8k", split="test", n=2), get_task("gsm8k_d1", split="test", n=2)
+    for a, b in zip(plain.samples, d1.samples):
+        assert protocols.fields("gsm8k", a) == protocols.fields("gsm8k_d1", b) == {"question": a.prompt.split("Problem: ")[1][:-1]}

@@ -125,6 +125,8 @@ def fields(task: str, s: Sample) -> dict:
     base = BASE.get(task, task)
     if base in ("gsm8k", "math500"):
         m = re.search(r"Problem: (.*)\n\Z", s.prompt, re.S)
+        if task in BASE and "\n\n" in s.prompt:  # the *_d1 tasks: d1's system prompt, a blank line, the question
+            return {"question": s.prompt.split("\n\n", 1)[1]}
         return {"question": m.group(1) if m else s.prompt}
     if base == "mbpp":
         m = re.match(r"(.*)\nYour code should pass these tests:\n(.*)\nWrite the Python code", s.prompt, re.S)
