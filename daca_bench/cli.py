@@ -19,7 +19,9 @@ import traceback
 
 # name -> (module, one-line help). A module that does not exist yet says so when run.
 SUBCOMMANDS = {
-    "tasks": ("daca_bench.registry", "list the registered verifiable tasks"),
+    "tasks": ("daca_bench.experiments.commands.tasks", "list the registered tasks; --check NAME: the task battery; "
+              "--show NAME: its prompts"),
+    "new-task": ("daca_bench.experiments.commands.scaffold", "write a new task file and its test from a template"),
     "verify": ("daca_bench.rewards.verify", "score completions in a JSONL file with a task's verifier"),
     "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
     "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),

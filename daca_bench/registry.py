@@ -51,7 +51,7 @@ class TaskSpec:
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
-_loaded = False
+_loaded: frozenset | None = None  # the task folders loaded (None: nothing yet, plug-ins neither)
 
 
 def register_task(name: str, *, family: str, version: int, splits=("train", "test"),
@@ -77,6 +77,11 @@ def register_task(name: str, *, family: str, version: int, splits=("train", "tes
 def _source(fn) -> str:
     """Where a builder was written: its file, else its module."""
     return getattr(getattr(fn, "__code__", None), "co_filename", None) or fn.__module__
+
+
+def task_source(spec: TaskSpec) -> str:
+    """The file that registered SPEC (a task folder's, or an installed plug-in's module file)."""
+    return _source(spec.build)
 
 
 def _task_dirs() -> list[Path]:
@@ -124,26 +129,33 @@ def load_file(path: str | Path) -> None:
 
 
 def load_all() -> None:
-    """Import every `*.py` in the task folders once (nothing heavy happens at import)."""
+    """Import every `*.py` in the task folders once, and the plug-ins (nothing heavy happens at import).
+    A folder added to DACA_BENCH_TASKS later (`--tasks-dir` in a process that listed tasks) loads on the next call."""
     global _loaded
-    if _loaded:
+    dirs = _task_dirs()
+    if _loaded is not None and all(d.resolve() in _loaded for d in dirs if d.is_dir()):
         return
-    for folder in _task_dirs():
+    done = set(_loaded or ())
+    for folder in dirs:
         if not folder.is_dir():
             if folder == TASKS_DIR:
                 continue
             raise ConfigError(f"DACA_BENCH_TASKS (or --tasks-dir) names {folder}, which is not a folder; "
                               "give a folder of task files")
+        if folder.resolve() in done:
+            continue
         for path in sorted(folder.glob("*.py")):
             if not path.name.startswith("_"):
                 load_file(path)
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:  # a broken plug-in names itself instead of hiding every task
-            raise ImportError(f"task plug-in {ep.name!r} ({ep.value}, group {ENTRY_POINT_GROUP}) "
-                              f"failed to load: {type(exc).__name__}: {exc}") from exc
-    _loaded = True
+        done.add(folder.resolve())
+    if _loaded is None:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                ep.load()
+            except Exception as exc:  # a broken plug-in names itself instead of hiding every task
+                raise ImportError(f"task plug-in {ep.name!r} ({ep.value}, group {ENTRY_POINT_GROUP}) "
+                                  f"failed to load: {type(exc).__name__}: {exc}") from exc
+    _loaded = frozenset(done)
 
 
 def list_tasks() -> list[TaskSpec]:
