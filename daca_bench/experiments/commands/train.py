@@ -42,9 +42,12 @@ def run_config(args) -> RLConfig:
     from ..grid.headline import HEADLINE, variant_keys
 
     keys = variant_keys(args.variant, cfg.train.task)
-    print(f"--variant {args.variant} (the {HEADLINE} preset's cell): " + " ".join(f"{k}={v}" for k, v in keys.items()),
-          file=sys.stderr)
-    return apply(apply(load_config(args.config, [], RLConfig), keys), trl_aliases(parse_overrides(args.overrides)))
+    given = trl_aliases(parse_overrides(args.overrides))
+    kept = {k: v for k, v in keys.items() if k not in given}  # what the run takes from the preset's cell
+    print(f"--variant {args.variant} (the {HEADLINE} preset's cell): " + " ".join(f"{k}={v}" for k, v in kept.items())
+          + (f"; overridden on the command line: {' '.join(f'{k}={given[k]}' for k in keys if k in given)}"
+             if len(kept) < len(keys) else ""), file=sys.stderr)
+    return apply(apply(load_config(args.config, [], RLConfig), keys), given)
 
 
 def summary_line(s: dict) -> str:

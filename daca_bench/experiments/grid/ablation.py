@@ -259,10 +259,20 @@ def configure(parser) -> None:
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
     parser.add_argument("--cpus-per-cell", type=int, default=1)
     parser.add_argument("--gpus-per-cell", type=float, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+
+
+def check_tasks(cells: list[Cell]) -> None:
+    """Every cell's task is registered here (UnknownTaskError, one line naming --tasks-dir), before any cell runs."""
+    from ...registry import task_spec
+
+    for task in sorted({c.config.train.task for c in cells}):
+        task_spec(task)
 
 
 def run(args) -> int:
     cells = expand(load_grid(args.grid))
+    check_tasks(cells)  # --dry-run too: a grid of a task this machine does not know is no plan
     if args.dry_run:
         for c in cells:
             print(c.name)
@@ -270,10 +280,12 @@ def run(args) -> int:
     code = describe()  # once, before any worker imports the package
     check_tree(code, confirmatory=False, what="this grid")
     cells = stamp_cells(cells, code)
+    progress = not args.no_progress
     if args.executor == "ray":
-        results = run_ray(cells, args.output_dir, args.address, args.cpus_per_cell, args.gpus_per_cell, args.retries)
+        results = run_ray(cells, args.output_dir, args.address, args.cpus_per_cell, args.gpus_per_cell, args.retries,
+                          progress=progress)
     else:
-        results = run_local(cells, args.output_dir, args.workers, args.retries)
+        results = run_local(cells, args.output_dir, args.workers, args.retries, progress=progress)
     failed = [r for r in results if r["status"] == "failed"]
     for r in failed:
         trace = Path(args.output_dir) / r["cell"] / "error.txt"

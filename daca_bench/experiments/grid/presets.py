@@ -177,11 +177,11 @@ def load_picks() -> dict:
 PICKS = load_picks()
 CONFIRM = FOUR + ("+DPS-random",)
 PRESETS = {
-    "tiny": TinyPreset("the embedded default: the confirmatory sudoku table, grpo x {baseline, +DPS, +SML, +DACA, "
+    "tiny": TinyPreset("the embedded default: the sudoku table, grpo x {baseline, +DPS, +SML, +DACA, "
                        "+DPS-random} x 8 seeds in the d1-like regime with the readings tiny-readings picked",
                        {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
                        variants=CONFIRM, picks=PICKS, confirmatory=True),
-    "tiny-confirm": TinyPreset("the confirmatory table on sudoku and countdown (tiny's cells plus countdown's)",
+    "tiny-confirm": TinyPreset("sudoku and countdown in one table (tiny's cells plus countdown's)",
                                {"sudoku": FIVE["sudoku"], "countdown": FIVE["countdown"]}, rl_steps=32,
                                seeds=tuple(range(8)), rl=TINY_RL, variants=CONFIRM, picks=PICKS, confirmatory=True),
     "tiny-readings": TinyPreset("the readings sweep: every DPS / SML reading and the random control at 2 lrs, "

@@ -131,10 +131,33 @@ def design_only(args, preset, out: Path, code: str, tree: str) -> int:
     return 0
 
 
+def committed_label(folder: Path) -> str:
+    """How `daca-bench table` labels a committed results folder (its table.md's first word), or '-'."""
+    try:
+        first = (folder / "table.md").read_text(encoding="utf-8").split("\n", 1)[0]
+    except OSError:
+        return "-"
+    return first.split("**")[1].lower() if first.startswith("**") and first.count("**") >= 2 else "-"
+
+
+def preset_listing() -> str:
+    """`reproduce --list`: each preset, what a run of it is (confirmatory where it registers design.json
+    before its first cell, else exploratory), how the table labels its committed results/ folder, and
+    its description; the labels come from the code and the tables, never from the description's words."""
+    rows = [("preset", "a run is", "results/PRESET", "description")]
+    for name, p in PRESETS.items():
+        rows.append((name, "confirmatory" if getattr(p, "confirmatory", False) else "exploratory",
+                     committed_label(ROOT / "results" / name), p.description))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3] for r in rows]
+    return "\n".join(lines + ["", "a run is confirmatory where it registers design.json before its first cell; "
+                               "results/PRESET: how `daca-bench table` labels the committed folder (- where there "
+                               "is none; a folder run before designs existed is exploratory)"])
+
+
 def run(args) -> int:
     if args.list:
-        for name, p in PRESETS.items():
-            print(f"{name:18s} {p.description}")
+        print(preset_listing())
         return 0
     preset = _preset(args)
     if args.needs_docker:
