@@ -13,7 +13,10 @@ A grid file:
 `variant` names a bundle of keys (VARIANTS); any other axis is a dotted config key. Each cell
 runs in OUT/<axis values>/; a cell with summary.json is skipped, an unfinished one resumes
 from its checkpoint, a failed one is retried once and then reported, and one failure never
-loses the others. A lock file per cell keeps two runners on one grid from colliding.
+loses the others. A lock file per cell keeps two runners on one grid from colliding. Where a
+task's cells start from one `train.init`, that init is scored once on their test set
+(OUT/start/<task>/eval.jsonl, `evaluate_starts`): the table's start row and the baseline's gain
+over it, as reproduce does for its SFT starts (`--no-start` skips it).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...checkpoint import checkpoints
-from ...config import ConfigError, RLConfig, apply, load_config, read_yaml
+from ...config import ConfigError, RLConfig, apply, load_config, read_yaml, to_dict
 from ...errors import UnavailableError
 from ...runfolder import changes, set_aside
 from .jobs import Job, run_jobs, split_cores
@@ -189,6 +192,64 @@ def _record(folder: Path, provenance: dict, earlier: dict) -> None:
     path.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
+def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
+    """The RL start (each task's init: a family's SFT model) scored once on its task's evaluation set,
+    built by the function the trainer builds its cells' set with (rl.evaluate.eval_task), with the
+    cells' canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain (the table's
+    start row). Cached by the init weights' content (not their path), the set and the canvas."""
+    from ...registry import ids_digest, read_excluded, task_record
+    from ...rl.evaluate import eval_task, evaluate, write_eval_records
+    from ...rl.policy import load_initial
+    from ..analysis.results import START
+
+    out = {}
+    for cfg in {c.config.train.task: c.config for c in cells}.values():
+        t = cfg.train
+        target = folder / START / t.task
+        key = json.dumps({"init_sha256": weights_hash(t.init or cfg.model.name), "test_seed": t.test_seed,
+                          "n_eval": t.n_eval, "eval": to_dict(cfg.eval), "split": t.eval_split,
+                          **({"test_exclude": [t.test_exclude, ids_digest(read_excluded(t.test_exclude))]} if t.test_exclude else {}),
+                          "chat_template": t.chat_template, "prefill": bool(t.max_prompt_length)}, sort_keys=True)
+        done = json.loads((target / "summary.json").read_text()) if (target / "summary.json").exists() else {}
+        if done.get("key") == key:
+            out[t.task] = done["test_accuracy"]
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        adapter = load_initial(cfg)
+        task = eval_task(cfg, adapter)
+        result = evaluate(adapter, task, cfg.eval, n=t.n_eval)
+        write_eval_records(target / "eval.jsonl", result)
+        (target / "summary.json").write_text(json.dumps({"task": t.task, "test_accuracy": result["accuracy"],
+                                                         "statuses": result["statuses"], "key": key,
+                                                         "task_record": task_record(t.task, task.samples[:result["n"]])})
+                                             + "\n")
+        out[t.task] = result["accuracy"]
+    return out
+
+
+def start_cells(cells: list[Cell]) -> tuple[list[Cell], list[str]]:
+    """A grid's starts: per task whose cells all start from one train.init and score one test set (the
+    same canvas), one of its cells (evaluate_starts scores that init once: the table's start row); and
+    a line for each task whose cells start from an init but not from one init on one set."""
+    by_task: dict[str, list[Cell]] = {}
+    for c in cells:
+        by_task.setdefault(c.config.train.task, []).append(c)
+    keep, notes = [], []
+    for task, group in sorted(by_task.items()):
+        if not any(c.config.train.init for c in group):
+            continue
+        same = {json.dumps([c.config.train.init, c.config.train.eval_split, c.config.train.n_eval, c.config.train.test_seed,
+                            c.config.train.test_exclude, c.config.train.chat_template,
+                            bool(c.config.train.max_prompt_length), to_dict(c.config.eval)], sort_keys=True)
+                for c in group}
+        if len(same) == 1:
+            keep.append(group[0])
+        else:
+            notes.append(f"no start row for {task}: its cells start from different inits or score different test "
+                         "sets (train.init, train.eval_split / n_eval / test_seed / test_exclude, eval.*)")
+    return keep, notes
+
+
 def step_cost(cfg: RLConfig) -> float:
     """Relative cost of one training step (for the time-left estimate): the rollout's denoising
     passes plus, per stratum, about three passes (forward and backward) per inner update, one
@@ -260,6 +321,8 @@ def configure(parser) -> None:
     parser.add_argument("--cpus-per-cell", type=int, default=1)
     parser.add_argument("--gpus-per-cell", type=float, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+    parser.add_argument("--no-start", action="store_true",
+                        help="do not score the cells' train.init on their test set (the table's start row)")
 
 
 def check_tasks(cells: list[Cell]) -> None:
@@ -273,9 +336,14 @@ def check_tasks(cells: list[Cell]) -> None:
 def run(args) -> int:
     cells = expand(load_grid(args.grid))
     check_tasks(cells)  # --dry-run too: a grid of a task this machine does not know is no plan
+    starts, notes = start_cells(cells) if not args.no_start else ([], [])
     if args.dry_run:
         for c in cells:
             print(c.name)
+        for c in starts:
+            print(f"start/{c.config.train.task}")
+        for line in notes:
+            print(line)
         return 0
     code = describe()  # once, before any worker imports the package
     check_tree(code, confirmatory=False, what="this grid")
@@ -286,6 +354,12 @@ def run(args) -> int:
                           progress=progress)
     else:
         results = run_local(cells, args.output_dir, args.workers, args.retries, progress=progress)
+    for c in starts:  # the init, scored on the cells' own test set: the table's start row
+        evaluate_starts([c], Path(args.output_dir))
+        print(f"the start ({c.config.train.init}) scored on {c.config.train.task}'s test set: "
+              f"{Path(args.output_dir) / 'start' / c.config.train.task / 'eval.jsonl'}")
+    for line in notes:
+        print(line)
     failed = [r for r in results if r["status"] == "failed"]
     for r in failed:
         trace = Path(args.output_dir) / r["cell"] / "error.txt"

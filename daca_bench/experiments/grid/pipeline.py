@@ -18,7 +18,7 @@ from pathlib import Path
 from ...checkpoint import checkpoints
 from ...config import ConfigError, RLConfig, RunConfig, apply, load_config, to_dict
 from ...resources import data_dir
-from .ablation import VARIANTS, Cell, expand, slug
+from .ablation import VARIANTS, Cell, evaluate_starts, expand, slug  # noqa: F401 - evaluate_starts: stage 2's start
 from .jobs import Job, run_jobs
 from .presets import Family, PaperPreset, TinyPreset
 from .readings import READINGS, overrides, reading_name
@@ -202,38 +202,6 @@ def needs_sandbox(preset: TinyPreset | PaperPreset) -> bool:
     else:
         tasks = [load_config(ROOT / p, [], RLConfig).train.task for p in preset.configs]
     return any(task_spec(t).family == "code" for t in tasks)
-
-
-def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
-    """The RL start (each family's SFT model) scored once on its family's evaluation set, built by
-    the function the trainer builds its cells' set with (rl.evaluate.eval_task), with the cells'
-    canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain. Cached by the
-    init weights' content (not their path), the set and the canvas."""
-    from ...registry import ids_digest, read_excluded
-    from ...rl.evaluate import eval_task, evaluate, write_eval_records
-    from ...rl.policy import load_initial
-    from .provenance import weights_hash
-
-    out = {}
-    for cfg in {c.config.train.task: c.config for c in cells}.values():
-        t = cfg.train
-        target = folder / START / t.task
-        key = json.dumps({"init_sha256": weights_hash(t.init or cfg.model.name), "test_seed": t.test_seed,
-                          "n_eval": t.n_eval, "eval": to_dict(cfg.eval), "split": t.eval_split,
-                          **({"test_exclude": [t.test_exclude, ids_digest(read_excluded(t.test_exclude))]} if t.test_exclude else {}),
-                          "chat_template": t.chat_template, "prefill": bool(t.max_prompt_length)}, sort_keys=True)
-        done = json.loads((target / "summary.json").read_text()) if (target / "summary.json").exists() else {}
-        if done.get("key") == key:
-            out[t.task] = done["test_accuracy"]
-            continue
-        target.mkdir(parents=True, exist_ok=True)
-        adapter = load_initial(cfg)
-        result = evaluate(adapter, eval_task(cfg, adapter), cfg.eval, n=t.n_eval)
-        write_eval_records(target / "eval.jsonl", result)
-        (target / "summary.json").write_text(json.dumps({"task": t.task, "test_accuracy": result["accuracy"],
-                                                         "statuses": result["statuses"], "key": key}) + "\n")
-        out[t.task] = result["accuracy"]
-    return out
 
 
 # ---- stage 3: what a reader keeps ------------------------------------------------------------
