@@ -101,18 +101,22 @@ SWEPT = ("baseline", "daca")  # the rows the sweep tunes per base: its baseline 
 INHERITS = {"+DPS": "baseline", "+SML": "+DACA"}  # an unswept row's lr: +DPS the baseline's, +SML +DACA's
 
 
-def selection_arms(design: dict | None = None, picks: dict | None = None, bases=None) -> list[tuple]:
+def selection_arms(design: dict | None = None, picks: dict | None = None, bases=None,
+                   beyond: dict | None = None) -> list[tuple]:
     """The lr sweep on the dev split: each base's baseline and DACA row at every lr of the grid
     (SPG's at each value of its tuned keys too), on the selection seeds; each row with the committed
-    reading of its variant (picks[variant]: DPS score, SML partition; its lr is the sweep's)."""
+    reading of its variant (picks[variant]: DPS score, SML partition; its lr is the sweep's). With
+    `beyond` ({(base, row): lr}, edge_extensions): only those rows, at that one lr past the grid."""
     d = design or TINY_BASES_DESIGN
     arms = []
     for base in bases or (*PAPER_BASES, *FIELD_BASES):
         tuned = d["tuned"].get(base, {})
         extra_axes = [{}] + [{k: v} for k, vals in tuned.items() for v in vals[1:]]
         for v in ("baseline", DACA_ROW[base]):
+            if beyond is not None and (base, v) not in beyond:
+                continue
             reading = {k: x for k, x in (picks or {}).get(v, {}).items() if k not in ("reading", "train.lr")}
-            for lr in d["lr_grid"]:
+            for lr in ([beyond[(base, v)]] if beyond is not None else d["lr_grid"]):
                 for extra in extra_axes:
                     label = "@".join([v, f"{lr:g}", *(f"{k.split('.')[-1]}={x}" for k, x in extra.items())])
                     arms.append((base, label, v, {"loss.base": base, **BASE_KEYS[base], **reading, "train.lr": lr,
@@ -137,6 +141,22 @@ def pick_bases(acc: dict[tuple, float], design: dict | None = None) -> dict:
     return out
 
 
+def edge_extensions(picks: dict, design: dict) -> dict[tuple, float]:
+    """Issue 48: a pick on an edge of the lr grid is not bracketed. {(base, row): the lr one geometric
+    step past that edge} for every such pick, when the design asks for it (design["bracket"]); the
+    sweep runs those arms too (still on dev) and picks again by the same rule over all of them."""
+    if not design.get("bracket"):
+        return {}
+    grid = sorted(design["lr_grid"])
+    below, above = grid[0] * grid[0] / grid[1], grid[-1] * grid[-1] / grid[-2]
+    out = {}
+    for base, rows in picks.items():
+        for row, keys in rows.items():
+            if keys["train.lr"] in (grid[0], grid[-1]):
+                out[(base, row)] = float(f"{below if keys['train.lr'] == grid[0] else above:.3g}")
+    return out
+
+
 def sweep_accuracy(cells_dir: str | Path, design: dict | None = None, seeds=None) -> dict[tuple, float]:
     """Mean dev accuracy per (base, swept row, lr, tuned items) over the finished selection cells
     (their axes.json: loss.base, variant_of, train.lr and the tuned keys); with SEEDS, an arm missing
@@ -158,14 +178,17 @@ def sweep_accuracy(cells_dir: str | Path, design: dict | None = None, seeds=None
     return {k: statistics.mean(v.values()) for k, v in runs.items()}
 
 
-def write_picks(cells_dir: str | Path, out: str | Path, design: dict | None = None, seeds=None) -> dict:
-    """Pick from the sweep's cells and write OUT/picks.json (the rule, each arm's dev accuracy, the picks)."""
+def write_picks(cells_dir: str | Path, out: str | Path, design: dict | None = None, seeds=None,
+                extended: dict | None = None) -> dict:
+    """Pick from the sweep's cells and write OUT/picks.json (the rule, each arm's dev accuracy, the picks;
+    `extended`: the edge picks whose grid the sweep extended, {(base, row): lr run beyond the edge})."""
     d = design or TINY_BASES_DESIGN
     acc = sweep_accuracy(cells_dir, d, seeds)
     result = {"rule": TINY_BASES_DESIGN["rule"], "seeds": sorted(seeds) if seeds is not None else None,
               "dev_accuracy": {" ".join([b, r, f"{lr:g}", *(f"{k}={x}" for k, x in items)]): a
                                for (b, r, lr, items), a in sorted(acc.items())},
-              "picks": pick_bases(acc, d)}
+              "picks": pick_bases(acc, d),
+              **({"extended": {f"{b} {r}": lr for (b, r), lr in sorted(extended.items())}} if extended else {})}
     Path(out).mkdir(parents=True, exist_ok=True)
     Path(out, "picks.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

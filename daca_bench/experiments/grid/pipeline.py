@@ -134,13 +134,15 @@ def compute_ratio() -> float:
                                "cells; run from a checkout of the repository") from None
 
 
-def selection_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None) -> list[Cell]:
+def selection_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None,
+                    beyond: dict | None = None) -> list[Cell]:
     """A per-base preset's lr sweep (bases_grid.selection_arms): each base's baseline and DACA row at
-    every lr of `preset.selection`, on its selection seeds, scored on its selection split (dev)."""
+    every lr of `preset.selection`, on its selection seeds, scored on its selection split (dev); with
+    `beyond`, only the arms one step past an edge pick (bases_grid.edge_extensions)."""
     from .bases_grid import selection_arms
 
     sel = preset.selection
-    arms = selection_arms(sel, preset.picks, preset.bases)
+    arms = selection_arms(sel, preset.picks, preset.bases, beyond)
     return _base_cells(preset, sft, steps, sel["selection_seeds"], lambda rl: arms,
                        {"train.eval_split": sel["selection_split"]})
 

@@ -97,7 +97,7 @@ def sweep(preset: TinyPreset, sft: dict, args, work: Path, out: Path, code: tupl
     """A per-base preset's lr sweep: run (or resume) its cells, copy their small files to
     OUT/selection/cells, pick by the design's rule into OUT/picks.json; the picks, or None when a
     cell failed (nothing confirmatory runs on a partial sweep)."""
-    from .bases_grid import write_picks
+    from .bases_grid import edge_extensions, write_picks
 
     cells = stamp_cells(selection_cells(preset, sft, args.steps), *code)
     cells_dir = work / f"{args.preset}-{SWEEP}"
@@ -110,6 +110,16 @@ def sweep(preset: TinyPreset, sft: dict, args, work: Path, out: Path, code: tupl
         print(f"the lr sweep has {len(failed)} failed cell(s); nothing confirmatory ran: rerun to resume")
         return None
     result = write_picks(cells_dir, out, preset.selection, preset.selection["selection_seeds"])
+    beyond = edge_extensions(result["picks"], preset.selection)  # an edge pick: one lr past it, then pick again
+    if beyond:
+        more = stamp_cells(selection_cells(preset, sft, args.steps, beyond), *code)
+        print(f"{len(beyond)} pick(s) on an edge of the lr grid: the sweep runs one step beyond it ({len(more)} cells)")
+        results = _execute(more, cells_dir, args, False, "2/3 lr sweep, past its edges", progress)
+        copy_light(cells_dir, [c.name for c in more], out / SWEEP / "cells")
+        if any(r["status"] == "failed" for r in results):
+            print("a cell past the lr grid's edge failed; nothing confirmatory ran: rerun to resume")
+            return None
+        result = write_picks(cells_dir, out, preset.selection, preset.selection["selection_seeds"], beyond)
     print(f"picked by the design's rule on {preset.selection['selection_split']} (written to {out / 'picks.json'}):")
     for base, rows in result["picks"].items():
         print("  " + base + ": " + ", ".join(f"{row} " + " ".join(f"{k.split('.')[-1]} {v:g}" for k, v in keys.items())
