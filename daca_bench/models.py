@@ -96,6 +96,8 @@ class ModelAdapter:
         that has the argument; `num_logits_to_keep`: the suffix from a); otherwise (BertForMaskedLM, the
         published LLaDA code) it runs on every row and the rows are sliced after."""
         kw = self._mask_kwargs(attention_mask)
+        if keep is not None and tuple(keep) == (0, input_ids.shape[1]):
+            keep = None  # every row: the plain call
         if keep is None:
             out = self.model(input_ids=input_ids, **kw)
             logits = out.logits if hasattr(out, "logits") else out[0]
@@ -189,6 +191,8 @@ class ModelAdapter:
             positions, mask = attention_mask.positions, attention_mask.sdpa if attention_mask.padded else None
         else:
             positions, mask = (attention_mask.long().cumsum(-1) - 1).clamp(min=0), attention_mask  # as in `logits`
+        if keep is not None and not self.shift_logits and tuple(keep) == (lo, hi):
+            keep = None  # every row of the pass: the plain call
         rows = None if keep is None else self._rows(keep, lo, input_ids.device)
         kw = {"input_ids": input_ids[:, lo:hi], "attention_mask": mask, "position_ids": positions[:, lo:hi],
               "past_key_values": cache, "logits_to_keep": rows}

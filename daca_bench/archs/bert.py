@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .common import KVCache, keep_rows, sdpa_mask
+from .common import KVCache, keep_index, sdpa_mask
 
 
 def supports(model) -> bool:
@@ -47,4 +47,5 @@ def bert_cached(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, heads, T, hd)
         a = layer.attention.output(a.transpose(1, 2).reshape(b, t, heads * hd), h)  # dense, residual, LayerNorm
         h = layer.output(layer.intermediate(a), a)
-    return model.cls(keep_rows(h, keep))
+    rows = keep_index(keep, t, h.device)
+    return model.cls(h if rows is None else h.index_select(1, rows))

@@ -5,7 +5,8 @@ position ids (no buffers to initialise), the attention-mask forms SDPA takes, an
     q = apply_rope(q, cos, sin)                               # q: (B, H, T, D)
     bias = sdpa_mask(attention_mask, dtype)                   # None | (B, 1, 1|T, T) bool or float
     cache = KVCache(); model(ids, past_key_values=cache)      # fill; then cache.window = (lo, hi)
-    h = keep_rows(h, logits_to_keep)                          # the rows the output layer runs on
+    rows = keep_index(logits_to_keep, T, device)              # the rows a pass's output is read at
+    x, cos, sin, mask = query_rows(x, cos, sin, mask, rows)   # the last layer: those rows' queries only
 
 Written for this project from the architectures' published descriptions (Llama-style blocks).
 """
@@ -71,14 +72,25 @@ def sdpa_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.
     return attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(dtype)
 
 
-def keep_rows(h: torch.Tensor, logits_to_keep) -> torch.Tensor:
-    """The hidden states (B, T, d) the output layer needs, transformers' `logits_to_keep` convention:
-    None or 0 all rows, an int n the last n, a 1-D index tensor those rows (in its order)."""
+def keep_index(logits_to_keep, t: int, device) -> torch.Tensor | None:
+    """transformers' `logits_to_keep` as a 1-D index tensor of the rows kept out of t (None: all rows):
+    None or 0 all, an int n the last n, a 1-D index tensor those rows (in its order)."""
     if logits_to_keep is None or (isinstance(logits_to_keep, int) and logits_to_keep == 0):
-        return h
+        return None
     if isinstance(logits_to_keep, int):
-        return h[:, -logits_to_keep:]
-    return h.index_select(1, logits_to_keep)
+        return torch.arange(t - logits_to_keep, t, device=device)
+    return logits_to_keep
+
+
+def query_rows(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask, rows: torch.Tensor | None):
+    """The last layer of a pass whose output is read at `rows` only needs those rows' queries, residual
+    and MLP (every row's keys and values still): x (B, T, d), cos / sin (B, T, D) and a (B, 1, T, S) mask
+    cut to those rows (a (B, 1, 1, S) mask or None unchanged)."""
+    if rows is None:
+        return x, cos, sin, mask
+    if mask is not None and mask.dim() == 4 and mask.shape[-2] > 1:
+        mask = mask.index_select(-2, rows)
+    return x.index_select(1, rows), cos.index_select(1, rows), sin.index_select(1, rows), mask
 
 
 class KVCache:

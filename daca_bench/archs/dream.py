@@ -19,7 +19,8 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_rows, repeat_kv, rope, sdpa_mask
+from .common import (KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope,
+                     sdpa_mask)
 
 
 class DreamConfig(PretrainedConfig):
@@ -61,15 +62,19 @@ class DreamAttention(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=False)
         self.dropout = config.attention_dropout
 
-    def forward(self, x, cos, sin, mask, cache=None, layer=0):
+    def forward(self, x, cos, sin, mask, cache=None, layer=0, rows=None):
+        """x (B, T, hidden) -> (B, T, hidden), or (B, len(rows), hidden): those rows' queries only."""
         b, t, h = x.shape  # (B, T, hidden)
-        q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # Dream turns q, k in the model's dtype
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        k = apply_rope(k, cos, sin)
         if cache is not None:  # keys and values of the whole canvas, this pass's rows fresh
             k, v = cache.update(k, v, layer)
+        x, cos, sin, mask = query_rows(x, cos, sin, mask, rows)
+        t = x.shape[1]
+        q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        q = apply_rope(q, cos, sin)
         groups = self.heads // self.kv_heads
         a = F.scaled_dot_product_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), attn_mask=mask,
                                            dropout_p=self.dropout if self.training else 0.0)
@@ -94,8 +99,10 @@ class DreamDecoderLayer(GradientCheckpointingLayer):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, cache=None, layer=0):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, layer)
+    def forward(self, x, cos, sin, mask, cache=None, layer=0, rows=None):
+        """With `rows` (the last layer of a pass read at those rows only): (B, len(rows), hidden)."""
+        a = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, layer, rows)
+        x = (x if rows is None else x.index_select(1, rows)) + a
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -139,8 +146,8 @@ class DreamModel(PreTrainedModel):
         """input_ids (B, T); attention_mask None | (B, T) | (B, 1, 1|T, T) bool; position_ids (B, T).
         Returns the published code's raw logits (B, T, V): row i predicts token i+1. With a `KVCache`
         whose window is (lo, hi): input_ids are canvas positions lo..hi-1, the mask covers the canvas.
-        `logits_to_keep` (None | int n: the last n rows | 1-D index tensor): the raw rows the final
-        norm and lm_head run on."""
+        `logits_to_keep` (None | int n: the last n rows | 1-D index tensor): the raw rows returned; the
+        last layer's queries and MLP, the final norm and lm_head run on those rows only."""
         x = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, hidden)
         if position_ids is None:
             position_ids = default_positions(x[..., 0], past_key_values)
@@ -148,6 +155,10 @@ class DreamModel(PreTrainedModel):
         mask = sdpa_mask(attention_mask, x.dtype)
         if past_key_values is not None:
             mask = past_key_values.rows(mask)
+        rows = keep_index(logits_to_keep, x.shape[1], x.device)
+        last = len(self.model.layers) - 1
         for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin, mask, past_key_values, i)
-        return MaskedLMOutput(logits=self.lm_head(self.model.norm(keep_rows(x, logits_to_keep))))
+            x = layer(x, cos, sin, mask, past_key_values, i, rows if i == last else None)
+        if rows is not None and last < 0:
+            x = x.index_select(1, rows)
+        return MaskedLMOutput(logits=self.lm_head(self.model.norm(x)))

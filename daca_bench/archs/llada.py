@@ -19,7 +19,8 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_rows, repeat_kv, rope, sdpa_mask
+from .common import (KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope,
+                     sdpa_mask)
 
 # options of the published config this class does not implement, with the value it needs
 UNSUPPORTED = {"alibi": False, "block_type": "llama", "layer_norm_type": "rms", "attention_layer_norm": False,
@@ -78,15 +79,20 @@ class LLaDABlock(GradientCheckpointingLayer):
         self.up_proj = nn.Linear(d, config.ffn_size, bias=bias)
         self.ff_out = nn.Linear(config.ffn_size, d, bias=bias)
 
-    def forward(self, x, cos, sin, mask, cache=None, layer=0):
-        b, t, d = x.shape  # x: (B, T, d_model)
+    def forward(self, x, cos, sin, mask, cache=None, layer=0, rows=None):
+        """x (B, T, d_model) -> (B, T, d_model); with `rows` (the last block of a pass read at those rows
+        only) -> (B, len(rows), d_model): every row's keys and values, those rows' queries and MLP."""
+        b, t, d = x.shape
         h = self.attn_norm(x)
-        q = self.q_proj(h).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = self.k_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
         v = self.v_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q.float(), cos, sin).to(q.dtype), apply_rope(k.float(), cos, sin).to(k.dtype)  # rope in fp32
+        k = apply_rope(k.float(), cos, sin).to(k.dtype)  # rope in fp32
         if cache is not None:  # keys and values of the whole canvas, this pass's rows fresh
             k, v = cache.update(k, v, layer)
+        x, cos, sin, mask = query_rows(x, cos, sin, mask, rows)
+        h, t = (h, t) if rows is None else (h.index_select(1, rows), rows.shape[0])
+        q = self.q_proj(h).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        q = apply_rope(q.float(), cos, sin).to(q.dtype)
         groups = self.heads // self.kv_heads
         a = F.scaled_dot_product_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), attn_mask=mask)
         x = x + self.attn_out(a.transpose(1, 2).reshape(b, t, d))
@@ -137,7 +143,8 @@ class LLaDAModelLM(PreTrainedModel):
         """input_ids (B, T); attention_mask None | (B, T) | (B, 1, 1|T, T) bool; position_ids (B, T).
         With a `KVCache` whose window is (lo, hi): input_ids are canvas positions lo..hi-1 and the
         mask covers the whole canvas ((B, S) or (B, 1, 1|S, S)). `logits_to_keep` (None | int n: the
-        last n rows | 1-D index tensor): the rows the final norm and the output layer run on."""
+        last n rows | 1-D index tensor): the rows whose logits are returned; the last block's queries and
+        MLP, the final norm and the output layer run on those rows only."""
         tr = self.model.transformer
         x = tr.wte(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, d)
         if position_ids is None:
@@ -146,6 +153,10 @@ class LLaDAModelLM(PreTrainedModel):
         mask = sdpa_mask(attention_mask, x.dtype)
         if past_key_values is not None:
             mask = past_key_values.rows(mask)
+        rows = keep_index(logits_to_keep, x.shape[1], x.device)
+        last = len(tr.blocks) - 1
         for i, block in enumerate(tr.blocks):
-            x = block(x, cos, sin, mask, past_key_values, i)
-        return MaskedLMOutput(logits=tr.ff_out(tr.ln_f(keep_rows(x, logits_to_keep))))  # (B, T or kept, V)
+            x = block(x, cos, sin, mask, past_key_values, i, rows if i == last else None)
+        if rows is not None and last < 0:
+            x = x.index_select(1, rows)
+        return MaskedLMOutput(logits=tr.ff_out(tr.ln_f(x)))  # (B, T or len(rows), V)
