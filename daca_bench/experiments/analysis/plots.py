@@ -1,196 +1,149 @@
-"""Ablation plots, read through `results.py`. Each plot function returns a matplotlib `Figure`
-(built without pyplot, so no backend is chosen here) and draws on the caller's axes when given
-`ax=`; only `plot_all`, behind the CLI, writes files (PNG and PDF, byte-identical on a rerun):
+"""Ablation plots, read through `results.py` (tables) and `curves.py` (per-step metrics). Each plot
+function returns a matplotlib `Figure` (built without pyplot, so no backend is chosen here) and
+draws on the caller's axes when given `ax=`; only `plot_all`, behind the CLI, writes files (PNG and
+PDF, byte-identical on a rerun):
 
-    daca-bench plot results/grid                      # gains, curves, dps (.png/.pdf) beside the cells
+    daca-bench plot results/grid                      # gains, curves, training, dps beside the cells
     daca-bench plot results/tiny --output-dir figs    # a preset's folder, the figures into figs/
-    fig = plot_gains(load_table("results/grid"))      # in a notebook: shown inline
+    figs = figures("results/tiny-full")               # in a notebook: name -> Figure, shown inline
 
-Every figure colours a variant the same way (PALETTE; the base method is the line style).
+Every figure colours a variant the same way (layout.PALETTE), wraps its facets (one per base
+method, task and rollout setting) after four columns and keeps its legend outside the data.
 
-- gains: pp change against the baseline per family and variant, with paired 95 % intervals,
-  the MDE as a band and the paper's headline gain marked;
-- curves: training reward per step and test accuracy (during training where evaluated, and the
-  final one), one line per variant (mean over seeds);
+- gains: pp change against the own baseline per facet and variant (variants a base does not admit
+  are absent), the 95 % interval, each seed's paired change, the MDE as a band, and the paper's
+  headline gain only beside a shipped task of an area the paper measured;
+- curves: training reward per step and test accuracy (during training where train.eval_every
+  was set, and the final one), a line per variant: the mean over seeds with a ± 1 s.d. band;
+- training: KL, clip ratio, completion length and zero-std share per step, the same way;
 - dps: the DPS weights over the tokens of a few real completions.
 """
 from __future__ import annotations
 
 import json
 import math
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from ...errors import ConfigError
-from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
+from .curves import load_curves, plot_curves, plot_training
 from .design import across
-from .results import PAPER_GAIN_PP, VARIANT_ORDER, load_results, load_table, locate
+from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
+from .layout import PALETTE, SAVE, colour, facets, grid_of, legend_outside, paper_area, variant_rank
+from .results import START, comparisons, load_results, load_start, load_table, locate
 
-PALETTE = {"start": "#7f7f7f", "baseline": "#3b3b3b", "+DPS": "#1f77b4", "+SML": "#ff7f0e", "+DACA": "#2ca02c",
-           "+DPS-random": "#9467bd"}  # one colour per variant in every figure
-OTHER_COLOURS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#d62728")  # variants PALETTE does not name
-BASE_STYLES = ("-", "--", ":", "-.")  # the curves' line style per base method (sorted)
-SAVE = {"png": {"dpi": 130, "metadata": {"Software": None}}, "pdf": {"metadata": {"CreationDate": None}}}
-
-
-def colour(variant: str) -> str:
-    """The variant's colour: PALETTE's, else one of OTHER_COLOURS chosen by a stable hash of its name."""
-    return PALETTE.get(variant) or OTHER_COLOURS[zlib.crc32(variant.encode()) % len(OTHER_COLOURS)]
+__all__ = ["PALETTE", "colour", "figures", "load_curves", "notebook_folder", "plot_all", "plot_curves", "plot_dps", "plot_gains",
+           "plot_training", "seed_deltas"]
+# tasks whose every prompt has one right completion, its target (gold.py's, and the tiny-full math row's
+# arithmetic_tiny and the full sudoku): only there does dps.png mark wrong tokens
+UNIQUE_TARGET = frozenset(ONE_ANSWER_TASKS) | {"arithmetic_tiny", "sudoku"}
+GAIN_KEYS = ["base", "family", "task"]
 
 
-def _axes(ax, rows: int, cols: int, figsize, height_ratios=None) -> tuple[Figure, np.ndarray]:
-    """(figure, rows x cols array of axes): new ones, or the caller's `ax` (an Axes or an array of them)."""
-    if ax is None:
-        fig = Figure(figsize=figsize)
-        grid = {"height_ratios": height_ratios} if height_ratios else None
-        return fig, fig.subplots(rows, cols, squeeze=False, gridspec_kw=grid)
-    axes = np.asarray(ax, dtype=object).reshape(-1)
-    if axes.size != rows * cols:
-        raise ValueError(f"this plot draws on {rows} x {cols} axes; ax= gave {axes.size}")
-    return axes[0].figure, axes.reshape(rows, cols)
-
-
-def plot_gains(table: pd.DataFrame, ax=None) -> Figure:
-    """Δpp against the baseline per task and variant with the 95 % interval, one panel per base
-    method; each estimate also as a dot (a 0.0 bar stays visible), the MDE as a grey band (a gain
-    inside it could not have been told from noise) and the paper's gain dashed. The y-axis fits
-    the measured values; a paper gain beyond it is written at the panel's edge instead of drawn."""
-    table = table[table["variant"].isin(VARIANT_ORDER[1:]) & table.get("delta_pp", pd.Series(dtype=float)).notna()]
-    table = table[~table["vs"].map(across)] if "vs" in table else table  # against its own baseline only
-    bases = sorted(table["base"].unique())
-    fig, axes = _axes(ax, 1, max(1, len(bases)), (6 * max(1, len(bases)), 4))
-    variants = [v for v in VARIANT_ORDER[1:] if v in set(table["variant"])]
-    for ax, base in zip(axes[0], bases):
-        tb = table[table["base"] == base]
-        tasks = tb[["family", "task"]].drop_duplicates().sort_values(["family", "task"])
-        t = tasks.reset_index(drop=True)
-        labels = [f"{r.family}\n{r.task}".replace(" [", "\n[") for r in t.itertuples()]  # a setting on its own line
-        width = 0.8 / max(1, len(variants))
-        for j, v in enumerate(variants):
-            rows = t.merge(tb[tb["variant"] == v], on=["family", "task"], how="left")
-            ys = rows["delta_pp"].fillna(0).tolist()
-            errs = [[max(0, y - lo) for y, lo in zip(ys, rows["lo"].fillna(0))],
-                    [max(0, hi - y) for y, hi in zip(ys, rows["hi"].fillna(0))]]
-            xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(t))]
-            ax.bar(xs, ys, width, yerr=errs, capsize=3, label=v, color=colour(v))
-            ax.plot(xs, ys, "o", ms=4, color=colour(v), markeredgecolor="black", markeredgewidth=0.5)
-            for x, m in zip(xs, rows["MDE"]):
-                if not math.isnan(m):
-                    ax.fill_between([x - width / 2, x + width / 2], -m, m, color="grey", alpha=0.15, lw=0,
-                                    label="± MDE" if (j, x) == (0, xs[0]) else None)
-        measured = pd.concat([tb["lo"], tb["hi"], tb["MDE"], -tb["MDE"], tb["delta_pp"]]).dropna()
-        lo, hi = min(0.0, float(measured.min())) if len(measured) else -1.0, max(0.0, float(measured.max())) if len(measured) else 1.0
-        pad = 0.12 * max(hi - lo, 1.0)
-        lo, hi = lo - pad, hi + pad
-        for i, fam in enumerate(t["family"]):
-            if fam not in PAPER_GAIN_PP:
-                continue
-            gain = PAPER_GAIN_PP[fam]
-            if lo <= gain <= hi:
-                ax.plot([i - 0.4, i + 0.4], [gain] * 2, "k--", lw=1, label="paper, up to (LLaDA-8B)" if i == 0 else None)
-            else:
-                ax.annotate(f"paper (LLaDA-8B): up to +{gain:.1f} pp, off this scale ↑", (i, hi), xytext=(0, -4),
-                            textcoords="offset points", ha="center", va="top", fontsize=8)
-        ax.set_ylim(lo, hi)
-        ax.axhline(0, color="black", lw=0.6)
-        ax.set_xticks(range(len(t)), labels)
-        ax.set_ylabel("test accuracy change vs baseline (pp)")
-        ax.set_title(f"base method: {base}")
-        ax.legend(fontsize=8)
-    return fig
-
-
-def load_curves(folder: str | Path) -> pd.DataFrame:
-    """One row per logged step of every cell (test_accuracy where a step evaluated), plus one row
-    per finished cell at its last step with the final test accuracy (`final`: True) from summary.json."""
+def seed_deltas(folder: str | Path) -> pd.DataFrame:
+    """One row per (base, family, task, variant, seed) of a folder's variants against their own
+    baseline: `delta_pp`, that seed's paired change (mean over the prompts both scored)."""
+    cells, _ = locate(folder)
+    df = load_results(cells)
     rows = []
-    for metrics in sorted(Path(folder).glob("*/metrics.jsonl")):
-        axes_file = metrics.parent / "axes.json"
-        axes = json.loads(axes_file.read_text()) if axes_file.exists() else {}
-        cfg = json.loads((metrics.parent / "config.json").read_text())
-        common = {"cell": metrics.parent.name, "task": cfg["train"]["task"], "base": cfg["loss"]["base"],
-                  "variant": axes.get("variant", "run"), "seed": cfg["train"]["seed"]}
-        last = 0
-        for line in metrics.read_text().splitlines():
-            if not line.strip():
-                continue
-            m = json.loads(line)
-            last = m["step"]
-            rows.append({**common, "step": m["step"], "reward_mean": m["reward_mean"],
-                         "test_accuracy": m.get("test_accuracy", math.nan), "final": False})
-        summary = metrics.parent / "summary.json"
-        acc = json.loads(summary.read_text()).get("test_accuracy") if summary.exists() else None
-        if acc is not None and last:
-            rows.append({**common, "step": last, "reward_mean": math.nan, "test_accuracy": acc, "final": True})
-    return pd.DataFrame(rows)
+    if not df.empty:
+        for common, variant, got, vs, d, _ in comparisons(df, load_start(cells), clusters={}, planned={}):
+            if got is not None and vs == "baseline" and d.size:
+                rows += [{**{k: common[k] for k in GAIN_KEYS}, "variant": variant, "delta_pp": float(x)}
+                         for x in d.mean(axis=1)]
+    return pd.DataFrame(rows, columns=[*GAIN_KEYS, "variant", "delta_pp"])
 
 
-def _in_variant_order(groups):
-    """(base, variant) groups ordered as VARIANT_ORDER (the gains plot's order), other variants after."""
-    rank = {v: i for i, v in enumerate(VARIANT_ORDER)}
-    return sorted(groups, key=lambda kv: (rank.get(kv[0][1], len(rank)), kv[0][1], kv[0][0]))
+def _gain_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows the gains plot draws: each variant against its own base's baseline (not the baseline
+    against the RL start, not a row against another base's)."""
+    if "delta_pp" not in table or table.empty:
+        return table.iloc[:0]
+    t = table[~table["variant"].isin([START, "baseline"]) & table["delta_pp"].notna()]
+    return t[~t["vs"].map(across)] if "vs" in t else t
 
 
-def plot_curves(curves: pd.DataFrame, ax=None) -> Figure:
-    """Training reward (top) and test accuracy (bottom) per step, one column per task; a variant
-    has its PALETTE colour, a base method its line style. Test accuracy during training is drawn
-    where the runs evaluated (train.eval_every); the final one (summary.json) is always marked at
-    the last step, and the panel says which it shows. When no run evaluated during training the
-    bottom panel holds only those end points and takes a quarter of the height."""
-    tasks = sorted(curves["task"].unique())
-    final = curves["final"] if "final" in curves else pd.Series(False, index=curves.index)
-    during_any = bool(curves.loc[~final, "test_accuracy"].notna().any()) if "test_accuracy" in curves else False
-    fig, axes = _axes(ax, 2, len(tasks), (4.5 * len(tasks), 6), None if during_any else (3, 1))
-    bases = sorted(curves["base"].unique())
-    style = {b: BASE_STYLES[i % len(BASE_STYLES)] for i, b in enumerate(bases)}
-    for j, task in enumerate(tasks):
-        c = curves[(curves["task"] == task) & ~final]
-        ends = curves[(curves["task"] == task) & final]
-        during = False
-        for (base, variant), g in _in_variant_order(c.groupby(["base", "variant"])):
-            label = variant if len(bases) == 1 else f"{base} {variant}"
-            look = {"color": colour(variant), "ls": style[base]}
-            mean = g.groupby("step")[["reward_mean", "test_accuracy"]].mean()
-            smooth = mean["reward_mean"].rolling(5, min_periods=1).mean()
-            axes[0][j].plot(mean.index, smooth, marker="o" if len(mean) < 5 else None, label=label, **look)
-            acc = mean["test_accuracy"].dropna()
-            end = ends[(ends["base"] == base) & (ends["variant"] == variant)]
-            if len(acc):
-                during = True
-                axes[1][j].plot(acc.index, acc, marker="o", label=label, **look)
-            if len(end):
-                axes[1][j].plot([end["step"].max()], [end["test_accuracy"].mean()], marker="*", ms=10, ls="",
-                                color=look["color"], label=None if len(acc) else label)
-        note = ("final test accuracy (stars; mean over seeds)" if not during else
-                "test accuracy during training (dots) and at the end (stars)")
-        if c.empty and ends.empty:
-            note = "no steps logged"
-        elif not during and ends.empty:
-            note = "no test evaluation (train.eval_every=0 and no summary.json yet)"
-        axes[1][j].set_title(note, fontsize=8)
-        if len(c) and c["step"].max() < 5:
-            axes[0][j].set_title(f"{task} ({int(c['step'].max())} steps: too few for the 5-step mean)")
-        else:
-            axes[0][j].set_title(task)
-        axes[0][j].set_ylabel("train reward (5-step mean)")
-        axes[1][j].set_ylabel("test accuracy")
-        axes[1][j].set_xlabel("step")
-        if axes[0][j].lines:
-            axes[0][j].legend(fontsize=7)  # (the bottom panel's colours are the same: no second legend)
-        elif axes[1][j].lines:
-            axes[1][j].legend(fontsize=7)
-        if len(c):
-            axes[1][j].set_xlim(axes[0][j].get_xlim())  # the stars sit under the last step of the curves
-    fig.tight_layout()
+def _of(frame: pd.DataFrame, key: tuple) -> pd.Series:
+    """The rows of FRAME in the facet KEY (its base, family, task)."""
+    return np.logical_and.reduce([frame[c] == v for c, v in zip(GAIN_KEYS, key)])
+
+
+def _x_range(t: pd.DataFrame, seeds: pd.DataFrame | None) -> tuple[float, float]:
+    """The x-axis every facet shares: the measured values (intervals, ± MDE, seeds) and ± 1 pp, padded."""
+    measured = pd.concat([t["lo"], t["hi"], t["MDE"], -t["MDE"], t["delta_pp"],
+                          *([seeds["delta_pp"]] if seeds is not None and len(seeds) else [])]).dropna()
+    lo = min(-1.0, float(measured.min())) if len(measured) else -1.0  # at least ± 1 pp
+    hi = max(1.0, float(measured.max())) if len(measured) else 1.0
+    pad = 0.08 * (hi - lo)
+    return lo - pad, hi + pad
+
+
+def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) -> Figure:
+    """Δpp against the baseline, one facet per (base, family, task) and in it a row per variant the
+    base ran (none drawn for a variant it does not admit): a bar to the estimate with a dot on it
+    (a 0.0 bar stays visible), its 95 % interval, each seed's paired change as a tick (SEEDS:
+    `seed_deltas`), the MDE as a grey band (a gain inside it could not have been told from noise) and
+    the paper's headline gain dashed. All facets share the x-axis, fitted to the measured values; a
+    paper gain beyond it is written under the facet's title instead of drawn. Only a shipped task
+    of one of the paper's areas gets a paper mark (layout.paper_area)."""
+    t = _gain_rows(table)
+    keys = sorted(t[GAIN_KEYS].drop_duplicates().itertuples(index=False, name=None),
+                  key=lambda k: (k[0], k[1].replace("]", ""), k[2]))  # "json [dual]" before "json [dual th=0.9]"
+    if not keys:
+        fig, stacks = facets(1, 1, (4.0, 1.5), ax=ax)
+        stacks[0][0].text(0.5, 0.5, "no variant against a baseline in this table", ha="center", va="center",
+                          transform=stacks[0][0].transAxes)
+        return fig
+    most = max(int(_of(t, k).sum()) for k in keys)
+    fig, stacks = facets(len(keys), 1, (3.9, 0.42 * most + 1.1), ax=ax)
+    lo, hi = _x_range(t, seeds)
+    cols, paper_drawn = grid_of(len(keys))[1], False
+    for i, (key, (a,)) in enumerate(zip(keys, stacks)):
+        base, family, task = key
+        rows = t[_of(t, key)]
+        rows = rows.iloc[sorted(range(len(rows)), key=lambda r: variant_rank(rows["variant"].iloc[r]))]
+        for y, r in enumerate(rows.itertuples()):
+            if not math.isnan(r.MDE):
+                a.fill_betweenx([y - 0.42, y + 0.42], -r.MDE, r.MDE, color="grey", alpha=0.15, lw=0)
+            a.barh(y, r.delta_pp, 0.55, color=colour(r.variant), label=r.variant)
+            a.errorbar([r.delta_pp], [y], xerr=[[max(0, r.delta_pp - r.lo)], [max(0, r.hi - r.delta_pp)]], fmt="none",
+                       ecolor="black", elinewidth=1, capsize=3)
+            a.plot([r.delta_pp], [y], "o", ms=5, color=colour(r.variant), markeredgecolor="black", markeredgewidth=0.6)
+            if seeds is not None and len(seeds):
+                s = seeds[_of(seeds, key) & (seeds["variant"] == r.variant)]["delta_pp"]
+                a.plot(s, [y + 0.33] * len(s), "|", ms=6, color="black", alpha=0.6)
+        a.set_yticks(range(len(rows)), list(rows["variant"]), fontsize=8)
+        a.set_ylim(len(rows) - 0.5, -0.5)  # the first variant on top
+        a.set_xlim(lo, hi)
+        a.axvline(0, color="black", lw=0.6)
+        title = f"{base}: {family} / {task}" if " [" not in family else f"{base}: {task} {family[family.index('['):]}"
+        gain = paper_area(task, family)
+        if lo <= gain <= hi:
+            a.axvline(gain, color="black", ls="--", lw=1)
+            paper_drawn = True
+        elif not math.isnan(gain):
+            title += f"\npaper (LLaDA-8B): up to +{gain:.1f} pp, off this axis →"
+        a.set_title(title, fontsize=8)
+        a.tick_params(axis="x", labelsize=8)
+        if i >= len(keys) - cols:
+            a.set_xlabel("test accuracy change vs baseline (pp)", fontsize=8)
+    handles = [Line2D([], [], marker="o", color="black", mfc="white", ls="-", lw=1, label="Δ and its 95 % interval"),
+               Patch(color="grey", alpha=0.25, label="± MDE (80 % power)")]
+    if seeds is not None and len(seeds):
+        handles.append(Line2D([], [], marker="|", ms=8, ls="", color="black", label="one seed's paired Δ"))
+    if paper_drawn:
+        handles.append(Line2D([], [], color="black", ls="--", lw=1, label="paper's gain, up to (LLaDA-8B)"))
+    legend_outside(fig, handles, stacks)
     return fig
 
 
 def _cell_label(cell: Path) -> tuple[str, str | None]:
-    """("family/task, base variant, seed N", task) from a cell's config.json and axes.json."""
+    """("family/task, base variant, seed N", task) from a cell's config.json, axes.json and summary.json."""
     try:
         cfg = json.loads((cell / "config.json").read_text())
     except (OSError, ValueError):
@@ -198,12 +151,16 @@ def _cell_label(cell: Path) -> tuple[str, str | None]:
     axes_file = cell / "axes.json"
     variant = json.loads(axes_file.read_text()).get("variant") if axes_file.exists() else None
     task = cfg.get("train", {}).get("task")
+    try:  # what the cell recorded of its task (summary.json's task_record), else the registry's
+        family = (json.loads((cell / "summary.json").read_text()).get("task_record") or {}).get("family")
+    except (OSError, ValueError):
+        family = None
     try:
         from ...registry import task_spec
 
-        family = task_spec(task).family
-    except Exception:  # noqa: BLE001 - a task this install does not know: the name alone
-        family = None
+        family = family or task_spec(task).family
+    except Exception:  # noqa: BLE001 - a task this install does not know and no record: the name alone
+        pass
     base = cfg.get("loss", {}).get("base", "")
     variant = variant or ("+DPS" if cfg.get("dps", {}).get("enabled") else "run")
     where = f"{family}/{task}" if family else str(task)
@@ -211,22 +168,22 @@ def _cell_label(cell: Path) -> tuple[str, str | None]:
 
 
 def _golds(cell: Path, task: str | None, examples: list[dict]) -> list[str | None]:
-    """The gold completion of each example (the trainer drew them from the first train prompts),
-    for tasks with one right answer; None where it is not known."""
-    if task not in ONE_ANSWER_TASKS:
+    """The gold completion of each example, for a task with one right answer (UNIQUE_TARGET): the
+    target of the train prompt it was drawn from (the trainer draws them from the first ones);
+    None where the task has none or the prompt is not found."""
+    if task not in UNIQUE_TARGET:
         return [None] * len(examples)
     from ...registry import get_task
 
-    def same(samples):
-        return [s.target if s.prompt.strip() and s.prompt.strip() in ex["prompt"] else None
-                for s, ex in zip(samples, examples)]
+    def find(n):
+        targets = {s.prompt.strip(): s.target for s in get_task(task, split="train", n=n, seed=t.get("seed", 0)).samples}
+        return [targets.get(ex["prompt"].strip()) for ex in examples]
 
     try:
         t = json.loads((cell / "config.json").read_text())["train"]
-        first = same(get_task(task, split="train", n=len(examples), seed=t.get("seed", 0)).samples)
-        if None not in first:  # a generated task's first prompts do not depend on n: no need for all of them
-            return first
-        return same(get_task(task, split="train", n=t.get("n_train"), seed=t.get("seed", 0)).samples)
+        first = find(len(examples))
+        # a generated task's first prompts do not depend on n: the whole train set only where they were not all found
+        return first if None not in first else find(t.get("n_train"))
     except Exception:  # noqa: BLE001 - no gold, no marks (the title says so)
         return [None] * len(examples)
 
@@ -238,9 +195,7 @@ def _reward(r) -> str:
 def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | None:
     """The DPS weights over the tokens of a few real completions (None when the run saved none):
     orange bars got more than a uniform weight (w > 1), blue ones less; for a task with one right
-    answer, the tokens that differ from it are hatched, with their labels in red."""
-    from matplotlib.patches import Patch
-
+    answer (UNIQUE_TARGET), the tokens that differ from it are hatched, with their labels in red."""
     files = sorted(Path(folder).glob("*/dps_examples.json")) or sorted(Path(folder).glob("dps_examples.json"))
     if not files:
         return None
@@ -248,59 +203,88 @@ def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | Non
     examples = json.loads(files[0].read_text())[:max_examples]
     label, task = _cell_label(cell)
     golds = _golds(cell, task, examples)
-    fig, axes = _axes(ax, len(examples), 1, (8, 1.3 * len(examples) + 1.2))
-    for ax, ex, gold in zip(axes[:, 0], examples, golds):
+    fig, stacks = facets(1, len(examples), (8, 1.3), ax=ax, share=False)
+    for a, ex, gold in zip(stacks[0], examples, golds):
         w = ex["weights"]
         wrong = wrong_tokens_of(ex["tokens"], ex["completion"], gold) if gold is not None else [False] * len(w)
-        ax.bar(range(len(w)), w, color=["tab:orange" if x > 1 else "tab:blue" for x in w],
-               edgecolor="none")
+        a.bar(range(len(w)), w, color=["tab:orange" if x > 1 else "tab:blue" for x in w], edgecolor="none")
         for i in (i for i, bad in enumerate(wrong) if bad):
-            ax.bar([i], [w[i]], color="none", edgecolor="tab:red", hatch="///", lw=1.0)
-        ax.set_xticks(range(len(w)), [t if t.strip() else repr(t) for t in ex["tokens"]], fontsize=8)
-        for tick, bad in zip(ax.get_xticklabels(), wrong):
+            a.bar([i], [w[i]], color="none", edgecolor="tab:red", hatch="///", lw=1.0)
+        a.set_xticks(range(len(w)), [t if t.strip() else repr(t) for t in ex["tokens"]], fontsize=8)
+        for tick, bad in zip(a.get_xticklabels(), wrong):
             if bad:
                 tick.set_color("tab:red")
-        ax.axhline(1, color="gray", lw=0.6)
-        ax.set_ylabel("w")
+        a.axhline(1, color="gray", lw=0.6)
+        a.set_ylabel("w")
         right = "" if gold is None else f", {sum(wrong)} of {len(w)} tokens wrong"
-        ax.set_title(f"{ex['prompt'].strip()!r} -> {ex['completion']!r} (reward {_reward(ex['reward'])}{right})",
-                     fontsize=8)
+        a.set_title(f"{ex['prompt'].strip()!r} -> {ex['completion']!r} (reward {_reward(ex['reward'])}{right})",
+                    fontsize=8)
     known = any(g is not None for g in golds)
     handles = [Patch(color="tab:orange", label="w > 1: more credit than a uniform weight"),
                Patch(color="tab:blue", label="w <= 1: less")]
     if known:
         handles.append(Patch(facecolor="none", edgecolor="tab:red", hatch="///", label="wrong token (differs from the solution)"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-    note = "" if known else " (no single right answer known: wrong tokens not marked)"
-    fig.suptitle(f"DPS weights ({examples[0]['score']}) over the tokens of real completions: {label}{note}", fontsize=9)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    legend_outside(fig, handles, stacks, ncol=len(handles))
+    note = ("" if known else " (no single right answer known: wrong tokens not marked)" if task not in UNIQUE_TARGET
+            else " (the solution of these prompts was not found: wrong tokens not marked)")
+    fig.suptitle(f"DPS weights ({examples[0]['score']}) over the tokens of real completions:\n{label}{note}", fontsize=9)
     return fig
 
 
+def figures(folder: str | Path) -> dict[str, Figure | None]:
+    """name -> Figure (None where there is nothing to draw) of a grid's or a preset's output folder
+    (results.locate): gains (with each seed's paired change), curves, training and dps."""
+    cells, _ = locate(folder)
+    has_cells = not load_results(cells).empty
+    curves = load_curves(cells)
+    return {"gains": plot_gains(load_table(cells), seeds=seed_deltas(cells)) if has_cells else None,
+            "curves": plot_curves(curves) if not curves.empty else None,
+            "training": plot_training(curves) if not curves.empty else None,
+            "dps": plot_dps(cells)}
+
+
+def notebook_folder(results: str | Path, tasks_dir: str | Path = "") -> Path:
+    """A notebook's parameters made usable (notebooks/ablations.ipynb): RESULTS as a folder, a relative
+    one against the working directory where it is there, else against the checkout this daca_bench
+    belongs to (Jupyter starts its kernel in notebooks/, papermill where it is run); TASKS_DIR, a
+    folder of one's own task files, added to DACA_BENCH_TASKS (before any task is looked up) so that
+    a grid of those tasks is read with their families."""
+    import os
+
+    def where(path) -> Path:
+        path = Path(path)
+        return path if path.is_absolute() or path.exists() else Path(__file__).resolve().parents[3] / path
+
+    folder, tasks = where(results), where(tasks_dir) if str(tasks_dir) else None
+    if not folder.is_dir():
+        raise ConfigError(f"results={str(results)!r}: no such folder; give a grid's output folder or a preset's")
+    if tasks is not None:
+        if not tasks.is_dir():
+            raise ConfigError(f"tasks_dir={str(tasks_dir)!r}: no such folder of task files")
+        known = [p for p in os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep) if p]
+        os.environ["DACA_BENCH_TASKS"] = os.pathsep.join([*known, str(tasks.resolve())])
+    return folder
+
+
 def plot_all(folder: str | Path, output_dir: str | Path | None = None) -> list[Path]:
-    """What `daca-bench plot` writes: gains, curves and dps as PNG and PDF (no timestamps in them, so a
-    rerun on the same cells writes the same bytes), into `output_dir`, by default beside the tables (a
-    grid's output folder, or beside a preset's cells/: results.locate)."""
-    folder, out = locate(folder)
+    """What `daca-bench plot` writes: `figures` as PNG and PDF (no timestamps in them, so a rerun on
+    the same cells writes the same bytes), into `output_dir`, by default beside the tables (a grid's
+    output folder, or beside a preset's cells/: results.locate)."""
+    cells, out = locate(folder)
     if output_dir is not None:
         out = Path(output_dir)
         if not out.parent.is_dir():
             raise ConfigError(f"--output-dir {out}: folder {out.parent} does not exist")
         out.mkdir(exist_ok=True)
-    df = load_results(folder)
-    curves = load_curves(folder)
-    figures = {"gains": plot_gains(load_table(folder)) if not df.empty else None,
-               "curves": plot_curves(curves) if not curves.empty else None,
-               "dps": plot_dps(folder)}
     paths = []
-    for stem, fig in figures.items():
+    for stem, fig in figures(cells).items():
         if fig is not None:
             for fmt, kw in SAVE.items():
                 path = out / f"{stem}.{fmt}"
                 fig.savefig(path, format=fmt, bbox_inches="tight", **kw)
                 paths.append(path)
     if not paths:
-        raise FileNotFoundError(f"nothing to plot under {folder}: no finished cells or metrics")
+        raise FileNotFoundError(f"nothing to plot under {cells}: no finished cells or metrics")
     return paths
 
 
