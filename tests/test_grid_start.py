@@ -1,7 +1,10 @@
 """A grid whose cells start from `train.init` scores that init once on the cells' own test set
 (issue 45 item 4): `daca-bench ablate` writes OUT/start/<task>/eval.jsonl as reproduce does for
-its SFT starts, so `daca-bench table OUT` has the start row and the baseline's gain over it."""
+its SFT starts, so `daca-bench table OUT` has the start row and the baseline's gain over it; and
+`reproduce --tasks-dir DIR --families sort4` runs a task of one's own as a family of its own."""
 import json
+
+from test_new_task import fresh  # noqa: F401 - the fixture: a registry that loads its folders again
 
 from daca_bench.cli import main
 from daca_bench.config import ModelConfig, RLConfig, apply
@@ -42,3 +45,31 @@ def test_cells_of_one_task_from_different_inits_get_no_start_row():
     keep, notes = start_cells(other)
     assert keep == [] and notes and "no start row for arithmetic_tiny" in notes[0]
     assert start_cells([Cell("z", {}, apply(cfg, {"train.init": ""}))]) == ([], [])
+
+
+def test_reproduce_families_takes_a_registered_tiny_task_of_one_s_own(tmp_path, fresh, capsys):  # noqa: F811
+    """`reproduce --tasks-dir DIR --families sort4`: the task becomes a family of its own, its canvas
+    the longest gold answer plus EOS; a name that is neither a family nor a task names --tasks-dir."""
+    from dataclasses import replace
+
+    from daca_bench.canvas import check_rl
+    from daca_bench.experiments.commands.scaffold import write
+    from daca_bench.experiments.grid.pipeline import tiny_cells
+    from daca_bench.experiments.grid.reproduce import configure, _preset
+    from daca_bench.cli import Parser
+
+    write("sort4", tmp_path / "my_tasks", tmp_path / "my_tests")
+    argv = ["reproduce", "--preset", "tiny-quick", "--tasks-dir", str(tmp_path / "my_tasks"), "--families", "sort4"]
+    assert main(argv + ["--needs-docker"]) == 0 and capsys.readouterr().out.strip() == "no"
+    parser = Parser()
+    configure(parser)
+    preset = _preset(parser.parse_args(["--preset", "tiny-quick", "--families", "sort4", "sudoku"]))
+    assert list(preset.families) == ["sort4", "sudoku"] and preset.families["sort4"].task == "sort4"
+    assert preset.families["sort4"].gen_length == 6  # "0123" and EOS, even
+    cells = tiny_cells(preset, {f: {"folder": ""} for f in preset.families})
+    mine = [c for c in cells if c.config.train.task == "sort4"]
+    assert mine and {c.config.rollout.gen_length for c in mine} == {6}
+    check_rl(replace(mine[0].config, train=replace(mine[0].config.train, init="")))  # the tiny model's canvas holds it
+    assert main(["reproduce", "--preset", "tiny-quick", "--families", "sort5", "--needs-docker"]) == 2
+    err = capsys.readouterr().err
+    assert "neither a family of tiny-quick (sudoku) nor a registered task" in err and "--tasks-dir DIR" in err

@@ -136,3 +136,16 @@ def test_the_clusters_a_cell_records_win_over_the_registry_s(sort4, tmp_path, mo
     spec = registry._REGISTRY["sort4"]
     monkeypatch.setitem(registry._REGISTRY, "sort4", type(spec)(**{**spec.__dict__, "cluster": None}))
     assert to_csv(load_table(tmp_path / "run")) == before
+
+
+def test_a_preset_s_comparisons_plan_the_rows_by_task_whatever_the_family_label(sort4, tmp_path):
+    """A preset labels a family by its own name ("sorting": sort4), and the cells record the task's
+    family ("constraint"): the rows the preset planned are primary / secondary, on publish as on a
+    rebuild (publish writes config.json before the tables), never exploratory for a label mismatch."""
+    _cells(tmp_path / "run" / "cells", with_record=True)
+    row = lambda v, vs: {"family": "sorting", "task": "sort4", "variant": v, "vs": vs}  # noqa: E731
+    spec = {"comparisons": {"primary": [row("+DACA", "baseline")], "secondary": []}}
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"preset_spec": spec}))
+    table = load_table(tmp_path / "run").set_index("variant")
+    assert table.loc["+DACA", "plan"] == "primary"
+

@@ -161,15 +161,17 @@ def disagreements(design: dict, configs: list[dict]) -> list[str]:
 
 def declared(design: dict | None, preset_spec: dict | None = None) -> dict[str, list[dict]]:
     """The planned families as {'primary': [{'task'|'family', 'variant', 'vs'[, 'base']}], ...}:
-    the design's (families resolved to tasks), else the preset's `comparisons`, else the default
+    the design's (families resolved to tasks), else the preset's `comparisons` (a row that names its
+    task matched by it alone: a label such as "sudoku" is no family a cell records), else the default
     (every task: DEFAULT_COMPARISONS)."""
     if design is not None:
         tasks = {label: f["task"] for label, f in design["families"].items()}
         return {fam: [{**{k: v for k, v in c.items() if k != "family"}, "task": tasks[c["family"]]} for c in rows]
                 for fam, rows in design["comparisons"].items()}
     spec = (preset_spec or {}).get("comparisons")
-    if spec:
-        return {fam: [dict(c) for c in rows] for fam, rows in spec.items()}
+    if spec:  # a row naming its task is matched by the task the cells record, not by the preset's label for it
+        return {fam: [{k: v for k, v in c.items() if k != "family" or "task" not in c} for c in rows]
+                for fam, rows in spec.items()}
     return {fam: [{"variant": v, "vs": vs} for v, vs in pairs] for fam, pairs in DEFAULT_COMPARISONS.items()}
 
 

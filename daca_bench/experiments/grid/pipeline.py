@@ -249,13 +249,14 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
     copy_light(cells_dir, names, light)
     if (cells_dir / START).exists():
         shutil.copytree(cells_dir / START, light / START)
+    out.mkdir(parents=True, exist_ok=True)  # config.json first: its preset_spec plans the table, as on a rebuild
+    (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     table, paths = write_tables(light)
     for p in paths:
         shutil.move(str(p), out / p.name)
     figures = plot_all(light)
     for p in figures:
         shutil.move(str(p), out / p.name)
-    (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     text = (out / "table.md").read_text()
     return text, [out / p.name for p in paths + figures]
 

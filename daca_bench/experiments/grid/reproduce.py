@@ -20,6 +20,7 @@ the weights before anything else. Rerunning the command skips what is finished a
 """
 from __future__ import annotations
 
+import difflib
 import sys
 import time
 from dataclasses import asdict, replace
@@ -29,7 +30,7 @@ from ...config import ConfigError, parse_overrides, pick, to_dict
 from .ablation import run_local, run_ray, stamp_cells
 from .pipeline import ROOT, check_disjoint, check_output, copy_light, evaluate_starts, needs_sandbox, paper_cells, \
     publish, run_sft, selection_cells, sft_markdown, tiny_cells
-from .presets import PRESETS, PaperPreset, TinyPreset, comparisons
+from .presets import PRESETS, Family, PaperPreset, TinyPreset, comparisons
 from .provenance import check_tree, code_tree, describe
 
 
@@ -74,7 +75,8 @@ def _preset(args):
     if args.families:
         if not isinstance(preset, TinyPreset):
             raise ConfigError("--families works on the tiny presets")
-        preset = replace(preset, families={f: pick(preset.families, f, "--families") for f in args.families})
+        preset = replace(preset, families={f: preset.families.get(f) or task_family(f, preset, args.preset)
+                                           for f in args.families})
     if args.bases:
         if not isinstance(preset, TinyPreset):
             raise ConfigError("--bases works on the tiny presets")
@@ -82,6 +84,30 @@ def _preset(args):
         chosen = {pick(known, b, "--bases") for b in args.bases}
         preset = replace(preset, bases=tuple(b for b in preset.bases if b in chosen))
     return preset
+
+
+def task_family(name: str, preset: TinyPreset, label: str) -> Family:
+    """`--families NAME` where NAME is no family of the preset but a registered tiny task (one of your
+    own, with --tasks-dir): a family of its own, its canvas the longest gold answer of its train and
+    test splits plus EOS (even, decoded two tokens a step), trained on exact-match rewards."""
+    from ...errors import UnknownTaskError
+    from ...registry import task_spec
+
+    try:
+        spec = task_spec(name)
+    except UnknownTaskError:
+        close = difflib.get_close_matches(name, list(preset.families), n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise ConfigError(f"--families {name!r}: {hint}neither a "
+                          f"family of {label} ({', '.join(preset.families)}) nor a registered task; a task of your own: "
+                          "--tasks-dir DIR (the folder of its file) or DACA_BENCH_TASKS=DIR") from None
+    if not spec.tiny:
+        raise ConfigError(f"--families {name}: the tiny presets train the tiny character model, and {name} is not a "
+                          "tiny task (register_task(..., tiny=True): ASCII prompts <= 64 characters, gold <= 48)")
+    golds = [s.target or "" for split in ("train", "test") if split in spec.splits
+             for s in spec.build(split=split, n=256).samples]
+    length = max(map(len, golds), default=1) + 1  # and EOS
+    return Family(name, length + length % 2)
 
 
 SWEEP = "selection"  # a per-base preset's lr sweep: OUT/selection/cells (dev split), its picks in OUT/picks.json
