@@ -91,7 +91,29 @@ def main() -> int:
     for task, f in found.items():
         (OUT / f"{task}.txt").write_text(text(task, f), encoding="utf-8")
         print(f"configs/scored/{task}.txt: {len(f)} prompts ({len(set(f.values()))} distinct texts)")
+    for task, f in after_full(found).items():
+        (OUT / f"{task}.after-full.txt").write_text(text(task, f).replace("scored by a committed table", "scored by a "
+                                                    "committed table (tiny-full's fresh draw included)"), encoding="utf-8")
+        print(f"configs/scored/{task}.after-full.txt: {len(f)} prompts")
     return 0
+
+
+def after_full(found: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The lists a run after tiny-full skips (tiny-compute's test set): each task's list plus the
+    prompts tiny-full drew against it (its own test seed and size, skipping that list). Keyed by the
+    drawn prompt's digest with the draw's seed in its id, since ids repeat across draws."""
+    from daca_bench.experiments.grid.presets import PRESETS
+    from daca_bench.registry import draw_test, prompt_digest
+
+    out = {}
+    for fam in PRESETS["tiny-full"].families.values():
+        rl = fam.rl
+        if fam.task not in found or not rl.get("train.test_exclude"):
+            continue
+        drawn = draw_test(fam.task, "test", rl["train.n_eval"], rl["train.test_seed"], ROOT / rl["train.test_exclude"])
+        out[fam.task] = {**found[fam.task], **{f"{s.id}@seed{rl['train.test_seed']}": prompt_digest(s.prompt)
+                                               for s in drawn.samples}}
+    return out
 
 
 if __name__ == "__main__":

@@ -376,6 +376,6 @@ def test_sudoku_tables_count_solution_grids_not_puzzles():
     assert (table.loc[table["delta_pp"].notna(), "clusters"] == 69).all()
     assert "sudoku_tiny 69 clusters of 512 prompts" in to_markdown(table)
     cells = folder / "cells"
-    _, _, _, vs, d, keys = next(c for c in comparisons(load_results(cells), load_start(cells)) if c[1] == "baseline")
+    _, _, _, vs, d, keys, _ = next(c for c in comparisons(load_results(cells), load_start(cells)) if c[1] == "baseline")
     grid, puzzle = compare(d, clusters=keys, n_boot=10), compare(d, n_boot=10)
     assert vs == "start" and grid.mean == pytest.approx(puzzle.mean) and grid.hi - grid.lo > 1.2 * (puzzle.hi - puzzle.lo)

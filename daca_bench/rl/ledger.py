@@ -16,9 +16,11 @@ and every inner update's passes are counted (the old `passes_*` counter booked m
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -159,3 +161,37 @@ class Ledger:
     def totals(self) -> dict[str, dict]:
         """Per phase, every column (seconds rounded), for summary.json."""
         return {p: {c: (round(v[c], 3) if c == "seconds" else v[c]) for c in COLUMNS} for p, v in sorted(self.book.items())}
+
+
+PHASES = ("rollout", "likelihood_old", "likelihood")  # a training step's phases in the ledger
+
+
+def read_rows(path: Path) -> list[dict]:
+    """metrics.jsonl's rows."""
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
+def run_ledger(path: Path, final_eval: dict | None = None, n_eval: int = 0, upto: int | None = None) -> dict:
+    """The run's compute ledger, for summary.json: per phase the FLOPs, canvases (passes: every SML
+    stratum and inner update), tokens and seconds summed over the steps in metrics.jsonl (so a resumed
+    run counts every step once), plus the final evaluation's; and the samples: prompts, completions,
+    reward calls. With `upto`, the ledger of the run's first `upto` steps (a budget's arm, evaluated
+    there: its intermediate evaluations before it count, the one at `upto` is its final)."""
+    rows = [r for r in read_rows(path) if upto is None or r.get("step", 0) <= upto]
+    if upto is not None:  # the evaluation at `upto` is that budget's final one
+        final_eval = {k: v for k, v in rows[-1].items() if k.endswith("_eval")} if rows else {}
+        n_eval = rows[-1].get("eval_prompts", 0) if rows else 0
+        rows = rows[:-1] + [{k: v for k, v in rows[-1].items() if not k.endswith("_eval") and k != "eval_prompts"}]
+    final_eval = final_eval or {}
+    total = lambda key: sum(r.get(key, 0) or 0 for r in rows)  # noqa: E731
+    phases = {}
+    for p in (*PHASES, "eval"):
+        late = final_eval if p == "eval" else {}
+        phases[p] = {"flops": total(f"flops_{p}") + late.get(f"flops_{p}", 0),
+                     "passes": total(f"passes_{p}") + late.get(f"passes_{p}", 0),
+                     "tokens": total(f"tokens_{p}") + late.get(f"tokens_{p}", 0),
+                     "seconds": round(total(f"seconds_{'update' if p == 'likelihood' else p}"), 3)}
+    return {"phases": phases, "flops_train": sum(phases[p]["flops"] for p in PHASES),
+            "prompts": total("prompts"), "completions": total("completions"),
+            "reward_calls": total("reward_calls") + total("eval_prompts") + n_eval,
+            **({"steps": rows[-1].get("step", 0) if rows else 0} if upto is not None else {})}

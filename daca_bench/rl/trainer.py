@@ -39,7 +39,7 @@ from .bases import check as check_base, estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
 from .evaluate import eval_task, evaluate, score, write_eval_records
 from .guards import Guard, collapse_stats, gathered
-from .ledger import Ledger
+from .ledger import PHASES, Ledger, run_ledger
 from .likelihood import STRATA, keyed_generator, sml_logprobs
 from .lossparts import row_norms, step_norms
 from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
@@ -53,7 +53,6 @@ from .sft import truncate_metrics
 
 
 PassCounter = Ledger  # the earlier name (benchmarks/); the ledger books canvases, tokens and FLOPs per phase
-PHASES = ("rollout", "likelihood_old", "likelihood")  # a training step's phases in the ledger
 
 
 def _seed(*key) -> int:
@@ -68,11 +67,10 @@ def validate(cfg: RLConfig) -> None:
     pick(STRATA, cfg.sml.partition, "sml.partition")
     from .credit import NORMS, SCORES
 
-    pick(SCORES, cfg.dps.score, "dps.score")
-    pick(NORMS, cfg.dps.norm, "dps.norm")
+    for table, value, key in ((SCORES, cfg.dps.score, "dps.score"), (NORMS, cfg.dps.norm, "dps.norm"),
+                              (REWARDS, cfg.train.reward, "train.reward"), (PRECISIONS, cfg.train.precision, "train.precision")):
+        pick(table, value, key)
     reporter_names(cfg.train.report_to)
-    pick(REWARDS, cfg.train.reward, "train.reward")
-    pick(PRECISIONS, cfg.train.precision, "train.precision")
     _, world = rank_and_world()
     if cfg.train.prompts_per_step % world:
         raise ConfigError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")
@@ -165,9 +163,12 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             metrics.update(step=step, lr=sched.get_last_lr()[0])
             if t.eval_every and step % t.eval_every == 0 and step < t.steps:
                 before = counter.snapshot()
-                with counter("eval"):
-                    metrics["test_accuracy"] = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)["accuracy"]
-                metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval)
+                with counter("eval"):  # its per-prompt records too: a budget's arm (eval-stepN.jsonl, issue 48)
+                    mid = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
+                metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval,
+                               test_accuracy=mid["accuracy"])
+                if rank == 0:
+                    write_eval_records(out / f"eval-step{step}.jsonl", mid)
             if log:
                 log.write(json.dumps(metrics) + "\n")
                 if board:
@@ -255,25 +256,6 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
                      "tokens": [adapter.decode_token(t) for t in ids], "weights": w[i, :n].tolist(),
                      "commit_step": batch.trajectory.commit_step[i, :n].tolist(), "score": dps.score})
     path.write_text(json.dumps(rows, indent=2) + "\n")
-
-
-def run_ledger(path: Path, final_eval: dict, n_eval: int) -> dict:
-    """The run's compute ledger, for summary.json: per phase the FLOPs, canvases (passes: every SML
-    stratum and inner update), tokens and seconds summed over the steps in metrics.jsonl (so a resumed
-    run counts every step once), plus the final evaluation's; and the samples: prompts, completions,
-    reward calls."""
-    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    total = lambda key: sum(r.get(key, 0) or 0 for r in rows)  # noqa: E731
-    phases = {}
-    for p in (*PHASES, "eval"):
-        late = final_eval if p == "eval" else {}
-        phases[p] = {"flops": total(f"flops_{p}") + late.get(f"flops_{p}", 0),
-                     "passes": total(f"passes_{p}") + late.get(f"passes_{p}", 0),
-                     "tokens": total(f"tokens_{p}") + late.get(f"tokens_{p}", 0),
-                     "seconds": round(total(f"seconds_{'update' if p == 'likelihood' else p}"), 3)}
-    return {"phases": phases, "flops_train": sum(phases[p]["flops"] for p in PHASES),
-            "prompts": total("prompts"), "completions": total("completions"),
-            "reward_calls": total("reward_calls") + total("eval_prompts") + n_eval}
 
 
 def regime_means(path: Path) -> dict:

@@ -3,6 +3,7 @@
     curves = load_curves("results/tiny-full/cells")
     plot_curves(curves)     # train reward, and test accuracy during training (train.eval_every) and at the end
     plot_training(curves)   # KL, clip ratio, completion length and zero-std share per step
+    plot_compute(compute_points("results/tiny-compute/cells"))  # accuracy against training FLOPs and samples
 
 One facet per (task, rollout setting, base method), wrapping after MAX_COLS columns; in a facet one
 line per variant (its PALETTE colour): the mean over seeds, with a band of ± 1 s.d. over seeds. A
@@ -21,6 +22,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from scipy import stats as sps
+
+from ...rl.ledger import read_rows, run_ledger
 from .layout import colour, facets, grid_of, legend_outside, variant_rank
 
 TRAINING = {"kl": "KL to the\nreference", "clip_frac": "clip ratio\n(region mean)",
@@ -212,4 +216,52 @@ def plot_training(curves: pd.DataFrame, ax=None) -> Figure:
         stack[0].set_title(_title(key), fontsize=9)
         stack[-1].set_xlabel("step", fontsize=8)
     legend_outside(fig, _handles(list(c_all["variant"]), [_band_note(c_all)] if len(c_all) else []), stacks)
+    return fig
+
+
+def compute_points(folder: str | Path) -> pd.DataFrame:
+    """One row per evaluation of every cell that evaluated during training (train.eval_every) and
+    kept a ledger: its task, base, variant (without a budget), SFT start, seed, step, test accuracy
+    and the training FLOPs and completions spent up to that step."""
+    rows = []
+    for summary in sorted(Path(folder).glob("*/summary.json")):
+        cell = summary.parent
+        s = json.loads(summary.read_text())
+        if "ledger" not in s or not (cell / "metrics.jsonl").exists():
+            continue
+        axes = json.loads((cell / "axes.json").read_text()) if (cell / "axes.json").exists() else {}
+        cfg = json.loads((cell / "config.json").read_text())
+        common = {"task": cfg["train"]["task"], "base": cfg["loss"]["base"], "variant": axes.get("variant", "run"),
+                  "start": axes.get("sft_start", 0), "seed": cfg["train"]["seed"]}
+        steps = [r["step"] for r in read_rows(cell / "metrics.jsonl") if "test_accuracy" in r]
+        for n in steps + [s["steps"]]:
+            led = s["ledger"] if n == s["steps"] else run_ledger(cell / "metrics.jsonl", upto=n)
+            acc = s["test_accuracy"] if n == s["steps"] else \
+                next(r["test_accuracy"] for r in read_rows(cell / "metrics.jsonl") if r.get("step") == n)
+            rows.append({**common, "step": n, "test_accuracy": acc, "flops": led["flops_train"],
+                         "completions": led["completions"]})
+    return pd.DataFrame(rows)
+
+
+def plot_compute(points: pd.DataFrame):
+    """Test accuracy against training FLOPs and against completions, a line per (base, variant): the
+    mean over the cells (SFT start x seed) at each evaluated step, with its 95 % t-interval as a band."""
+    fig = Figure(figsize=(10, 3.6))
+    axes = fig.subplots(1, 2)
+    for (task, base, variant), g in points.groupby(["task", "base", "variant"], sort=True):
+        by = g.groupby("step")
+        m, n, sd = by["test_accuracy"].mean() * 100, by["test_accuracy"].count(), by["test_accuracy"].std() * 100
+        half = sps.t.ppf(0.975, np.maximum(n - 1, 1)) * sd.fillna(0) / np.sqrt(n)
+        for ax, x in zip(axes, ("flops", "completions")):
+            xs = by[x].mean()
+            ax.plot(xs, m, marker="o", ms=3, color=colour(variant), label=f"{base} {variant} ({task})")
+            ax.fill_between(xs, m - half, m + half, color=colour(variant), alpha=0.15, lw=0)
+    for ax, label in zip(axes, ("training FLOPs (forward + backward, every phase)", "completions sampled")):
+        ax.set_xlabel(label)
+        ax.set_ylabel("test accuracy % (exact match)")
+        ax.grid(alpha=0.3)
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False, fontsize=8)
+    fig.suptitle("accuracy against compute: mean over SFT starts x seeds at each evaluation, 95 % t-interval",
+                 fontsize=10)
+    fig.tight_layout()
     return fig

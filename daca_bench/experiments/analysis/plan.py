@@ -33,7 +33,7 @@ def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) 
     shares of its variance, and the seeds / prompts that would bring its MDE to `target`."""
     cells, _ = locate(folder)
     rows = []
-    for common, variant, _, vs, d, keys in comparisons(load_results(cells), load_start(cells)):
+    for common, variant, _, vs, d, keys, _ in comparisons(load_results(cells), load_start(cells)):
         if variant == START or min(d.shape) < 2:
             continue
         prompts = d.shape[1]

@@ -52,7 +52,7 @@ def seed_deltas(folder: str | Path) -> pd.DataFrame:
     df = load_results(cells)
     rows = []
     if not df.empty:
-        for common, variant, got, vs, d, _ in comparisons(df, load_start(cells), clusters={}, planned={}):
+        for common, variant, got, vs, d, _, _ in comparisons(df, load_start(cells), clusters={}, planned={}):
             if got is not None and vs == "baseline" and d.size:
                 rows += [{**{k: common[k] for k in GAIN_KEYS}, "variant": variant, "delta_pp": float(x)}
                          for x in d.mean(axis=1)]
@@ -237,10 +237,21 @@ def figures(folder: str | Path) -> dict[str, Figure | None]:
     cells, _ = locate(folder)
     has_cells = not load_results(cells).empty
     curves = load_curves(cells)
-    return {"gains": plot_gains(load_table(cells), seeds=seed_deltas(cells)) if has_cells else None,
+    table = load_table(cells) if has_cells else None
+    against = table is not None and (table["vs"] == "baseline").any()  # a budget design's rows name their arm
+    return {"gains": plot_gains(table, seeds=seed_deltas(cells)) if against else None,
             "curves": plot_curves(curves) if not curves.empty else None,
             "training": plot_training(curves) if not curves.empty else None,
-            "dps": plot_dps(cells)}
+            "dps": plot_dps(cells), "compute": _compute(cells)}
+
+
+def _compute(cells):
+    """Accuracy against training FLOPs and completions (budgets.py), where cells evaluated during
+    training and kept a ledger: a compute-matched design's curves."""
+    from .curves import compute_points, plot_compute
+
+    points = compute_points(cells)
+    return plot_compute(points) if not points.empty and points.groupby("variant")["step"].nunique().min() > 1 else None
 
 
 def notebook_folder(results: str | Path, tasks_dir: str | Path = "") -> Path:

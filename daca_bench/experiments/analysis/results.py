@@ -40,7 +40,8 @@ from ...jsonl import column_means
 from .clusters import cluster_keys, recorded, registered
 from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagreements, family_of, read_design,
                      reference)
-from .stats import adjust, compare
+from .budgets import LEDGER, budget_rows, by_start, compute_lines, ledger_columns, starts_line
+from .stats import adjust
 
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
 VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA", "+DPS-random"]
@@ -87,15 +88,16 @@ def load_results(folder: str | Path) -> pd.DataFrame:
         # the table's clip column is the share of ratios outside [1-eps, 1+eps] whatever the advantage's
         # sign: `clip_frac_any` since clip_frac became TRL's region mean; older cells logged it as clip_frac
         m["clip_frac"] = m["clip_frac_any"] if math.isfinite(m["clip_frac_any"]) else m["clip_frac"]
-        rows.append({"cell": cell.name, "task": cfg["train"]["task"], "family": family,
-                     "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
-                     "seed": cfg["train"]["seed"], "test_accuracy": s["test_accuracy"],
-                     "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
-                     **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
-                     "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None,
-                     "recorded": {**record.get("clusters", {}),
-                                  **(recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {})},
-                     "task_record": record or None, "config": cfg})
+        row = {"cell": cell.name, "task": cfg["train"]["task"], "family": family,
+               "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
+               "seed": cfg["train"]["seed"], "start": axes.get("sft_start", 0), "test_accuracy": s["test_accuracy"],
+               "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
+               **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
+               "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None,
+               "recorded": {**record.get("clusters", {}),
+                            **(recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {})},
+               "task_record": record or None, "config": cfg}
+        rows += budget_rows(row, cell, axes, s)  # one row per budget where the cell declares budgets
     return pd.DataFrame(rows)
 
 
@@ -127,25 +129,29 @@ def _variant_of(cfg: dict) -> str:
     return {(False, True): "baseline", (True, True): "+DPS", (False, False): "+SML", (True, False): "+DACA"}[(dps, k == 1)]
 
 
-def _pair(a: pd.DataFrame, b: pd.DataFrame | dict) -> tuple[np.ndarray, list]:
-    """(d, ids): the (seeds, prompts) matrix of `paired` and the prompt ids of its columns ([] when
-    it pairs accuracies only)."""
-    a = a.set_index("seed")
-    seeds = sorted(a.index if isinstance(b, dict) else set(a.index) & set(b["seed"]))
-    if isinstance(b, dict):
-        rhs = {s: b for s in seeds}
-    else:
-        rhs = b.set_index("seed")["prompts"].to_dict()
-    if all(a.loc[s, "prompts"] is not None and rhs[s] is not None for s in seeds):
-        ids = set.intersection(*[{i for i, r in a.loc[s, "prompts"].items() if r is not None} &
-                                 {i for i, r in rhs[s].items() if r is not None} for s in seeds]) if seeds else set()
+def _units(frame: pd.DataFrame) -> dict[tuple, dict]:
+    """(SFT start, seed) -> the cell's row: the unit a comparison pairs by (one start: the seed)."""
+    return {(r.get("start", 0), r["seed"]): r for r in frame.to_dict("records")}
+
+
+def _pair(a: pd.DataFrame, b: pd.DataFrame | dict) -> tuple[np.ndarray, list, list]:
+    """(d, ids, starts): the (units, prompts) matrix of `paired`, the prompt ids of its columns ([]
+    when it pairs accuracies only) and the SFT start of each row (budgets.by_start)."""
+    a = _units(a)
+    b_units = None if isinstance(b, dict) else _units(b)
+    units = sorted(a if b_units is None else set(a) & set(b_units))
+    rhs = {u: b if b_units is None else b_units[u]["prompts"] for u in units}
+    starts = [u[0] for u in units]
+    if all(a[u]["prompts"] is not None and rhs[u] is not None for u in units):
+        ids = set.intersection(*[{i for i, r in a[u]["prompts"].items() if r is not None} &
+                                 {i for i, r in rhs[u].items() if r is not None} for u in units]) if units else set()
         ids = sorted(ids)
-        d = np.array([[100 * (a.loc[s, "prompts"][i] - rhs[s][i]) for i in ids] for s in seeds])
-        return d.reshape(len(seeds), len(ids)), ids
-    if isinstance(b, dict):
-        return np.empty((0, 0)), []
-    acc = b.set_index("seed")["test_accuracy"]
-    return np.array([[100 * (a.loc[s, "test_accuracy"] - acc[s])] for s in seeds]).reshape(len(seeds), 1), []
+        d = np.array([[100 * (a[u]["prompts"][i] - rhs[u][i]) for i in ids] for u in units])
+        return d.reshape(len(units), len(ids)), ids, starts
+    if b_units is None:
+        return np.empty((0, 0)), [], []
+    d = [[100 * (a[u]["test_accuracy"] - b_units[u]["test_accuracy"])] for u in units]
+    return np.array(d).reshape(len(units), 1), [], starts
 
 
 def paired(a: pd.DataFrame, b: pd.DataFrame | dict) -> np.ndarray:
@@ -171,10 +177,11 @@ def cluster_maps(df: pd.DataFrame, start: dict[str, dict] | None = None) -> dict
 
 def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters: dict | None = None,
                 planned: dict | None = None):
-    """Each row of the table in order: (common, variant, cells, vs, d, keys), with `common` the row's
+    """Each row of the table in order: (common, variant, cells, vs, d, keys, starts), with `common` the row's
     base, family, task and paper gain, `cells` the variant's cells (None for the RL start's row),
     d its paired (seeds, prompts) matrix against `vs` (empty where there is no reference) and
-    `keys` the cluster of each of d's prompts (None: each prompt its own). Per base: each variant
+    `keys` the cluster of each of d's prompts (None: each prompt its own), `starts` the SFT start of
+    each of d's rows. Per base: each variant
     against its baseline, the baseline against the RL start; then every comparison PLANNED declares
     beyond those (another base's row, another reference: `extra_rows`), its vs "<base> <variant>"."""
     start = start or {}
@@ -184,13 +191,13 @@ def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters
         baseline = by_variant.get("baseline")
         common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_gain(family)}
         if task in start:
-            yield common, START, None, None, np.empty((0, 0)), None
+            yield common, START, None, None, np.empty((0, 0)), None, []
         for variant in [v for v in VARIANT_ORDER if v in by_variant] + sorted(set(by_variant) - set(VARIANT_ORDER)):
             cells = by_variant[variant]
             ref, vs = (start.get(task), START) if variant == "baseline" else (baseline, "baseline")
-            d, ids = _pair(cells, ref) if ref is not None else (np.empty((0, 0)), [])
+            d, ids, starts = _pair(cells, ref) if ref is not None else (np.empty((0, 0)), [], [])
             keys = [clusters[task][i] for i in ids] if ids and clusters.get(task) else None
-            yield common, variant, cells, vs, d, keys
+            yield common, variant, cells, vs, d, keys, starts
     yield from extra_rows(df, planned or {}, start, clusters)
 
 
@@ -214,13 +221,13 @@ def extra_rows(df: pd.DataFrame, planned: dict, start: dict[str, dict], clusters
                 df[(df["base"] == ref_base) & (df["task"] == task) & (df["variant"] == ref_variant)]
             if cells.empty or ref is None or len(ref) == 0:
                 continue
-            d, ids = _pair(cells, ref)
+            d, ids, starts = _pair(cells, ref)
             if not d.size:
                 continue
             seen.add(key)
             keys = [clusters[task][i] for i in ids] if ids and clusters.get(task) else None
             common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_gain(family)}
-            yield common, c["variant"], cells, f"{ref_base} {ref_variant}", d, keys
+            yield common, c["variant"], cells, f"{ref_base} {ref_variant}", d, keys, starts
 
 
 def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned: dict | None = None,
@@ -229,7 +236,7 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
     `planned`: the declared families (design.declared; default DEFAULT_COMPARISONS)."""
     planned = declared(None) if planned is None else planned
     out = []
-    for common, variant, cells, vs, d, keys in comparisons(df, start, clusters, planned):
+    for common, variant, cells, vs, d, keys, starts in comparisons(df, start, clusters, planned):
         if cells is None:
             scored = [r for r in start[common["task"]].values() if r is not None]
             out.append({**common, "variant": START, "acc": 100 * float(np.mean(scored)) if scored else math.nan,
@@ -238,9 +245,9 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
         row = {**common, "variant": variant, "acc": 100 * cells["test_accuracy"].mean(),
                "zero_std": cells["zero_std"].mean(), "seeds": len(cells),
                **({"lr": cells["lr"].iloc[0], "clip_frac": 100 * cells["clip_frac"].mean(),
-                   "kl": cells["kl"].mean()} if "lr" in cells else {})}
+                   "kl": cells["kl"].mean()} if "lr" in cells else {}), **ledger_columns(cells)}
         if d.size:
-            c = compare(d, clusters=keys)
+            c = by_start(d, starts, clusters=keys)
             row.update(vs=vs, prompts=c.prompts, clusters=c.clusters, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
                        p=c.p, seed_dropped=c.seed_dropped, seeds_ok=c.seeds_exclude_zero,
                        seeds_lo=c.mean - c.t_half, seeds_hi=c.mean + c.t_half,
@@ -257,7 +264,7 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
         table["sig"] = [bool(r["plan"] in (PRIMARY, SECONDARY) and r["p_adj"] < alpha
                              and (not r["seed_dropped"] or r["seeds_ok"])) if isinstance(r["plan"], str) else math.nan
                         for _, r in table.iterrows()]
-    table.attrs.update(regime=regime(df), alpha=alpha, multiplicity=multiplicity)
+    table.attrs.update(regime=regime(df), alpha=alpha, multiplicity=multiplicity, starts=starts_line(df))
     return table
 
 
@@ -324,12 +331,14 @@ def to_markdown(table: pd.DataFrame) -> str:
     if cross.any():
         lines += _section("### across bases and arms (a row against another base's or arm's row, paired by seed "
                           "and prompt)", table[cross], cross=True)
+    lines += compute_lines(table)
     seeds = table.loc[table["variant"] != START, "seeds"]
     prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
     footer = FOOTER.format(method=table.attrs.get("multiplicity", "holm").capitalize(),
                            alpha=table.attrs.get("alpha", 0.05))
     lines.append(f"{_count(seeds, 'seed', 'per cell')}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
-                 f"{_clusters(table)}. " + footer + (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
+                 f"{_clusters(table)}. " + footer + table.attrs.get("starts", "") +
+                 (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -413,7 +422,9 @@ def load_table(folder: str | Path | list, seeds: dict | None = None) -> pd.DataF
     meta = json.loads((out / "config.json").read_text()) if (out / "config.json").is_file() else {}
     spec = meta.get("preset_spec") if isinstance(meta.get("preset_spec"), dict) else None
     kw = {"alpha": design["alpha"], "multiplicity": design["multiplicity"]} if design else {}
-    table = build_table(df, start, declared(design, spec), **kw).reindex(columns=CSV_COLUMNS)
+    built = build_table(df, start, declared(design, spec), **kw)
+    table = built.reindex(columns=CSV_COLUMNS + [c for c in LEDGER if c in built])  # the ledger where cells have one
+    table.attrs.update(built.attrs)
     table.attrs.update(design=design_line(design, list(df["config"]), out.name))
     return table
 

@@ -202,9 +202,13 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
     from ...rl.policy import load_initial
     from ..analysis.results import START
 
-    out = {}
+    out, inits = {}, {}
+    for c in cells:
+        inits.setdefault(c.config.train.task, set()).add(c.config.train.init)
     for cfg in {c.config.train.task: c.config for c in cells}.values():
         t = cfg.train
+        if len(inits[t.task]) > 1:  # several SFT starts (sft_start): no one start row; the table says so
+            continue
         target = folder / START / t.task
         key = json.dumps({"init_sha256": weights_hash(t.init or cfg.model.name), "test_seed": t.test_seed,
                           "n_eval": t.n_eval, "eval": to_dict(cfg.eval), "split": t.eval_split,

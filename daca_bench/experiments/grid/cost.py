@@ -123,6 +123,14 @@ def step_flops(cfg: RLConfig, model=None) -> dict:
             "canvas": S, "rows": rows, "strata": strata}
 
 
+def matched_steps(base_cfg, daca_cfg, base_steps: int = 32) -> tuple[int, float]:
+    """(the baseline's steps at +DACA@BASE_STEPS's training FLOPs, the FLOPs ratio per step), from
+    the cost model on the two arms' configs."""
+    b, d = step_flops(base_cfg), step_flops(daca_cfg)
+    ratio = sum(d[p] for p in PHASES) / sum(b[p] for p in PHASES)
+    return max(base_steps, round(base_steps * ratio)), ratio
+
+
 def arms(preset_name: str | None, config: str | None) -> list[tuple[str, str, RLConfig]]:
     """(group, variant, config) per arm: a tiny preset's variants per family (and setting), seed 0; or
     a config's baseline and +DACA (sml.k=4 dps.enabled=true)."""

@@ -28,9 +28,9 @@ ROOT = data_dir("configs").parent  # the repository, or the installed package's 
 
 
 # ---- stage 1: SFT per family, cached by config --------------------------------------------
-def sft_config(preset: TinyPreset, fam: Family) -> RunConfig:
+def sft_config(preset: TinyPreset, fam: Family, seed: int = 0) -> RunConfig:
     every = fam.sft_eval_every or preset.sft_eval_every
-    return apply(RunConfig(), {"sampler": fam.canvas, "sft.task": fam.task, "sft.steps": fam.sft_steps,
+    return apply(RunConfig(), {"sampler": fam.canvas, "sft.task": fam.task, "sft.steps": fam.sft_steps, "sft.seed": seed,
                                "sft.eval_every": every, "sft.n_dev": preset.sft_dev,
                                "sft.target_accuracy": fam.sft_target or preset.sft_target, "sft.save_every": every})
 
@@ -54,10 +54,11 @@ def _sft_job(cfg: RunConfig, folder: str) -> dict:
 def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dict[str, dict]:
     jobs = []
     for label, fam in preset.families.items():
-        cfg = sft_config(preset, fam)
-        folder = sft_folder(work, cfg)
-        cost = cfg.sft.batch_size * (cfg.sampler.gen_length + 32)  # canvases x (completion + a typical prompt)
-        jobs.append(Job(label, _sft_job, (cfg, str(folder)), folder, cfg.sft.steps, cost))
+        for seed in preset.sft_seeds:  # several SFT starts: "<label>#<sft.seed>" (start_key)
+            cfg = sft_config(preset, fam, seed)
+            folder = sft_folder(work, cfg)
+            cost = cfg.sft.batch_size * (cfg.sampler.gen_length + 32)  # canvases x (completion + a typical prompt)
+            jobs.append(Job(start_key(preset, label, seed), _sft_job, (cfg, str(folder)), folder, cfg.sft.steps, cost))
     results = run_jobs(jobs, workers, desc="1/2 SFT per family", progress=progress, left="left at most")
     out = {}
     for job, r in zip(jobs, results):
@@ -65,6 +66,11 @@ def run_sft(preset: TinyPreset, work: Path, workers: int, progress: bool) -> dic
             raise RuntimeError(f"SFT of {job.name} ({job.folder}) failed: {r.get('error')}")
         out[job.name] = {**r, "folder": str(job.folder)}
     return out
+
+
+def start_key(preset: TinyPreset, label: str, seed: int) -> str:
+    """A family's SFT start in run_sft's result: its label, or "<label>#<sft.seed>" with several starts."""
+    return label if len(preset.sft_seeds) == 1 else f"{label}#{seed}"
 
 
 # ---- stage 2: the grid ----------------------------------------------------------------------
@@ -88,6 +94,13 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
     variants (bases_grid.confirmatory_arms, with PICKS: the sweep's picks over the preset's)."""
     if preset.arms == "bases":
         return _base_cells(preset, sft, steps, seeds, lambda rl: _confirmatory(preset, picks, rl["train.steps"]))
+    if preset.arms == "compute":  # every arm from each SFT start (compute_grid.py)
+        from .compute_grid import compute_arms
+
+        arms = compute_arms(preset.picks, steps or preset.rl_steps)
+        return [c for k in preset.sft_seeds for c in _base_cells(
+            preset, {label: sft.get(start_key(preset, label, k)) or sft[label] for label in preset.families},
+            steps, seeds, lambda rl: arms, start=k)]
     if preset.readings:
         arms = [(reading_name(r, lr, preset.lrs[0]), READINGS[r][1], {**READINGS[r][2], "train.lr": lr},
                  {"reading": r, "train.lr": lr}) for r in preset.readings for lr in preset.lrs]
@@ -161,8 +174,10 @@ def check_disjoint(preset: TinyPreset, seeds=None) -> None:
                               "the sweep must run on seeds and a split the confirmatory cells never use")
 
 
-def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: dict | None = None) -> list[Cell]:
-    """Cells of (base, name, variant, keys, extra axes) arms, per family and seed (seed outermost)."""
+def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: dict | None = None,
+                start: int | None = None) -> list[Cell]:
+    """Cells of (base, name, variant, keys, extra axes) arms, per family and seed (seed outermost);
+    START: the SFT start (sft.seed) they run from, an axis and a part of their names."""
     cells = []
     for label, fam in preset.families.items():
         rl = {**_family_rl(preset, fam, steps), **(extra_rl or {})}
@@ -175,8 +190,10 @@ def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: 
             for base, name, variant, keys, extra in arms:
                 cfg = apply(apply(apply(cell.config, {"loss.base": base}), VARIANTS[variant]), keys)
                 axes = {"loss.base": base, "train.task": fam.task, "variant": name,
-                        "train.seed": cell.axes["train.seed"], **extra}
-                cells.append(Cell("_".join(slug(k, axes[k]) for k in NAMED), axes, cfg))
+                        **({"sft_start": start} if start is not None else {}), "train.seed": cell.axes["train.seed"],
+                        **extra}
+                named = NAMED[:3] + (("sft_start",) if start is not None else ()) + NAMED[3:]
+                cells.append(Cell("_".join(slug(k, axes[k]) for k in named), axes, cfg))
     return cells
 
 
@@ -232,10 +249,10 @@ def copy_light(cells_dir: Path, names: list[str], light: Path) -> None:
     """LIGHT's files (no weights) of the named cells of CELLS_DIR into LIGHT, which holds only them."""
     shutil.rmtree(light, ignore_errors=True)
     for cell in sorted(cells_dir / name for name in names):
-        for name in LIGHT:
-            if (cell / name).exists():
+        for path in [cell / name for name in LIGHT] + sorted(cell.glob("eval-step*.jsonl")):  # a budget's evaluation
+            if path.exists():
                 (light / cell.name).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(cell / name, light / cell.name / name)
+                shutil.copy2(path, light / cell.name / path.name)
 
 
 def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[str, list[Path]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ...errors import UnavailableError
 from ...resources import data_dir
+from . import compute_grid
 from .bases_grid import FIELD_BASES, PAPER_BASES, TINY_BASES_DESIGN, planned_comparisons
 from .readings import READINGS
 
@@ -64,6 +65,7 @@ class TinyPreset:
     notes: str = ""  # what its design says beyond the cells (design.json "notes")
     settings: dict = field(default_factory=dict)  # label -> config keys: every arm once per setting (axis
     # "setting"; the table gives each its own block: start, baseline vs start, each variant vs that baseline)
+    sft_seeds: tuple = (0,)  # SFT starts (sft.seed): every arm runs from each (axis "sft_start": a random effect)
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,14 @@ PRESETS = {
                              "(exploratory; about 50 min on 2 cores)", {"json": CACHE_FAMILY}, rl_steps=32,
                              seeds=(0, 1, 2, 3), rl=TINY_RL,
                              variants=("baseline", "+DACA"), picks=PICKS, settings=ROLLOUT_SETTINGS),
+    "tiny-compute": TinyPreset("is DACA's credit worth its compute: grpo baseline and +DACA at 32 steps and at the "
+                               f"baseline's steps at +DACA@32's FLOPs ({compute_grid.MATCHED_STEPS}), 2 SFT starts x 8 "
+                               "fresh seeds, sudoku on fresh prompts, its design committed first (about 75 min on 2 "
+                               "cores)", {"sudoku": replace(FIVE["sudoku"], rl={**FIVE["sudoku"].rl, **compute_grid.TEST})},
+                               rl_steps=compute_grid.MATCHED_STEPS, seeds=compute_grid.SEEDS, rl=TINY_RL,
+                               variants=("baseline", "+DACA"), picks=PICKS, confirmatory=True, arms="compute",
+                               sft_seeds=compute_grid.SFT_SEEDS, design="results/tiny-compute/design.json",
+                               notes=compute_grid.NOTES),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
     "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
@@ -226,8 +236,9 @@ def comparisons(preset: TinyPreset) -> dict:
     Anything else a table prints is exploratory. Rows as design.json holds them:
     {"family", "task", "variant", "vs"} (variant minus vs). A per-base preset (`arms="bases"`) plans
     bases_grid.planned_comparisons: primary = each base's DACA row vs its baseline, secondary = the rest."""
-    if preset.arms == "bases":
-        per = [planned_comparisons(label, fam.task, preset.bases) for label, fam in preset.families.items()]
+    if preset.arms in ("bases", "compute"):
+        per = [planned_comparisons(label, fam.task, preset.bases) if preset.arms == "bases" else
+               compute_grid.planned_comparisons(label, fam.task, preset.rl_steps) for label, fam in preset.families.items()]
         return {k: [c for p in per for c in p[k]] for k in ("primary", "secondary")}
     primary, secondary = [], []
     for label, fam in preset.families.items():

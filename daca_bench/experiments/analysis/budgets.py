@@ -1,0 +1,130 @@
+"""Arms at a training budget, the compute each arm spent, and the SFT start as a random effect
+(issue 48). Nothing here trains.
+
+- A cell whose axes.json lists `budgets` (steps) and that evaluated there (train.eval_every: its
+  per-prompt records in eval-stepN.jsonl; the last budget is the final eval.jsonl) is one row of the
+  table per budget, variant "<variant>@<N>": with a constant learning rate a run's evaluation at
+  step N is the N-step run's final one, prompt for prompt (tests/test_budgets.py), so an 80-step cell
+  also gives its 32-step arm. Its ledger is the run's first N steps (rl/ledger.run_ledger).
+- `compute_lines`: the ledger of every arm beside the table (training FLOPs, passes, completions,
+  reward calls, seconds), so a compute-matched comparison shows what was matched.
+- `by_start`: cells of several SFT starts (axes.json `sft_start`) pair by (start, seed); the SE of a
+  difference then has a start term, Var(mean) = s2_start/T + s2_seed/N + s2_prompt/P + s2_e/(N P)
+  (T starts, N start x seed units, P clusters), from the between-start mean square of the units'
+  means (T - 1 df) in place of the units' own, with a Satterthwaite df; a start term estimated at
+  or below zero drops out (the plain seed x cluster model over all units).
+
+    rows = budget_rows(row, cell, axes, summary)   # in load_results: one row per budget
+    c = by_start(d, groups, clusters=keys)         # stats.compare, with the start's term
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ...rl.ledger import read_rows, run_ledger
+from .stats import Comparison, by_cluster, compare, mde, mean_squares, p_value
+
+
+def budget_rows(row: dict, cell: Path, axes: dict, summary: dict) -> list[dict]:
+    """ROW (a finished cell's table row) once per budget in axes["budgets"] (else once, as it is),
+    each with its variant "<variant>@<N>", accuracy, per-prompt records and ledger at step N."""
+    from ...rl.evaluate import read_eval_records
+
+    budgets = axes.get("budgets")
+    if not budgets:
+        return [{**row, "ledger": summary.get("ledger")}]
+    steps = summary["steps"]
+    metrics = {r["step"]: r for r in read_rows(cell / "metrics.jsonl")}
+    out = []
+    for n in budgets:
+        final = n == steps
+        path = cell / ("eval.jsonl" if final else f"eval-step{n}.jsonl")
+        if not path.exists() or (not final and "test_accuracy" not in metrics.get(n, {})):
+            raise FileNotFoundError(f"{cell}: no evaluation at step {n} (train.eval_every must divide the budgets "
+                                    f"{budgets}; the run has {steps} steps)")
+        acc = summary["test_accuracy"] if final else metrics[n]["test_accuracy"]
+        ledger = summary.get("ledger") if final else run_ledger(cell / "metrics.jsonl", upto=n)
+        out.append({**row, "variant": f"{row['variant']}@{n}", "test_accuracy": acc,
+                    "prompts": read_eval_records(path), "ledger": ledger})
+    return out
+
+
+LEDGER = {"steps": "steps", "flops_train": "train FLOPs", "completions": "completions",
+          "reward_calls": "reward calls", "train_seconds": "train s"}
+
+
+def ledger_columns(cells: pd.DataFrame) -> dict:
+    """An arm's ledger, mean over its cells: steps, training FLOPs, completions, reward calls and
+    training seconds (rollout, old/reference passes, update); {} where no cell has a ledger."""
+    ledgers = [x for x in cells.get("ledger", []) if isinstance(x, dict)]
+    if not ledgers:
+        return {}
+    seconds = [sum(p["seconds"] for k, p in x["phases"].items() if k != "eval") for x in ledgers]
+    steps = [x.get("steps") or c["config"]["train"]["steps"] for x, (_, c) in zip(ledgers, cells.iterrows())]
+    return {"steps": float(np.mean(steps)), "flops_train": float(np.mean([x["flops_train"] for x in ledgers])),
+            "completions": float(np.mean([x["completions"] for x in ledgers])),
+            "reward_calls": float(np.mean([x["reward_calls"] for x in ledgers])), "train_seconds": float(np.mean(seconds))}
+
+
+def compute_lines(table: pd.DataFrame) -> list[str]:
+    """The ledger of every arm, a markdown block (none when no cell has a ledger)."""
+    if "flops_train" not in table or not table["flops_train"].notna().any():
+        return []
+    rows = table[table["flops_train"].notna()].drop_duplicates(["base", "task", "variant"])
+    least = rows.groupby("task")["flops_train"].transform("min")
+    lines = ["### compute per arm (the cells' ledgers, mean per cell: rl/ledger.py)", "",
+             "| task | arm | steps | train FLOPs | x least | completions | reward calls | train s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for (_, r), low in zip(rows.iterrows(), least):
+        lines.append(f"| {r['task']} | {r['base']} {r['variant']} | {r['steps']:.0f} | {r['flops_train']:.3g} | "
+                     f"{r['flops_train'] / low:.2f} | {r['completions']:.0f} | {r['reward_calls']:.0f} | "
+                     f"{r['train_seconds']:.0f} |")
+    return lines + ["", "Train FLOPs: forward and backward, counted by torch.utils.flop_counter in every phase of "
+                        "training (rollouts, old and reference passes, every SML stratum and inner update), evaluation "
+                        "apart; reward calls include the evaluations'. Seconds are this machine's.", ""]
+
+
+def by_start(d: np.ndarray, groups, clusters=None, n_boot: int = 2000) -> Comparison:
+    """`compare` of a (units, prompts) matrix whose units (rows) come from the SFT starts GROUPS
+    (one label per row): the start's term in the SE and df where it is estimated above zero."""
+    c = compare(d, n_boot=n_boot, clusters=clusters)
+    labels = list(groups)
+    if len(set(labels)) < 2 or not c.se > 0:
+        return c
+    x = by_cluster(np.asarray(d, dtype=float), clusters) if clusters is not None else np.asarray(d, dtype=float)
+    N, P = x.shape
+    sizes = {g: labels.count(g) for g in set(labels)}
+    if len(set(sizes.values())) != 1 or min(sizes.values()) < 2:
+        raise ValueError(f"every SFT start needs the same number (>= 2) of seeds, got {sizes}")
+    T, n = len(sizes), next(iter(sizes.values()))
+    rows = x.mean(axis=1)
+    means = np.array([rows[[i for i, g in enumerate(labels) if g == t]].mean() for t in sorted(sizes)])
+    ms_b = P * n * float(((means - rows.mean()) ** 2).sum()) / (T - 1)  # two-way scale: E = P(n s2_t + s2_s) + s2_e
+    within = sum(float(((rows[[i for i, g in enumerate(labels) if g == t]] - m) ** 2).sum())
+                 for t, m in zip(sorted(sizes), means))
+    ms_w = P * within / (T * (n - 1))
+    if ms_b <= ms_w:  # the start term is estimated at zero: the plain model over every unit
+        return c
+    _, ms_p, ms_e = mean_squares(x)
+    prompt_on = ms_p > ms_e
+    total = ms_b + (ms_p - ms_e if prompt_on else 0.0)
+    den = ms_b ** 2 / (T - 1) + ((ms_p ** 2 / (P - 1) + ms_e ** 2 / ((N - 1) * (P - 1))) if prompt_on else 0.0)
+    se, df = math.sqrt(total / (N * P)), max(1.0, total * total / den)
+    half = float(sps.t.ppf(0.975, df) * se)
+    return replace(c, lo=c.mean - half, hi=c.mean + half, se=se, df=df, mde=float(mde(se, df)),
+                   p=p_value(c.mean, se, df), seed_dropped=False)
+
+
+def starts_line(df: pd.DataFrame) -> str:
+    """The footer's count of SFT starts: '' with one."""
+    if "start" not in df or df["start"].nunique() < 2:
+        return ""
+    return (f" Every interval rests on {df['start'].nunique()} SFT starts (axes.json sft_start), the start a random "
+            "effect: seeds pair within a start and the SE carries the between-start variance of the difference "
+            "(its df from the starts where that term is above zero).")
