@@ -22,7 +22,7 @@ PRESET = PRESETS["tiny-compute"]
 def test_the_matched_step_count_is_the_cost_models():
     got = {v: c for _, v, c in arms("tiny", None)}
     steps, ratio = matched_steps(got["baseline"], got["+DACA"])
-    assert steps == compute_grid.MATCHED_STEPS == PRESET.rl_steps and ratio == pytest.approx(2.5, abs=0.01)
+    assert steps == compute_grid.MATCHED_STEPS == PRESET.rl_steps and ratio == pytest.approx(compute_grid.FLOPS_RATIO, abs=0.005)
 
 
 def test_every_arm_runs_from_each_start_to_the_matched_budget_and_is_read_at_both():

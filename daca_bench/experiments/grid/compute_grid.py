@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 BASE_STEPS = 32
-MATCHED_STEPS = 80  # cost.matched_steps(tiny's baseline, tiny's +DACA): FLOPs ratio 2.50 (tests/test_compute_grid.py)
+FLOPS_RATIO = 2.50  # +DACA over baseline training FLOPs per step, cost.matched_steps on tiny's arms (a test checks)
+MATCHED_STEPS = 80  # round(32 x FLOPS_RATIO)
 EVAL_EVERY = 16  # accuracy every 16 steps: the curves (32 and the matched budget are the arms)
 MEASURE = "flops"
 SFT_SEEDS = (0, 1)  # two SFT starts (sft.seed), every arm from each

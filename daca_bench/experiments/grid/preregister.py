@@ -83,7 +83,8 @@ def design_of(name: str, preset: TinyPreset, cells: list, commit: str, tree: str
         design.update(question=g.QUESTION, compute={
             "measure": g.MEASURE, "base_steps": g.base_of(cells[0].config.train.steps),
             "matched_steps": cells[0].config.train.steps, "eval_every": cells[0].config.train.eval_every,
-            "ratio": "daca-bench cost: +DACA over baseline training FLOPs per step (cost.matched_steps)",
+            "flops_ratio": g.FLOPS_RATIO, "ratio": "daca-bench cost: +DACA over baseline training FLOPs per step "
+                                                   "(cost.matched_steps), before any cell",
             "sft_starts": sorted({c.axes["sft_start"] for c in cells}), "random_effect": "sft_start",
             "lr": "fixed in advance: the committed readings picks, the same at both budgets"})
     return design
