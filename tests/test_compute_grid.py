@@ -25,6 +25,15 @@ def test_the_matched_step_count_is_the_cost_models():
     assert steps == compute_grid.MATCHED_STEPS == PRESET.rl_steps and ratio == pytest.approx(compute_grid.FLOPS_RATIO, abs=0.005)
 
 
+def test_a_design_matches_by_the_measure_it_declares():
+    got = {v: c for _, v, c in arms("tiny", None)}
+    assert matched_steps(got["baseline"], got["+DACA"], measure="samples") == (32, 1.0)  # same prompts x G per step
+    steps, ratio = matched_steps(got["baseline"], got["+DACA"], measure="seconds", cells="results/tiny/cells")
+    assert ratio > 1 and steps == round(32 * ratio)  # tiny-bases' measure: the committed cells' training seconds
+    with pytest.raises(Exception, match="compute measure"):
+        matched_steps(got["baseline"], got["+DACA"], measure="tokens")
+
+
 def test_every_arm_runs_from_each_start_to_the_matched_budget_and_is_read_at_both():
     cells = tiny_cells(PRESET, {"sudoku#0": {"folder": "a"}, "sudoku#1": {"folder": "b"}})
     assert len(cells) == 2 * 8 * 2 and len({c.name for c in cells}) == 32

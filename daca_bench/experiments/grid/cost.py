@@ -123,11 +123,30 @@ def step_flops(cfg: RLConfig, model=None) -> dict:
             "canvas": S, "rows": rows, "strata": strata}
 
 
-def matched_steps(base_cfg, daca_cfg, base_steps: int = 32) -> tuple[int, float]:
-    """(the baseline's steps at +DACA@BASE_STEPS's training FLOPs, the FLOPs ratio per step), from
-    the cost model on the two arms' configs."""
-    b, d = step_flops(base_cfg), step_flops(daca_cfg)
-    ratio = sum(d[p] for p in PHASES) / sum(b[p] for p in PHASES)
+MEASURES = ("flops", "samples", "seconds")  # what a compute-matched design matches arms by (it says which)
+
+
+def matched_steps(base_cfg, daca_cfg, base_steps: int = 32, measure: str = "flops",
+                  cells: str | None = None) -> tuple[int, float]:
+    """(the baseline's steps at +DACA@BASE_STEPS's compute, the ratio per step) by MEASURE: "flops",
+    training FLOPs from the cost model on the two arms' configs; "samples", completions per step
+    (B x G; equal arms: 1); "seconds", training seconds per step measured on finished CELLS
+    (bases_grid.measured_cost_ratio: a machine's clock, the measure tiny-bases used)."""
+    from ...config import pick
+
+    pick({m: m for m in MEASURES}, measure, "the compute measure")
+    if measure == "flops":
+        b, d = step_flops(base_cfg), step_flops(daca_cfg)
+        ratio = sum(d[p] for p in PHASES) / sum(b[p] for p in PHASES)
+    elif measure == "samples":
+        per = lambda c: c.train.prompts_per_step * c.train.num_generations  # noqa: E731
+        ratio = per(daca_cfg) / per(base_cfg)
+    else:
+        from .bases_grid import measured_cost_ratio
+
+        if not cells:
+            raise UnavailableError("matching by seconds needs finished cells of both arms to time (cells=FOLDER)")
+        ratio = measured_cost_ratio(cells)
     return max(base_steps, round(base_steps * ratio)), ratio
 
 
