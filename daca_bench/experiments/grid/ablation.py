@@ -10,7 +10,8 @@ A grid file:
       variant: [baseline, +DPS, +SML, +DACA]
       train.task: [arithmetic]
       train.seed: [0, 1]
-`variant` names a bundle of keys (VARIANTS); any other axis is a dotted config key. Each cell
+`variant` names a bundle of keys (VARIANTS) or a preset's cell (`headline:+DACA`: what
+`train --variant +DACA` runs; headline.py); any other axis is a dotted config key. Each cell
 runs in OUT/<axis values>/; a cell with summary.json is skipped, an unfinished one resumes
 from its checkpoint, a failed one is retried once and then reported, and one failure never
 loses the others. A lock file per cell keeps two runners on one grid from colliding. Where a
@@ -34,17 +35,9 @@ from ...checkpoint import checkpoints
 from ...config import ConfigError, RLConfig, apply, load_config, read_yaml, to_dict
 from ...errors import UnavailableError
 from ...runfolder import changes, set_aside
+from .headline import VARIANTS, named_keys, split_variant  # noqa: F401 - VARIANTS: re-exported
 from .jobs import Job, run_jobs, split_cores
 from .provenance import check_tree, describe, weights_hash
-
-VARIANTS = {
-    "baseline": {"dps.enabled": False, "sml.k": 1},
-    "+DPS": {"dps.enabled": True, "sml.k": 1},
-    "+SML": {"dps.enabled": False, "sml.k": 4},
-    "+DACA": {"dps.enabled": True, "sml.k": 4},
-    "+DPS-random": {"dps.enabled": True, "dps.score": "random", "sml.k": 1},  # the control: weights without information
-}
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -77,27 +70,48 @@ def slug(key: str, value) -> str:
 
 
 def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
-    """Grid mapping -> cells (the Cartesian product of the axes), each with its resolved config."""
+    """Grid mapping -> cells (the Cartesian product of the axes), each with its resolved config. A
+    variant of VARIANTS applies its bundle where its axis stands; a preset's cell (`headline:+DACA`,
+    headline.split_variant) applies its keys under the grid's own, as `train --variant` does: base,
+    the cell's keys for the cell's task, the overrides, the other axes. Its axes.json records the
+    variant's NAME and `cells_of` its SOURCE; a name with two meanings in one grid is an error."""
     unknown = set(grid) - {"base", "overrides", "axes"}
     if unknown:
         raise ConfigError(f"unknown grid keys {sorted(unknown)}; a grid has base, overrides and axes")
     base = load_config(root / grid["base"] if grid.get("base") else None, [], RLConfig)
-    base = apply(base, grid.get("overrides") or {})
+    overrides = grid.get("overrides") or {}
     axes = grid.get("axes") or {}
-    for name in axes.get("variant", []):
-        if name not in VARIANTS:
-            raise ConfigError(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+    meaning = {}
+    for value in axes.get("variant", []):
+        source, name = split_variant(value)
+        if meaning.setdefault(name, value) != value:
+            raise ConfigError(f"variants {meaning[name]!r} and {value!r} would both be {name!r} in the table; "
+                              "one grid gives a variant name one meaning")
     cells = []
     for values in itertools.product(*axes.values()):
         point = dict(zip(axes, values))
-        cfg = base
-        for key, value in point.items():
-            cfg = apply(cfg, VARIANTS[value] if key == "variant" else {key: value})
-        cells.append(Cell("_".join(slug(k, v) for k, v in point.items()) or "cell", point, cfg))
+        source, name = split_variant(point["variant"]) if "variant" in point else ("", "")
+        cfg, recorded = apply(base, overrides), dict(point)
+        if source:
+            task = _apply_axes(cfg, point).train.task
+            cfg = apply(apply(base, named_keys(point["variant"], task)), overrides)
+            recorded.update(variant=name, cells_of=source)
+        cells.append(Cell("_".join(slug(k, v) for k, v in point.items()) or "cell", recorded, _apply_axes(cfg, point)))
     names = [c.name for c in cells]
     if len(set(names)) != len(names):
         raise ConfigError("two cells share a folder name; make the axis values distinct")
     return cells
+
+
+def _apply_axes(cfg: RLConfig, point: dict) -> RLConfig:
+    """CFG with a cell's axis values in their order (a variant of VARIANTS: its bundle; a preset's
+    cell applies nothing here: expand set its keys beneath the overrides)."""
+    for key, value in point.items():
+        if key != "variant":
+            cfg = apply(cfg, {key: value})
+        elif not split_variant(value)[0]:
+            cfg = apply(cfg, VARIANTS[value])
+    return cfg
 
 
 def load_grid(path: str | Path) -> dict:
