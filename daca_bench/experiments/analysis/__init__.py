@@ -1,7 +1,7 @@
 """Reading finished cells: the cell table and its paired statistics (`results`, `stats`,
-`clusters`), what a confirmatory table registered before its first cell (`design`), sizing a
-design (`plan`), two runs compared (`replicate`), the plots (`plots`) and one-answer tasks'
-wrong tokens (`gold`).
+`clusters`), what each variant ran and the paper's gain beside it (`variants`), what a
+confirmatory table registered before its first cell (`design`), sizing a design (`plan`), two
+runs compared (`replicate`), the plots (`plots`) and one-answer tasks' wrong tokens (`gold`).
 
 May import: the shared base (`daca_bench.*` modules), `daca_bench.registry` for task specs, and
 `daca_bench.rl.evaluate` to read evaluation records. Never `grid`, `studies` or `commands`: a

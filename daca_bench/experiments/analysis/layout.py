@@ -1,6 +1,7 @@
 """What every ablation figure shares (plots.py, curves.py): one colour per variant, facets that wrap
 into a grid of at most MAX_COLS columns, a legend outside the data, and the paper's headline gain
-only beside a task the paper's areas cover (a shipped task of a family the abstract names):
+only beside a task the paper's areas cover (a shipped task of a family the abstract names:
+variants.paper_area, which the table uses too):
 
     fig, grid = facets(n=8, rows_per_facet=2, ...)   # 2 x 4 facets of 2 stacked panels each
     paper_area("sudoku_tiny", "constraint")          # 36.3; a custom task of that family: nan
@@ -9,18 +10,15 @@ Nothing here chooses a matplotlib backend (Figure, never pyplot).
 """
 from __future__ import annotations
 
-import inspect
 import math
 import re
 import zlib
-from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-from .design import block_family
-from .results import PAPER_GAIN_PP, VARIANT_ORDER
+from .variants import VARIANT_ORDER, builtin_task, paper_area  # noqa: F401 - re-exported: the plots' paper note
 
 PALETTE = {"start": "#7f7f7f", "baseline": "#3b3b3b", "+DPS": "#1f77b4", "+SML": "#ff7f0e", "+DACA": "#2ca02c",
            "+DPS-random": "#9467bd"}  # one colour per variant in every figure
@@ -41,23 +39,6 @@ def variant_rank(variant: str) -> tuple:
     """Sort key: VARIANT_ORDER first (start before it), then the other variants by name."""
     order = ["start", *VARIANT_ORDER]
     return (order.index(variant), "") if variant in order else (len(order), variant)
-
-
-def builtin_task(task: str) -> bool:
-    """Is TASK one of the tasks shipped in daca-bench's tasks/ folder (not a user's own file or plug-in)?"""
-    try:
-        from ...registry import TASKS_DIR, task_spec
-
-        source = inspect.getsourcefile(task_spec(task).build)
-    except Exception:  # noqa: BLE001 - a task this install does not know is not a shipped one
-        return False
-    return source is not None and Path(source).resolve().parent == Path(TASKS_DIR).resolve()
-
-
-def paper_area(task: str, family: str) -> float:
-    """The paper's "up to" gain (pp) for the area TASK belongs to, or nan: only a shipped task's family
-    maps to one of the paper's areas; a custom task of the same family was never measured there."""
-    return PAPER_GAIN_PP.get(block_family(family), math.nan) if builtin_task(task) else math.nan
 
 
 def grid_of(n: int) -> tuple[int, int]:

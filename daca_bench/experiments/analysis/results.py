@@ -18,6 +18,9 @@ grid, python_tiny's instances by target function). The table has one row per (ba
   two-sided 5 % level, from the measured spread: noncentral t on the comparison's df, with the SE
   corrected for its bias (experiments/analysis/stats.py, `mde`; none where no paired difference varies);
 - `t_half`, `boot_lo`/`boot_hi` (the crossed bootstrap), `zero_std` in the CSV.
+Under each base's rows a line says what each variant ran, from its cells' configs (DPS score,
+SML partition and K, the regime keys where its variants differ: variants.py); the paper's gain
+stands beside a shipped task of an area the paper measured only (variants.paper_area, as the plots).
 Cells without eval.jsonl (older runs) are paired by seed only. A cell's family and its prompts'
 clusters are what it recorded (summary.json's `task_record`), so the table, the plots and the
 notebook compute the same statistics wherever they run; only for older cells does the registry
@@ -42,9 +45,7 @@ from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagre
                      reference)
 from .budgets import LEDGER, budget_rows, by_start, compute_lines, ledger_columns, starts_line
 from .stats import adjust
-
-PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
-VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA", "+DPS-random"]
+from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines  # noqa: F401
 START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
 
 
@@ -99,22 +100,6 @@ def load_results(folder: str | Path) -> pd.DataFrame:
                "task_record": record or None, "config": cfg}
         rows += budget_rows(row, cell, axes, s)  # one row per budget where the cell declares budgets
     return pd.DataFrame(rows)
-
-
-# the knobs that say which regime a cell trained in: table column -> (config section, key, default)
-REGIME_KEYS = {"lr": ("train", "lr", None), "mu": ("train", "mu", 1), "beta": ("loss", "beta", 0.0),
-               "epsilon": ("loss", "epsilon", None), "p_mask_prompt": ("sml", "p_mask_prompt", 0.0),
-               "split": ("train", "eval_split", "test")}
-
-
-def regime(df: pd.DataFrame) -> str:
-    """One line: the values of REGIME_KEYS over the grid's cells (a list where cells differ)."""
-    parts = []
-    for key in REGIME_KEYS:
-        if key in df:
-            vals = sorted({v for v in df[key] if v is not None}, key=str)
-            parts.append(f"{key} {'/'.join(f'{v:g}' if isinstance(v, float) else str(v) for v in vals)}")
-    return "Regime: " + ", ".join(parts) + " (clip_frac % and kl: per-cell means over steps, in the CSV)." if parts else ""
 
 
 def load_start(folder: str | Path) -> dict[str, dict]:
@@ -189,7 +174,7 @@ def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters
     for (base, family, task), g in df.groupby(["base", "family", "task"], sort=True):
         by_variant = {v: gv for v, gv in g.groupby("variant")}
         baseline = by_variant.get("baseline")
-        common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_gain(family)}
+        common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_area(task, family)}
         if task in start:
             yield common, START, None, None, np.empty((0, 0)), None, []
         for variant in [v for v in VARIANT_ORDER if v in by_variant] + sorted(set(by_variant) - set(VARIANT_ORDER)):
@@ -226,7 +211,7 @@ def extra_rows(df: pd.DataFrame, planned: dict, start: dict[str, dict], clusters
                 continue
             seen.add(key)
             keys = [clusters[task][i] for i in ids] if ids and clusters.get(task) else None
-            common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_gain(family)}
+            common = {"base": base, "family": family, "task": task, "paper_gain_pp": paper_area(task, family)}
             yield common, c["variant"], cells, f"{ref_base} {ref_variant}", d, keys, starts
 
 
@@ -264,7 +249,8 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
         table["sig"] = [bool(r["plan"] in (PRIMARY, SECONDARY) and r["p_adj"] < alpha
                              and (not r["seed_dropped"] or r["seeds_ok"])) if isinstance(r["plan"], str) else math.nan
                         for _, r in table.iterrows()]
-    table.attrs.update(regime=regime(df), alpha=alpha, multiplicity=multiplicity, starts=starts_line(df))
+    table.attrs.update(regime=regime(df), variants=variants_lines(df), alpha=alpha, multiplicity=multiplicity,
+                       starts=starts_line(df))
     return table
 
 
@@ -288,7 +274,7 @@ FOOTER = ("Accuracy: exact match on the family's one fixed test set, mean over s
           "varies. CSV: the plain "
           "t-interval over per-seed differences (t_half), the crossed bootstrap interval (boot_lo, boot_hi) and the "
           "zero-variance group fraction (zero_std). Paper: the abstract's headline gain for the family (LLaDA-8B "
-          "scale, not this model).")
+          "scale, not this model), beside a shipped task of an area the paper measured only.")
 
 
 def _ci(r) -> str:
@@ -328,6 +314,7 @@ def to_markdown(table: pd.DataFrame) -> str:
     cross = table["vs"].map(across) if "vs" in table else pd.Series(False, index=table.index)
     for base, t in table[~cross].groupby("base", sort=True):
         lines += _section(f"### base method: {base}", t)
+        lines += [table.attrs["variants"][base], ""] if base in table.attrs.get("variants", {}) else []
     if cross.any():
         lines += _section("### across bases and arms (a row against another base's or arm's row, paired by seed "
                           "and prompt)", table[cross], cross=True)
