@@ -61,3 +61,19 @@ def test_ablate_dry_run_lists_the_named_cells(tmp_path, capsys):
     assert capsys.readouterr().out.split() == ["variant=headline_baseline", "variant=headline_+DACA"]
     assert json.loads(json.dumps(expand({"axes": {"variant": ["headline:+DACA"]}})[0].axes)) == \
         {"variant": "+DACA", "cells_of": "headline"}
+
+
+def test_ablate_takes_overrides_over_the_grid_s_as_train_does(tmp_path, capsys):
+    """`daca-bench ablate GRID KEY=VALUE...`: the keys join the grid's overrides (a smoke run's train.steps=2),
+    so beneath them a named cell's keys still lose to the command line's, as with train --variant."""
+    from daca_bench.cli import main
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("base: configs/tiny.yaml\noverrides: {train.steps: 5}\naxes: {variant: [headline:+DACA]}\n")
+    assert main(["ablate", str(grid), "--dry-run", "--no-start", "train.steps=2", "learning_rate=3e-4"]) == 0
+    assert capsys.readouterr().out.split() == ["variant=headline_+DACA"]
+    assert main(["ablate", str(grid), "--dry-run", "train.nope=1"]) == 2
+    assert "train.nope" in capsys.readouterr().err
+    cfg = expand({"base": "configs/tiny.yaml", "overrides": {"train.steps": 2, "train.lr": 3e-4},
+                  "axes": {"variant": ["headline:+DACA"]}})[0].config
+    assert cfg == _train("+DACA", "train.steps=2", "learning_rate=3e-4")

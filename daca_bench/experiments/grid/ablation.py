@@ -2,6 +2,7 @@
 
     daca-bench ablate grids/tiny.yaml --workers 2
     daca-bench ablate grids/tiny.yaml --executor ray --address HOST:6379 --gpus-per-cell 1
+    daca-bench ablate grids/tiny.yaml train.steps=2   # KEY=VALUE: over the grid's overrides, every cell
 
 A grid file:
     base: configs/tiny.yaml          # an RL preset
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...checkpoint import checkpoints
-from ...config import ConfigError, RLConfig, apply, load_config, read_yaml, to_dict
+from ...config import ConfigError, RLConfig, apply, load_config, parse_overrides, read_yaml, to_dict, trl_aliases
 from ...errors import UnavailableError
 from ...runfolder import changes, set_aside
 from .headline import VARIANTS, named_keys, split_variant  # noqa: F401 - VARIANTS: re-exported
@@ -330,6 +331,8 @@ def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus
 # ---- CLI: `daca-bench ablate` -------------------------------------------------------------
 def configure(parser) -> None:
     parser.add_argument("grid", help="grid YAML (base, overrides, axes)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="added to the grid's overrides for every cell (e.g. train.steps=2 for a smoke run)")
     parser.add_argument("--output-dir", default="results/grid", help="one folder per cell goes here")
     parser.add_argument("--workers", type=int, default=0, help="parallel cells (default: one per core)")
     parser.add_argument("--retries", type=int, default=1)
@@ -352,7 +355,10 @@ def check_tasks(cells: list[Cell]) -> None:
 
 
 def run(args) -> int:
-    cells = expand(load_grid(args.grid))
+    grid = load_grid(args.grid)
+    if args.overrides:  # the command line's keys over the grid file's, as for train and sft
+        grid["overrides"] = {**(grid.get("overrides") or {}), **trl_aliases(parse_overrides(args.overrides))}
+    cells = expand(grid)
     check_tasks(cells)  # --dry-run too: a grid of a task this machine does not know is no plan
     starts, notes = start_cells(cells) if not args.no_start else ([], [])
     if args.dry_run:
