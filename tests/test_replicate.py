@@ -248,7 +248,7 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
-                                  "tiny-cache", "tiny-bases"])  # tiny-full: with its replication report, below
+                                  "tiny-cache", "tiny-bases", "tiny-compute"])  # tiny-full: with its replication report
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""
