@@ -253,15 +253,16 @@ def plot_compute(points: pd.DataFrame):
         m, n, sd = by["test_accuracy"].mean() * 100, by["test_accuracy"].count(), by["test_accuracy"].std() * 100
         half = sps.t.ppf(0.975, np.maximum(n - 1, 1)) * sd.fillna(0) / np.sqrt(n)
         for ax, x in zip(axes, ("flops", "completions")):
-            xs = by[x].mean()
+            xs = by[x].mean() / (1e12 if x == "flops" else 1)
             ax.plot(xs, m, marker="o", ms=3, color=colour(variant), label=f"{base} {variant} ({task})")
             ax.fill_between(xs, m - half, m + half, color=colour(variant), alpha=0.15, lw=0)
-    for ax, label in zip(axes, ("training FLOPs (forward + backward, every phase)", "completions sampled")):
+    for ax, label in zip(axes, ("training TFLOPs (forward + backward, every phase)", "completions sampled")):
         ax.set_xlabel(label)
         ax.set_ylabel("test accuracy % (exact match)")
         ax.grid(alpha=0.3)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False, fontsize=8)
-    fig.suptitle("accuracy against compute: mean over SFT starts x seeds at each evaluation, 95 % t-interval",
+    fig.suptitle("accuracy against compute: mean over the cells (SFT start x seed) at each evaluation, 95 % t-interval "
+                 "over them",
                  fontsize=10)
     fig.tight_layout()
     return fig
