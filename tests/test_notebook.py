@@ -34,8 +34,10 @@ def _figures_shown(nb) -> list[str]:
 
 
 def _table_rows(nb) -> list[list[str]]:
+    """The rows of the table's comparison blocks (those headed like the first; not the ledger's block)."""
     text = "\n".join(o.get("data", {}).get("text/markdown", "") for o in _outputs(nb))
-    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+    return [r for r in rows if len(r) == len(rows[0])] if rows else rows
 
 
 def test_the_documented_command_is_in_the_notebook_and_the_docs():
