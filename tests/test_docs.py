@@ -234,6 +234,7 @@ README_NUMBERS = [
     ("+2.8 [+0.1, +5.6]", "tiny-full", "constraint", "+DACA", "baseline"),
     ("+0.3 [-1.8, +2.5]", "tiny-full", "json", "+DACA", "baseline"),
     ("+1.0 [-0.7, +2.7]", "tiny-full", "code", "+DACA", "baseline"),
+    ("-2.9 [-37.4, +31.6]", "tiny-compute", "constraint", "+DACA@32", "grpo baseline@80"),
 ]
 
 
