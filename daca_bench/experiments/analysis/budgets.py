@@ -62,11 +62,12 @@ LEDGER = {"steps": "steps", "flops_train": "train FLOPs", "completions": "comple
 def ledger_columns(cells: pd.DataFrame) -> dict:
     """An arm's ledger, mean over its cells: steps, training FLOPs, completions, reward calls and
     training seconds (rollout, old/reference passes, update); {} where no cell has a ledger."""
-    ledgers = [x for x in cells.get("ledger", []) if isinstance(x, dict)]
-    if not ledgers:
+    kept = [(r["ledger"], r["config"]) for _, r in cells.iterrows() if isinstance(r.get("ledger"), dict)]
+    if not kept:
         return {}
+    ledgers = [x for x, _ in kept]
     seconds = [sum(p["seconds"] for k, p in x["phases"].items() if k != "eval") for x in ledgers]
-    steps = [x.get("steps") or c["config"]["train"]["steps"] for x, (_, c) in zip(ledgers, cells.iterrows())]
+    steps = [x.get("steps") or cfg["train"]["steps"] for x, cfg in kept]
     return {"steps": float(np.mean(steps)), "flops_train": float(np.mean([x["flops_train"] for x in ledgers])),
             "completions": float(np.mean([x["completions"] for x in ledgers])),
             "reward_calls": float(np.mean([x["reward_calls"] for x in ledgers])), "train_seconds": float(np.mean(seconds))}
