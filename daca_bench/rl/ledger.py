@@ -171,13 +171,14 @@ def read_rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
-def run_ledger(path: Path, final_eval: dict | None = None, n_eval: int = 0, upto: int | None = None) -> dict:
+def run_ledger(path: Path | list[dict], final_eval: dict | None = None, n_eval: int = 0, upto: int | None = None) -> dict:
     """The run's compute ledger, for summary.json: per phase the FLOPs, canvases (passes: every SML
     stratum and inner update), tokens and seconds summed over the steps in metrics.jsonl (so a resumed
     run counts every step once), plus the final evaluation's; and the samples: prompts, completions,
     reward calls. With `upto`, the ledger of the run's first `upto` steps (a budget's arm, evaluated
-    there: its intermediate evaluations before it count, the one at `upto` is its final)."""
-    rows = [r for r in read_rows(path) if upto is None or r.get("step", 0) <= upto]
+    there: its intermediate evaluations before it count, the one at `upto` is its final). PATH: the
+    metrics.jsonl, or its rows already read."""
+    rows = [r for r in (path if isinstance(path, list) else read_rows(path)) if upto is None or r.get("step", 0) <= upto]
     if upto is not None:  # the evaluation at `upto` is that budget's final one
         final_eval = {k: v for k, v in rows[-1].items() if k.endswith("_eval")} if rows else {}
         n_eval = rows[-1].get("eval_prompts", 0) if rows else 0

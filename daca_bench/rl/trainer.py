@@ -67,10 +67,11 @@ def validate(cfg: RLConfig) -> None:
     pick(STRATA, cfg.sml.partition, "sml.partition")
     from .credit import NORMS, SCORES
 
-    for table, value, key in ((SCORES, cfg.dps.score, "dps.score"), (NORMS, cfg.dps.norm, "dps.norm"),
-                              (REWARDS, cfg.train.reward, "train.reward"), (PRECISIONS, cfg.train.precision, "train.precision")):
-        pick(table, value, key)
+    pick(SCORES, cfg.dps.score, "dps.score")
+    pick(NORMS, cfg.dps.norm, "dps.norm")
     reporter_names(cfg.train.report_to)
+    pick(REWARDS, cfg.train.reward, "train.reward")
+    pick(PRECISIONS, cfg.train.precision, "train.precision")
     _, world = rank_and_world()
     if cfg.train.prompts_per_step % world:
         raise ConfigError(f"train.prompts_per_step={cfg.train.prompts_per_step} must divide across {world} processes")

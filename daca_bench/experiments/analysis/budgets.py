@@ -31,6 +31,15 @@ from ...rl.ledger import read_rows, run_ledger
 from .stats import Comparison, by_cluster, compare, mde, mean_squares, p_value
 
 
+def evaluations(cell: Path, summary: dict) -> dict[int, tuple[float, dict]]:
+    """step -> (test accuracy, ledger up to that step) for every evaluation of a finished cell: each
+    one during training (train.eval_every) and the final one, metrics.jsonl read once."""
+    rows = read_rows(cell / "metrics.jsonl")
+    out = {r["step"]: (r["test_accuracy"], run_ledger(rows, upto=r["step"])) for r in rows if "test_accuracy" in r}
+    out[summary["steps"]] = (summary["test_accuracy"], summary.get("ledger"))
+    return out
+
+
 def budget_rows(row: dict, cell: Path, axes: dict, summary: dict) -> list[dict]:
     """ROW (a finished cell's table row) once per budget in axes["budgets"] (else once, as it is),
     each with its variant "<variant>@<N>", accuracy, per-prompt records and ledger at step N."""
@@ -40,16 +49,14 @@ def budget_rows(row: dict, cell: Path, axes: dict, summary: dict) -> list[dict]:
     if not budgets:
         return [{**row, "ledger": summary.get("ledger")}]
     steps = summary["steps"]
-    metrics = {r["step"]: r for r in read_rows(cell / "metrics.jsonl")}
+    evaluated = evaluations(cell, summary)
     out = []
     for n in budgets:
-        final = n == steps
-        path = cell / ("eval.jsonl" if final else f"eval-step{n}.jsonl")
-        if not path.exists() or (not final and "test_accuracy" not in metrics.get(n, {})):
+        path = cell / ("eval.jsonl" if n == steps else f"eval-step{n}.jsonl")
+        if not path.exists() or n not in evaluated:
             raise FileNotFoundError(f"{cell}: no evaluation at step {n} (train.eval_every must divide the budgets "
                                     f"{budgets}; the run has {steps} steps)")
-        acc = summary["test_accuracy"] if final else metrics[n]["test_accuracy"]
-        ledger = summary.get("ledger") if final else run_ledger(cell / "metrics.jsonl", upto=n)
+        acc, ledger = evaluated[n]
         out.append({**row, "variant": f"{row['variant']}@{n}", "test_accuracy": acc,
                     "prompts": read_eval_records(path), "ledger": ledger})
     return out
@@ -104,12 +111,11 @@ def by_start(d: np.ndarray, groups, clusters=None, n_boot: int = 2000) -> Compar
     if len(set(sizes.values())) != 1 or min(sizes.values()) < 2:
         raise ValueError(f"every SFT start needs the same number (>= 2) of seeds, got {sizes}")
     T, n = len(sizes), next(iter(sizes.values()))
-    rows = x.mean(axis=1)
-    means = np.array([rows[[i for i, g in enumerate(labels) if g == t]].mean() for t in sorted(sizes)])
+    rows, group = x.mean(axis=1), np.array(labels)
+    by_group = [rows[group == t] for t in sorted(sizes)]
+    means = np.array([r.mean() for r in by_group])
     ms_b = P * n * float(((means - rows.mean()) ** 2).sum()) / (T - 1)  # two-way scale: E = P(n s2_t + s2_s) + s2_e
-    within = sum(float(((rows[[i for i, g in enumerate(labels) if g == t]] - m) ** 2).sum())
-                 for t, m in zip(sorted(sizes), means))
-    ms_w = P * within / (T * (n - 1))
+    ms_w = P * sum(float(((r - m) ** 2).sum()) for r, m in zip(by_group, means)) / (T * (n - 1))
     if ms_b <= ms_w:  # the start term is estimated at zero: the plain model over every unit
         return c
     _, ms_p, ms_e = mean_squares(x)

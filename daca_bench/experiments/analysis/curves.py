@@ -21,10 +21,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-
 from scipy import stats as sps
 
-from ...rl.ledger import read_rows, run_ledger
+from .budgets import evaluations
 from .layout import colour, facets, grid_of, legend_outside, variant_rank
 
 TRAINING = {"kl": "KL to the\nreference", "clip_frac": "clip ratio\n(region mean)",
@@ -222,7 +221,7 @@ def plot_training(curves: pd.DataFrame, ax=None) -> Figure:
 def compute_points(folder: str | Path) -> pd.DataFrame:
     """One row per evaluation of every cell that evaluated during training (train.eval_every) and
     kept a ledger: its task, base, variant (without a budget), SFT start, seed, step, test accuracy
-    and the training FLOPs and completions spent up to that step."""
+    and the training FLOPs and completions spent up to that step (budgets.evaluations)."""
     rows = []
     for summary in sorted(Path(folder).glob("*/summary.json")):
         cell = summary.parent
@@ -233,11 +232,7 @@ def compute_points(folder: str | Path) -> pd.DataFrame:
         cfg = json.loads((cell / "config.json").read_text())
         common = {"task": cfg["train"]["task"], "base": cfg["loss"]["base"], "variant": axes.get("variant", "run"),
                   "start": axes.get("sft_start", 0), "seed": cfg["train"]["seed"]}
-        steps = [r["step"] for r in read_rows(cell / "metrics.jsonl") if "test_accuracy" in r]
-        for n in steps + [s["steps"]]:
-            led = s["ledger"] if n == s["steps"] else run_ledger(cell / "metrics.jsonl", upto=n)
-            acc = s["test_accuracy"] if n == s["steps"] else \
-                next(r["test_accuracy"] for r in read_rows(cell / "metrics.jsonl") if r.get("step") == n)
+        for n, (acc, led) in sorted(evaluations(cell, s).items()):
             rows.append({**common, "step": n, "test_accuracy": acc, "flops": led["flops_train"],
                          "completions": led["completions"]})
     return pd.DataFrame(rows)
