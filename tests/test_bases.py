@@ -301,7 +301,7 @@ def test_the_committed_cells_give_the_compute_matched_step_count():
 
     from daca_bench.experiments.grid.bases_grid import compute_matched_steps, measured_cost_ratio
 
-    ratio = measured_cost_ratio(Path(__file__).resolve().parent.parent / "results" / "tiny" / "cells")
+    ratio = measured_cost_ratio(Path(__file__).resolve().parent.parent / "results" / "tiny-ablation" / "cells")
     assert 2.0 < ratio < 4.0 and compute_matched_steps(32, ratio) == round(32 * ratio)
 
 

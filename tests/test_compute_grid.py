@@ -28,7 +28,7 @@ def test_the_matched_step_count_is_the_cost_models():
 def test_a_design_matches_by_the_measure_it_declares():
     got = {v: c for _, v, c in arms("tiny", None)}
     assert matched_steps(got["baseline"], got["+DACA"], measure="samples") == (32, 1.0)  # same prompts x G per step
-    steps, ratio = matched_steps(got["baseline"], got["+DACA"], measure="seconds", cells="results/tiny/cells")
+    steps, ratio = matched_steps(got["baseline"], got["+DACA"], measure="seconds", cells="results/tiny-ablation/cells")
     assert ratio > 1 and steps == round(32 * ratio)  # tiny-bases' measure: the committed cells' training seconds
     with pytest.raises(Exception, match="compute measure"):
         matched_steps(got["baseline"], got["+DACA"], measure="tokens")

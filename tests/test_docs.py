@@ -201,7 +201,7 @@ def test_readme_is_short():
 # (README phrase, results folder, family, variant, vs): every interval the README's "What it found"
 # states comes from that folder's table.csv, rounded as the table rounds it
 README_NUMBERS = [
-    ("+3.9** pp [+1.9, +5.8]", "tiny", "constraint", "+DACA", "baseline"),
+    ("+3.9** pp [+1.9, +5.8]", "tiny-ablation", "constraint", "+DACA", "baseline"),
     ("+7.5** * [+4.6, +10.5]", "tiny-full-exploratory", "math", "baseline", "start"),
     ("+9.8** * [+5.0, +14.6]", "tiny-full-exploratory", "constraint", "baseline", "start"),
     ("+6.6** * [+2.2, +11.0]", "tiny-full-exploratory", "constraint", "+DACA", "baseline"),

@@ -46,7 +46,7 @@ def test_a_plain_variant_keeps_its_bundle_and_a_name_has_one_meaning_per_grid():
     assert split_variant("tiny-full:+DACA") == ("tiny-full", "+DACA")
     with pytest.raises(ConfigError, match="both be '\\+DACA' in the table"):
         expand({"axes": {"variant": ["+DACA", "headline:+DACA"]}})
-    with pytest.raises(ConfigError, match="'\\+FOO' is not a variant of the tiny preset"):
+    with pytest.raises(ConfigError, match="'\\+FOO' is not a variant of the tiny-ablation preset"):
         expand({"axes": {"variant": ["headline:+FOO"]}})
     with pytest.raises(ConfigError, match="SOURCE:NAME"):
         expand({"axes": {"variant": ["paper:+DACA"]}})

@@ -134,7 +134,7 @@ def test_the_committed_sweep_has_the_control_and_causal_on_selection_seeds_and_d
 
 
 def test_the_committed_default_ran_in_the_regime():
-    cells = sorted((_committed("tiny") / "cells").glob("base=*"))
+    cells = sorted((_committed("tiny-ablation") / "cells").glob("base=*"))
     assert len(cells) >= 40
     clipped = 0
     for cell in cells:

@@ -247,7 +247,7 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     assert f"| +SML | baseline | {row['delta_pp']:+.1f} | {SEEDS} x {PROMPTS} | {row['MDE']:.1f} |" in text
 
 
-@pytest.mark.parametrize("name", ["tiny", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
+@pytest.mark.parametrize("name", ["tiny", "tiny-ablation", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
                                   "tiny-cache", "tiny-bases", "tiny-compute"])  # tiny-full: with its replication report
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
@@ -334,12 +334,12 @@ def test_fewer_seeds_are_judged_on_the_seeds_both_runs_share(grids, capsys):
 
 
 def test_two_seed_cells_never_star_what_their_seeds_cannot_support():
-    """tiny-quick's design (2 seeds) on the committed results/tiny cells, seeds 0-1: the seed term of
+    """tiny-quick's design (2 seeds) on the committed results/tiny-ablation cells, seeds 0-1: the seed term of
     +DACA vs baseline drops out (df jumps to clusters - 1); its seeds-only interval includes 0, so it
     carries no star whatever its adjusted p, and the table prints that interval beside the mixed one."""
-    folder = Path(__file__).resolve().parents[1] / "results" / "tiny"
+    folder = Path(__file__).resolve().parents[1] / "results" / "tiny-ablation"
     if not (folder / "cells").is_dir():
-        pytest.skip("results/tiny is not in this checkout")
+        pytest.skip("results/tiny-ablation is not in this checkout")
     table = load_table(folder, {"sudoku_tiny": {0, 1}})
     done = table[table["delta_pp"].notna()]
     assert (done["seeds"] == 2).all() and done["seed_dropped"].any()

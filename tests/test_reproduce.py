@@ -84,9 +84,14 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
     tiny = PRESETS["tiny"]
     sft = {label: {"folder": str(tmp_path / label)} for label in tiny.families}
     cells = reproduce.tiny_cells(tiny, sft)
-    assert len(cells) == len(tiny.families) * 5 * len(tiny.seeds) and len(tiny.seeds) >= 4
+    assert len(cells) == len(tiny.families) * 2 * len(tiny.seeds) and len(tiny.seeds) >= 4
     assert {c.config.loss.base for c in cells} == {"grpo"}
-    assert {c.axes["variant"] for c in cells} == {"baseline", "+DPS", "+SML", "+DACA", "+DPS-random"}
+    assert {c.axes["variant"] for c in cells} == {"baseline", "+DACA"}
+    # the default re-runs tiny-ablation's cells of those arms and seeds, key for key (results/tiny-ablation)
+    ablation = {c.name: c.config for c in reproduce.tiny_cells(PRESETS["tiny-ablation"], sft)}
+    assert all(ablation[c.name] == c.config for c in cells)
+    assert {c.axes["variant"] for c in reproduce.tiny_cells(PRESETS["tiny-ablation"], sft)} == {
+        "baseline", "+DPS", "+SML", "+DACA", "+DPS-random"}
     # the d1-like regime: the ratio acts (mu >= 2), prompt masking, a KL term
     assert all(c.config.train.mu >= 2 and c.config.sml.p_mask_prompt > 0 and c.config.loss.beta > 0 for c in cells)
     sudoku = next(c for c in cells if c.config.train.task == "sudoku_tiny")

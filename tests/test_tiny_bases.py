@@ -45,7 +45,7 @@ def test_the_confirmatory_cells_are_each_base_s_own_arms_and_the_compute_matched
     assert all(c.config.loss.base == c.axes["loss.base"] and c.config.train.eval_split == "test" for c in cells)
     assert {c.config.train.test_seed for c in cells} == {0} and {c.config.train.n_eval for c in cells} == {256}
     # the compute-matched baseline: grpo, no DPS, K = 1, the measured ratio times the steps, both recorded
-    ratio = measured_cost_ratio(ROOT / "results" / "tiny" / "cells")
+    ratio = measured_cost_ratio(ROOT / "results" / "tiny-ablation" / "cells")
     matched = [c for c in cells if c.axes["variant"] == COMPUTE_MATCHED]
     assert len(matched) == 8 and {c.config.train.steps for c in matched} == {compute_matched_steps(32, ratio)} == {94}
     assert all(c.axes["compute_ratio"] == round(ratio, 4) and c.axes["base_steps"] == 32 for c in matched)

@@ -239,7 +239,7 @@ def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypat
 
 @pytest.mark.parametrize("variant", ["baseline", "+DACA"])
 def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
-    """`train --config configs/tiny.yaml --variant NAME` is the headline's (preset tiny) cell of NAME, key for key."""
+    """`train --config configs/tiny.yaml --variant NAME` is the headline's (preset tiny-ablation; the default tiny runs the same cells) cell of NAME, key for key."""
     import argparse
 
     from daca_bench.experiments.grid.pipeline import tiny_cells
@@ -252,7 +252,7 @@ def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
         "train.task=sudoku_tiny", "train.init=runs/x/final", "train.seed=3"])
     assert run_config(args) == cell.config
     line = capsys.readouterr().err
-    assert f"--variant {variant} (the tiny preset's cell): " in line and "train.mu=2" in line
+    assert f"--variant {variant} (the tiny-ablation preset's cell): " in line and "train.mu=2" in line
     if variant == "+DACA":
         assert "sml.partition=causal" in line and "dps.score=progress" in line
     # an override on the command line still wins

@@ -3,7 +3,7 @@
 
     arms = confirmatory_arms(PICKS, ratio)    # [(base, name, variant, keys, extra axes)], for tiny_cells
     steps = compute_matched_steps(32, ratio)  # the compute-matched baseline's RL steps
-    ratio = measured_cost_ratio("results/tiny/cells")  # +DACA / baseline training seconds per step
+    ratio = measured_cost_ratio("results/tiny-ablation/cells")  # +DACA / baseline training seconds per step
     arms = selection_arms(TINY_BASES_DESIGN, PICKS)  # the lr sweep on dev, before any confirmatory cell
     picks = write_picks(sweep_cells, out)["picks"]   # the design's rule -> out/picks.json
 
@@ -224,7 +224,7 @@ TINY_BASES_DESIGN = {
     "bases": list(PAPER_BASES + FIELD_BASES),
     "variants": {b: list(v) for b, v in BASE_VARIANTS.items()},
     "compute_matched": {"base": "grpo", "variant": "baseline", "steps": "compute_matched_steps(32, ratio)",
-                        "ratio": "measured_cost_ratio(results/tiny/cells): +DACA over baseline training seconds "
+                        "ratio": "measured_cost_ratio(results/tiny-ablation/cells): +DACA over baseline training seconds "
                                  "per step on the committed confirmatory cells, fixed before the run"},
     # seeds 0-15 and 100-101 ran in committed tables (results/*/cells); these never did
     "confirmatory_seeds": list(range(16, 24)),

@@ -134,16 +134,16 @@ def _confirmatory(preset: TinyPreset, picks: dict | None, base_steps: int) -> li
 
 
 def compute_ratio() -> float:
-    """+DACA's training seconds per step over the baseline's on the committed results/tiny cells:
+    """+DACA's training seconds per step over the baseline's on the committed results/tiny-ablation cells (the default's regime):
     the compute-matched baseline's step multiplier, fixed by what is committed, not by this run."""
     from ...errors import UnavailableError
     from .bases_grid import measured_cost_ratio
 
-    cells = ROOT / "results" / "tiny" / "cells"
+    cells = ROOT / "results" / "tiny-ablation" / "cells"
     try:
         return measured_cost_ratio(cells)
     except ValueError as exc:
-        raise UnavailableError(f"{exc}: the compute-matched baseline is sized on the committed results/tiny "
+        raise UnavailableError(f"{exc}: the compute-matched baseline is sized on the committed results/tiny-ablation "
                                "cells; run from a checkout of the repository") from None
 
 
