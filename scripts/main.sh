@@ -6,7 +6,7 @@
 # `daca-bench reproduce`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh main
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # Docker (the code sandbox) is set up only when the preset has a code family (tiny-full, paper),
 # as `reproduce --needs-docker` answers from the preset's families; DACA_BENCH_DOCKER=1 forces it,

@@ -199,7 +199,7 @@ def test_sft_says_when_it_resumed_and_has_nothing_left(tmp_path, capsys):
 # ---- one line instead of a traceback -------------------------------------------------------
 @pytest.mark.parametrize("argv,blocked,extra", [
     (["sample", "--help"], "torch", "train"), (["sft", "--task", "x"], "torch", "train"),
-    (["table", "x"], "numpy", "plots"), (["plot", "x"], "numpy", "plots")])
+    (["table", "x"], "numpy", "tables"), (["plot", "x"], "numpy", "tables")])
 def test_a_core_only_install_names_the_extra_to_install(argv, blocked, extra):
     import subprocess
     import sys

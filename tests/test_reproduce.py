@@ -7,6 +7,7 @@ import pytest
 
 from daca_bench.cli import main
 from daca_bench.registry import draw_test, get_task, prompt_digest, read_excluded, task_spec
+from daca_bench.config import apply
 from daca_bench.experiments.grid import pipeline as reproduce
 from daca_bench.experiments.grid.jobs import Job, run_jobs, steps_done
 from daca_bench.experiments.grid.pipeline import sft_config, sft_folder
@@ -87,9 +88,14 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
     assert len(cells) == len(tiny.families) * 2 * len(tiny.seeds) and len(tiny.seeds) >= 4
     assert {c.config.loss.base for c in cells} == {"grpo"}
     assert {c.axes["variant"] for c in cells} == {"baseline", "+DACA"}
-    # the default re-runs tiny-ablation's cells of those arms and seeds, key for key (results/tiny-ablation)
+    # the default re-runs tiny-ablation's cells of those arms and seeds, key for key but for the test set's size,
+    # whose first 256 puzzles are tiny-ablation's (the draw is prefix-stable): results/tiny-ablation
     ablation = {c.name: c.config for c in reproduce.tiny_cells(PRESETS["tiny-ablation"], sft)}
-    assert all(ablation[c.name] == c.config for c in cells)
+    n = {c.config.train.n_eval for c in cells}
+    assert n == {1024} and all(ablation[c.name] == apply(c.config, {"train.n_eval": 256}) for c in cells)
+    big, small = (draw_test("sudoku_tiny", "test", k, 0) for k in (1024, 256))
+    assert [s.prompt for s in list(big.samples)[:256]] == [s.prompt for s in small.samples]
+    assert len({s.prompt for s in big.samples}) == 1024
     assert {c.axes["variant"] for c in reproduce.tiny_cells(PRESETS["tiny-ablation"], sft)} == {
         "baseline", "+DPS", "+SML", "+DACA", "+DPS-random"}
     # the d1-like regime: the ratio acts (mu >= 2), prompt masking, a KL term

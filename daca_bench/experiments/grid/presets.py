@@ -66,8 +66,6 @@ class TinyPreset:
     settings: dict = field(default_factory=dict)  # label -> config keys: every arm once per setting (axis
     # "setting"; the table gives each its own block: start, baseline vs start, each variant vs that baseline)
     sft_seeds: tuple = (0,)  # SFT starts (sft.seed): every arm runs from each (axis "sft_start": a random effect)
-    start_plan: str = "primary"  # the family of "baseline vs its RL start": "secondary" where it is the check that
-    # RL moved the baseline, not a question of the design (the default: its MDE is set by the test grids, not seeds)
 
 
 @dataclass(frozen=True)
@@ -180,20 +178,22 @@ def load_picks() -> dict:
 
 PICKS = load_picks()
 CONFIRM = FOUR + ("+DPS-random",)
-# The default is tiny-ablation's two primary arms on its first 6 seeds: the same cells (keys, seeds, SFT start,
-# test prompts), so its table re-runs those rows of results/tiny-ablation (BENCHMARKS.md: why not the whole grid).
-DEFAULT_NOTES = ("Chosen after looking at results/tiny-ablation (the previous default, 40 cells, seeds 0-7): its "
-                 "baseline and +DACA arms on seeds 0-5 and its 256 test puzzles, so a run re-runs those cells "
-                 "(a replication on the same seeds and prompts, not a fresh confirmation). +DACA vs baseline is the "
-                 "one primary comparison; baseline vs start is the secondary check that RL moved the baseline (its "
-                 "MDE is bounded by the test set's solution grids, about 6 pp at any number of seeds here). "
-                 "Decision: Holm-adjusted p < 0.05 within each family.")
+# The default: tiny-ablation's two primary arms on its first 7 seeds, scored on 1,024 test puzzles whose first 256
+# are tiny-ablation's (the test draw is prefix-stable): the same cells but for the test set's size, so its table
+# re-runs those rows of results/tiny-ablation (BENCHMARKS.md: why not the whole grid in 15 minutes).
+DEFAULT_EVAL = 1024
+DEFAULT_NOTES = ("Chosen after looking at results/tiny-ablation (the previous default: 5 variants x seeds 0-7 x 256 "
+                 "test puzzles) and at a first run of this design with 6 seeds and 256 puzzles on an AMD EPYC, its "
+                 "cells rescored on 1,024 puzzles (exploratory; BENCHMARKS.md): tiny-ablation's baseline and +DACA "
+                 "arms on seeds 0-6, scored on 1,024 puzzles whose first 256 are tiny-ablation's. A run re-runs "
+                 "those cells: a replication on the same seeds, not a fresh confirmation. Decision: Holm-adjusted "
+                 "p < 0.05 within each family.")
 PRESETS = {
-    "tiny": TinyPreset("the embedded default: grpo baseline and +DACA on sudoku x 6 seeds in the d1-like regime with "
-                       "the readings tiny-readings picked (about 13 min on 2 cores; the full ablation: tiny-ablation)",
-                       {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(6)), rl=TINY_RL,
-                       variants=("baseline", "+DACA"), picks=PICKS, confirmatory=True, start_plan="secondary",
-                       notes=DEFAULT_NOTES),
+    "tiny": TinyPreset("the embedded default: grpo baseline and +DACA on sudoku x 7 seeds x 1,024 test puzzles in the "
+                       "d1-like regime with the readings tiny-readings picked (under 15 min on 2 cores; the full "
+                       "ablation: tiny-ablation)", {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(7)),
+                       rl={**TINY_RL, "train.n_eval": DEFAULT_EVAL}, variants=("baseline", "+DACA"), picks=PICKS,
+                       confirmatory=True, notes=DEFAULT_NOTES),
     "tiny-ablation": TinyPreset("the ablation on the default's regime (results/tiny-ablation): grpo x {baseline, +DPS, "
                                 "+SML, +DACA, +DPS-random} x sudoku x 8 seeds (about 30 min on 2 cores without AMX)",
                                 {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
@@ -247,8 +247,7 @@ PRESETS = {
 
 def comparisons(preset: TinyPreset) -> dict:
     """The preset's planned comparisons, per family label: primary = +DACA vs baseline and baseline
-    vs the RL start (`start`; secondary where the preset's `start_plan` says so); secondary = every other
-    variant vs baseline (the control included).
+    vs the RL start (`start`); secondary = every other variant vs baseline (the control included).
     Anything else a table prints is exploratory. Rows as design.json holds them:
     {"family", "task", "variant", "vs"} (variant minus vs). A per-base preset (`arms="bases"`) plans
     bases_grid.planned_comparisons: primary = each base's DACA row vs its baseline, secondary = the rest."""
@@ -260,7 +259,7 @@ def comparisons(preset: TinyPreset) -> dict:
     for label, fam in preset.families.items():
         row = lambda a, b: {"family": label, "task": fam.task, "variant": a, "vs": b}  # noqa: E731
         if "baseline" in preset.variants:
-            (primary if preset.start_plan == "primary" else secondary).append(row("baseline", "start"))
+            primary.append(row("baseline", "start"))
             if "+DACA" in preset.variants:
                 primary.append(row("+DACA", "baseline"))
             secondary += [row(v, "baseline") for v in preset.variants if v not in ("baseline", "+DACA")]
