@@ -201,6 +201,8 @@ def test_readme_is_short():
 # (README phrase, results folder, family, variant, vs): every interval the README's "What it found"
 # states comes from that folder's table.csv, rounded as the table rounds it
 README_NUMBERS = [
+    ("+4.3** * [+1.2, +7.5]", "tiny", "constraint", "+DACA", "baseline"),
+    ("+10.9** * [+7.9, +13.9]", "tiny", "constraint", "baseline", "start"),
     ("+3.9** pp [+1.9, +5.8]", "tiny-ablation", "constraint", "+DACA", "baseline"),
     ("+7.5** * [+4.6, +10.5]", "tiny-full-exploratory", "math", "baseline", "start"),
     ("+9.8** * [+5.0, +14.6]", "tiny-full-exploratory", "constraint", "baseline", "start"),
@@ -215,7 +217,7 @@ README_NUMBERS = [
     ("+3.7** * [+0.8,\n+6.7]", "tiny-full-code64", "code", "baseline", "start"),
     ("+3.0 [-4.5, +10.6]", "tiny-cache", "json [none]", "+DACA", "baseline"),
     ("-2.2 [-8.9, +4.5]", "tiny-cache", "json [prefix]", "+DACA", "baseline"),
-    ("+2.2 [-0.4, +4.9]", "tiny-cache", "json [dual]", "+DACA", "baseline"),
+    ("+2.2\n[-0.4, +4.9]", "tiny-cache", "json [dual]", "+DACA", "baseline"),
     ("+0.6 [-0.7, +1.9]", "tiny-full-code64", "code", "+DACA", "baseline"),
     # tiny-bases: FOLDER:BASE picks the block (every base has a +DACA-vs-baseline row)
     ("+4.5** * [+2.0, +7.0]", "tiny-bases:grpo", "constraint", "+DACA", "baseline"),
