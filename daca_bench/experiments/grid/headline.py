@@ -8,8 +8,8 @@ named as `SOURCE:NAME` (`variant: headline:+DACA`), the keys `train --variant +D
 A preset cell's keys are, in the order `reproduce` applies them: the preset's regime (mu, prompt
 masking, KL, clip, lr, test set), for a task of one of its families that family's canvas and
 RL settings (steps, training reward), the variant's bundle (VARIANTS) and the reading the readings
-sweep picked for it (its lr, score, normalisation, partition). SOURCE is `headline` (the preset
-whose table the README reports, HEADLINE) or a tiny preset's name (`tiny-full:+DACA`).
+sweep picked for it (its lr, score, normalisation, partition). SOURCE is `headline` (HEADLINE:
+tiny-ablation, the default's regime with every variant) or a tiny preset's name (`tiny-full:+DACA`).
 """
 from __future__ import annotations
 

@@ -134,8 +134,9 @@ def _confirmatory(preset: TinyPreset, picks: dict | None, base_steps: int) -> li
 
 
 def compute_ratio() -> float:
-    """+DACA's training seconds per step over the baseline's on the committed results/tiny-ablation cells (the default's regime):
-    the compute-matched baseline's step multiplier, fixed by what is committed, not by this run."""
+    """+DACA's training seconds per step over the baseline's on the committed results/tiny-ablation
+    cells (the default's regime): the compute-matched baseline's step multiplier, fixed by what is
+    committed, not by this run."""
     from ...errors import UnavailableError
     from .bases_grid import measured_cost_ratio
 

@@ -206,7 +206,7 @@ PRESETS = {
                                 {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=SELECTION_SEEDS,
                                 rl={**TINY_RL, "train.eval_split": "dev"}, readings=tuple(READINGS),
                                 lrs=(5e-5, 1e-4)),
-    "tiny-quick": TinyPreset("a first look: the default's variants x sudoku x 2 seeds (exploratory)",
+    "tiny-quick": TinyPreset("a first look: tiny-ablation's variants x sudoku x 2 seeds (exploratory)",
                              {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=(0, 1), rl=TINY_RL, variants=CONFIRM,
                              picks=PICKS),
     "tiny-full": TinyPreset("the four areas confirmed: grpo x 4 variants x {code, json, math, sudoku}, sudoku x 16 "
