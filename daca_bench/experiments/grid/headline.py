@@ -14,7 +14,7 @@ tiny-ablation, the default's regime with every variant) or a tiny preset's name 
 from __future__ import annotations
 
 HEADLINE = "tiny-ablation"  # the preset whose variants `train --variant` and `headline:NAME` name: the default's
-# regime with every variant (the default, tiny, runs two of them; the same cells for those, test_reproduce)
+# regime with every variant (the default, tiny, runs two of them: the same cells but for the test set's size)
 
 VARIANTS = {
     "baseline": {"dps.enabled": False, "sml.k": 1},
