@@ -24,7 +24,7 @@ from daca_bench.experiments.analysis.plots import (PALETTE, colour, load_curves,
 from daca_bench.experiments.analysis.results import build_table, load_results, load_table
 
 ROOT = Path(__file__).resolve().parent.parent
-CELLS = ROOT / "results" / "tiny" / "cells"
+CELLS = ROOT / "results" / "tiny-ablation" / "cells"  # every variant of the default's regime
 BASES = ROOT / "results" / "tiny-bases"  # 8 base methods, some admitting +DPS only
 FULL = ROOT / "results" / "tiny-full"  # 4 families: four paper notes side by side
 
