@@ -246,7 +246,7 @@ def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
     from daca_bench.experiments.grid.presets import PRESETS
     from daca_bench.experiments.commands.train import run_config
 
-    (cell,) = [c for c in tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])
+    (cell,) = [c for c in tiny_cells(PRESETS["tiny-ablation"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])
                if c.axes["variant"] == variant]
     args = argparse.Namespace(config="configs/tiny.yaml", variant=variant, overrides=[
         "train.task=sudoku_tiny", "train.init=runs/x/final", "train.seed=3"])
