@@ -64,24 +64,30 @@ def profile_steps(cfg, steps: int) -> tuple[dict, float, dict]:
         rows = [train_step(adapter, reference, cfg, prompts, task, s, opt, counter) for s in range(1, steps + 1)]
         wall = time.perf_counter() - t0
     for ev in prof.key_averages():
-        groups[group_of(ev.key)] = groups.get(group_of(ev.key), 0.0) + ev.self_cpu_time_total / 1e6
+        g = group_of(ev.key)
+        groups[g] = groups.get(g, 0.0) + ev.self_cpu_time_total / 1e6
     phases = {p: statistics.mean(r.get(f"seconds_{p}", 0.0) for r in rows)
               for p in ("rollout", "likelihood_old", "update")}
     return groups, wall, phases
 
 
-def levers(batch: int, length: int, reps: int = 5) -> list[tuple[str, float]]:
-    """One fwd+bwd of the tiny model's shape on (batch, length) tokens, median of REPS, per lever."""
-    from transformers import BertConfig, BertForMaskedLM
+def levers(cfg, reps: int = 5) -> tuple[tuple[int, int], list[tuple[str, float]]]:
+    """One fwd+bwd of CFG's update batch (B x G x K canvases of the task's prompt plus the canvas) on
+    the cell's own model (rl/policy.load_initial), median of REPS, per lever; and that batch's shape."""
+    from daca_bench.registry import get_task
+    from daca_bench.rl.policy import load_initial
 
-    def build(impl):
-        torch.manual_seed(0)
-        return BertForMaskedLM(BertConfig(vocab_size=100, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
-                                          intermediate_size=512, max_position_embeddings=128, type_vocab_size=1,
-                                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                                          attn_implementation=impl))
+    prompt = next(iter(get_task(cfg.train.task, split="train", seed=0).samples)).prompt
 
-    ids = torch.randint(0, 100, (batch, length))
+    def build(impl="sdpa"):
+        adapter = load_initial(cfg)
+        adapter.model.set_attn_implementation(impl)
+        return adapter
+
+    adapter = build()
+    batch = cfg.train.prompts_per_step * cfg.train.num_generations * cfg.sml.k
+    length = len(adapter.tokenizer(prompt)["input_ids"]) + cfg.rollout.gen_length
+    ids = torch.randint(0, adapter.model.config.vocab_size, (batch, length))
     mask = torch.ones(batch, length, dtype=torch.long)
 
     def time_it(model, bf16=False):
@@ -94,14 +100,14 @@ def levers(batch: int, length: int, reps: int = 5) -> list[tuple[str, float]]:
             ts.append(time.perf_counter() - t)
         return statistics.median(ts[1:])
 
-    out = [("SDPA (as shipped), fp32", time_it(build("sdpa"))), ("eager attention, fp32", time_it(build("eager"))),
-           ("SDPA, bf16 autocast", time_it(build("sdpa"), bf16=True))]
-    compiled = torch.compile(build("sdpa"))
+    out = [("SDPA (as shipped), fp32", time_it(adapter.model)), ("eager attention, fp32", time_it(build("eager").model)),
+           ("SDPA, bf16 autocast", time_it(adapter.model, bf16=True))]
+    compiled = torch.compile(build().model)
     t = time.perf_counter()
     time_it(compiled)
     first = time.perf_counter() - t
     out.append((f"torch.compile (inductor; first call {first:.0f} s)", time_it(compiled)))
-    return out
+    return (batch, length), out
 
 
 def main() -> None:
@@ -127,12 +133,9 @@ def main() -> None:
         print(f"| {name} | {wall / args.steps:.2f} | {ph['rollout']:.2f} | {ph['likelihood_old']:.2f} | "
               f"{ph['update']:.2f} | {pct.get('matmul', 0):.0f} | {pct.get('attention', 0):.0f} | "
               f"{pct.get('elementwise and norms', 0):.0f} | {pct[rest]:.0f} |")
-    c = cfgs["+DACA"]
-    batch = c.train.prompts_per_step * c.train.num_generations * c.sml.k
-    length = 27 + c.rollout.gen_length  # sudoku_tiny's prompt is 27 tokens
+    (batch, length), rows = levers(cfgs["+DACA"])
     print(f"\nOne fwd+bwd of the update's batch ({batch} x {length} tokens), median of 5:\n")
     print("| lever | seconds | vs shipped |\n|---|---:|---:|")
-    rows = levers(batch, length)
     for name, sec in rows:
         print(f"| {name} | {sec:.3f} | {rows[0][1] / sec:.2f}x |")
 
