@@ -90,14 +90,14 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
     assert {c.axes["variant"] for c in cells} == {"baseline", "+DACA"}
     # the default re-runs tiny-ablation's cells of those arms and seeds, key for key but for the test set's size,
     # whose first 256 puzzles are tiny-ablation's (the draw is prefix-stable): results/tiny-ablation
-    ablation = {c.name: c.config for c in reproduce.tiny_cells(PRESETS["tiny-ablation"], sft)}
+    ablation_cells = reproduce.tiny_cells(PRESETS["tiny-ablation"], sft)
+    ablation = {c.name: c.config for c in ablation_cells}
     n = {c.config.train.n_eval for c in cells}
     assert n == {1024} and all(ablation[c.name] == apply(c.config, {"train.n_eval": 256}) for c in cells)
     big, small = (draw_test("sudoku_tiny", "test", k, 0) for k in (1024, 256))
     assert [s.prompt for s in list(big.samples)[:256]] == [s.prompt for s in small.samples]
     assert len({s.prompt for s in big.samples}) == 1024
-    assert {c.axes["variant"] for c in reproduce.tiny_cells(PRESETS["tiny-ablation"], sft)} == {
-        "baseline", "+DPS", "+SML", "+DACA", "+DPS-random"}
+    assert {c.axes["variant"] for c in ablation_cells} == {"baseline", "+DPS", "+SML", "+DACA", "+DPS-random"}
     # the d1-like regime: the ratio acts (mu >= 2), prompt masking, a KL term
     assert all(c.config.train.mu >= 2 and c.config.sml.p_mask_prompt > 0 and c.config.loss.beta > 0 for c in cells)
     sudoku = next(c for c in cells if c.config.train.task == "sudoku_tiny")

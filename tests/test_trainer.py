@@ -239,7 +239,8 @@ def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypat
 
 @pytest.mark.parametrize("variant", ["baseline", "+DACA"])
 def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
-    """`train --config configs/tiny.yaml --variant NAME` is the headline's (preset tiny-ablation; the default tiny runs the same cells) cell of NAME, key for key."""
+    """`train --config configs/tiny.yaml --variant NAME` is the headline's (preset tiny-ablation) cell of NAME, key for key
+    (the default, tiny, runs the same cells of baseline and +DACA but for its larger test set)."""
     import argparse
 
     from daca_bench.experiments.grid.pipeline import tiny_cells
