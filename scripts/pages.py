@@ -10,6 +10,7 @@ pyproject.toml) and the docstrings of the package's rooms and modules.
 Only the text between a page's `<!-- pages:NAME start ... -->` and `<!-- pages:NAME end -->` markers
 is generated; everything around it is written by hand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,13 @@ def marker(name: str, source: str) -> tuple[str, str]:
 def splice(text: str, name: str, source: str, block: str, page: str) -> str:
     """`text` with the block between NAME's markers replaced (the markers must be there once each)."""
     start, end = marker(name, source)
-    pattern = re.compile(rf"<!-- pages:{re.escape(name)} start[^\n]*-->\n.*?<!-- pages:{re.escape(name)} end -->", re.S)
+    key = re.escape(name)
+    pattern = re.compile(rf"<!-- pages:{key} start[^\n]*-->\n.*?<!-- pages:{key} end -->", re.DOTALL)
     if len(pattern.findall(text)) != 1:
-        raise IndexError_(f"{page}: expected one block marked <!-- pages:{name} start ... --> / end, found "
-                          f"{len(pattern.findall(text))}")
+        raise IndexError_(
+            f"{page}: expected one block marked <!-- pages:{name} start ... --> / end, found "
+            f"{len(pattern.findall(text))}"
+        )
     return pattern.sub(lambda _: f"{start}\n{block.rstrip()}\n{end}", text)
 
 
@@ -89,7 +93,8 @@ def load_figures(root: Path = ROOT) -> list[dict]:
     for e in entries:
         missing = {"id", "figure", "value", "machine", "date", "command", "section"} - set(e)
         if missing or set(e) - FIGURE_KEYS:
-            raise IndexError_(f"{FIGURES}: {e.get('id', e)}: missing {sorted(missing)}, unknown {sorted(set(e) - FIGURE_KEYS)}")
+            unknown = sorted(set(e) - FIGURE_KEYS)
+            raise IndexError_(f"{FIGURES}: {e.get('id', e)}: missing {sorted(missing)}, unknown {unknown}")
         if e["id"] in by_id:
             raise IndexError_(f"{FIGURES}: id {e['id']!r} twice")
         if not isinstance(e["date"], str):
@@ -117,12 +122,17 @@ def current(entries: list[dict]) -> list[dict]:
 def benchmarks_summary(entries: list[dict]) -> str:
     now = current(entries)
     rows = ["| benchmark | latest figure | machine | date | command |", "|---|---|---|---|---|"]
-    rows += [f"| [{cell(e['figure'])}]({link(e['section'], BENCHMARKS)}) | {cell(e['value'])} | {cell(e['machine'])} "
-             f"| {e['date']} | {cell(e['command'])} |" for e in now[:MAX_ROWS]]
+    rows += [
+        f"| [{cell(e['figure'])}]({link(e['section'], BENCHMARKS)}) | {cell(e['value'])} | {cell(e['machine'])} "
+        f"| {e['date']} | {cell(e['command'])} |"
+        for e in now[:MAX_ROWS]
+    ]
     more = ", ".join(f"[{cell(e['figure'])}]({link(e['section'], BENCHMARKS)})" for e in now[MAX_ROWS:])
     old = sum(1 for e in entries if "rank" not in e)
-    tail = [f"\nAlso current, in the sections below: {more}.\n" if more else "",
-            f"\n{old} superseded figures, each with what replaced it: [Benchmark history]({link(HISTORY, BENCHMARKS)})."]
+    tail = [
+        f"\nAlso current, in the sections below: {more}.\n" if more else "",
+        (f"\n{old} superseded figures, each with what replaced it: [Benchmark history]({link(HISTORY, BENCHMARKS)})."),
+    ]
     return "\n".join(rows) + "\n" + "".join(tail)
 
 
@@ -131,8 +141,11 @@ def history_table(entries: list[dict]) -> str:
     rows = ["| figure then | what it measured | machine | date | superseded by |", "|---|---|---|---|---|"]
     for e in sorted((e for e in entries if "rank" not in e), key=lambda e: e["date"]):
         new = by_id[e["superseded_by"]]
-        rows.append(f"| [{cell(e['figure'])}]({link(e['section'], HISTORY)}) | {cell(e['value'])} | {cell(e['machine'])} "
-                    f"| {e['date']} | [{cell(new['figure'])}]({link(new['section'], HISTORY)}) ({new['date']}) |")
+        rows.append(
+            f"| [{cell(e['figure'])}]({link(e['section'], HISTORY)}) | {cell(e['value'])} "
+            f"| {cell(e['machine'])} "
+            f"| {e['date']} | [{cell(new['figure'])}]({link(new['section'], HISTORY)}) ({new['date']}) |"
+        )
     return "\n".join(rows)
 
 
@@ -187,8 +200,10 @@ def load_runs(root: Path = ROOT) -> list[dict]:
 def results_summary(runs: list[dict], root: Path = ROOT) -> str:
     ordered = sorted(runs, key=lambda r: KINDS.index(r["kind"]))  # stable: the index's order within a kind
     if len(ordered) > MAX_ROWS:
-        raise IndexError_(f"{RESULTS_INDEX}: {len(ordered)} runs, more than one screen ({MAX_ROWS}); "
-                          "move superseded runs to the History section")
+        raise IndexError_(
+            f"{RESULTS_INDEX}: {len(ordered)} runs, more than one screen ({MAX_ROWS}); "
+            "move superseded runs to the History section"
+        )
     rows = ["| folder | run | what it tested | kind | SFT starts | what it found |", "|---|---|---|---|---|---|"]
     for run in ordered:
         folder = root / "results" / run["folder"]
@@ -202,8 +217,10 @@ def results_summary(runs: list[dict], root: Path = ROOT) -> str:
         if run.get("design"):
             kind += f" (design {run['design']['date']}, {run['design']['commit']})"
         what = run["what"] + (f"; supersedes {run['supersedes']}" if run.get("supersedes") else "")
-        rows.append(f"| [`{run['folder']}/`](#{slug(heading_of(run['folder'], root))}) | {run['date']} | {cell(what)} "
-                    f"| {kind} | {run['starts']} | {cell(found)} |")
+        rows.append(
+            f"| [`{run['folder']}/`](#{slug(heading_of(run['folder'], root))}) | {run['date']} | {cell(what)} "
+            f"| {kind} | {run['starts']} | {cell(found)} |"
+        )
     return "\n".join(rows)
 
 
@@ -244,7 +261,9 @@ def layout(root: Path = ROOT) -> str:
         name = ".".join(folder.relative_to(root).parts)
         groups.setdefault(room_of(name, rooms), []).append(folder)
     order = sorted(groups, key=lambda r: (rooms.get(r, 0), r))
-    label = {r: f"`{r.removeprefix('daca_bench.').replace('.', '/')}/`" if r != "daca_bench" else "the base" for r in order}
+    label = {
+        r: f"`{r.removeprefix('daca_bench.').replace('.', '/')}/`" if r != "daca_bench" else "the base" for r in order
+    }
     ranks = sorted({rooms.get(r, 0) for r in order})
     names = " < ".join(" and ".join(label[r] for r in order if rooms.get(r, 0) == k) for k in ranks)
     out = [f"Ranked, lowest first (a module imports its own room and rooms below it): {names}.", ""]
@@ -255,15 +274,23 @@ def layout(root: Path = ROOT) -> str:
             rel = folder.relative_to(root).as_posix()
             doc = re.sub(r":$", ".", " ".join(docstring(folder / "__init__.py").strip().split("\n\n")[0].split()))
             may = re.search(r"(May import[^\n]*(?:\n(?!\n)[^\n]*)*)", docstring(folder / "__init__.py"))
-            out.append(f"**`{rel}/`**: {doc}" + (f" {' '.join(may.group(1).split())}" if may and may.group(1) not in doc else ""))
+            extra = f" {' '.join(may.group(1).split())}" if may and may.group(1) not in doc else ""
+            out.append(f"**`{rel}/`**: {doc}{extra}")
             out.append("")
             mods = [m for m in sorted(folder.glob("*.py")) if m.name != "__init__.py"]
-            mods += [m for sub in sorted(folder.iterdir()) if sub.is_dir() and not (sub / "__init__.py").exists()
-                     for m in sorted(sub.glob("*.py"))]  # a folder of scripts loaded by path (metrics/daca_verify)
+            mods += [
+                m
+                for sub in sorted(folder.iterdir())
+                if sub.is_dir() and not (sub / "__init__.py").exists()
+                for m in sorted(sub.glob("*.py"))
+            ]  # a folder of scripts loaded by path (metrics/daca_verify)
             if mods:
                 out += ["| module | what it does |", "|---|---|"]
-                out += [f"| `{m.relative_to(folder).with_suffix('').as_posix()}` "
-                        f"| {cell(first_sentence(docstring(m))) or '(no docstring)'} |" for m in mods]
+                out += [
+                    f"| `{m.relative_to(folder).with_suffix('').as_posix()}` "
+                    f"| {cell(first_sentence(docstring(m))) or '(no docstring)'} |"
+                    for m in mods
+                ]
                 out.append("")
     return "\n".join(out)
 
@@ -276,8 +303,9 @@ def pages(root: Path = ROOT) -> dict[str, str]:
     text[BENCHMARKS] = splice(text[BENCHMARKS], "summary", FIGURES, benchmarks_summary(figures), BENCHMARKS)
     text[HISTORY] = splice(text[HISTORY], "history", FIGURES, history_table(figures), HISTORY)
     text[RESULTS] = splice(text[RESULTS], "summary", RESULTS_INDEX, results_summary(runs, root), RESULTS)
-    text[LAYOUT_PAGE] = splice(text[LAYOUT_PAGE], "layout", "pyproject.toml's rooms and the docstrings", layout(root),
-                               LAYOUT_PAGE)
+    text[LAYOUT_PAGE] = splice(
+        text[LAYOUT_PAGE], "layout", "pyproject.toml's rooms and the docstrings", layout(root), LAYOUT_PAGE
+    )
     return text
 
 

@@ -6,6 +6,7 @@ whatever rooms the package has.
 
     PYTHONPATH=$PWD .venv/bin/python -m pytest tests/test_pages.py -q
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,7 +25,7 @@ _spec.loader.exec_module(pages)
 
 
 def block(text: str, name: str) -> str:
-    m = re.search(rf"<!-- pages:{name} start[^\n]*-->\n(.*?)<!-- pages:{name} end -->", text, re.S)
+    m = re.search(rf"<!-- pages:{name} start[^\n]*-->\n(.*?)<!-- pages:{name} end -->", text, re.DOTALL)
     assert m, f"no {name} block"
     return m.group(1)
 
@@ -53,18 +54,20 @@ def test_the_benchmarks_summary_lists_current_figures_by_rank_and_history_the_re
     now, old = pages.current(figures), [f for f in figures if "rank" not in f]
     summary, history = block(generated[pages.BENCHMARKS], "summary"), block(generated[pages.HISTORY], "history")
     rows = table_rows(summary)
-    assert [r.split("](")[0][3:] for r in rows] == [pages.cell(f["figure"]) for f in now[:len(rows)]]
+    assert [r.split("](")[0][3:] for r in rows] == [pages.cell(f["figure"]) for f in now[: len(rows)]]
     assert all(f"[{pages.cell(f['figure'])}]" in summary for f in now)  # the rest named under the table
     assert old and not [f["id"] for f in old if pages.cell(f["value"]) in summary]
     assert len(table_rows(history)) == len(old) and all(pages.cell(f["value"]) in history for f in old)
     # the default that replaced the 5-variant grid leads; the grid (now tiny-ablation) is history
-    assert now[0]["id"] == "reproduce-default" and {"tiny-ablation-default", "tiny-full-exploratory"} <= {f["id"] for f in old}
+    assert now[0]["id"] == "reproduce-default"
+    assert {"tiny-ablation-default", "tiny-full-exploratory"} <= {f["id"] for f in old}
 
 
 def test_every_figure_points_at_a_section_that_exists():
     for f in pages.load_figures():
         path, _, anchor = f["section"].partition("#")
-        assert anchor in pages.anchors(ROOT / (path or pages.BENCHMARKS)), f"{f['id']}: no heading #{anchor} in {path or 'BENCHMARKS.md'}"
+        page = path or pages.BENCHMARKS
+        assert anchor in pages.anchors(ROOT / page), f"{f['id']}: no heading #{anchor} in {page}"
 
 
 def _figures_root(tmp_path: Path, entries: list[dict]) -> Path:
@@ -77,9 +80,11 @@ def test_the_figures_index_refuses_a_broken_chain_a_shared_rank_and_an_unquoted_
     base = {"figure": "f", "value": "v", "machine": "m", "date": "2026-12-06", "command": "c", "section": "#s"}
     ok = [{**base, "id": "new", "rank": 1, "supersedes": ["old"]}, {**base, "id": "old", "superseded_by": "new"}]
     assert len(pages.load_figures(_figures_root(tmp_path / "a", ok))) == 2
-    bad = {"chain": [ok[0], {**base, "id": "old", "rank": 2}],
-           "rank": [{**base, "id": "a", "rank": 1}, {**base, "id": "b", "rank": 1}],
-           "date": [{**base, "id": "a", "rank": 1, "date": None}]}
+    bad = {
+        "chain": [ok[0], {**base, "id": "old", "rank": 2}],
+        "rank": [{**base, "id": "a", "rank": 1}, {**base, "id": "b", "rank": 1}],
+        "date": [{**base, "id": "a", "rank": 1, "date": None}],
+    }
     for name, entries in bad.items():
         with pytest.raises(pages.IndexError_):
             pages.load_figures(_figures_root(tmp_path / name, entries))
@@ -101,8 +106,14 @@ def test_every_results_number_is_read_from_the_committed_table(tmp_path):
 def test_the_results_index_refuses_a_number_typed_into_found(tmp_path):
     (tmp_path / "results" / "tiny").mkdir(parents=True)
     shutil.copy(ROOT / "results" / "tiny" / "table.csv", tmp_path / "results" / "tiny")
-    run = {"folder": "tiny", "date": "2026-12-06", "what": "w", "kind": "exploratory", "starts": 1,
-           "figures": {"d": {"variant": "+DACA", "vs": "baseline"}}}
+    run = {
+        "folder": "tiny",
+        "date": "2026-12-06",
+        "what": "w",
+        "kind": "exploratory",
+        "starts": 1,
+        "figures": {"d": {"variant": "+DACA", "vs": "baseline"}},
+    }
     (tmp_path / pages.RESULTS_INDEX).write_text(yaml.safe_dump([{**run, "found": "+DACA {d}"}]))
     assert pages.load_runs(tmp_path)
     (tmp_path / pages.RESULTS_INDEX).write_text(yaml.safe_dump([{**run, "found": "+DACA +4.3 [+1.2, +7.5]"}]))
@@ -139,7 +150,8 @@ def test_the_layout_walks_a_new_room_at_its_rank(tmp_path):
     (pkg / "types.py").write_text('"""Types. More here."""\n')
     (pkg / "engine" / "__init__.py").write_text('"""The engine room.\n\nMay import: the base."""\n')
     (pkg / "engine" / "mesh.py").write_text('"""The device mesh: degrees and groups. Try it: ..."""\n')
-    (tmp_path / "pyproject.toml").write_text('[tool.daca-bench.rooms]\n"daca_bench.engine" = 2\n"daca_bench.eval" = 4\n')
+    rooms = '[tool.daca-bench.rooms]\n"daca_bench.engine" = 2\n"daca_bench.eval" = 4\n'
+    (tmp_path / "pyproject.toml").write_text(rooms)
     text = pages.layout(tmp_path)
     assert "the base < `engine/`" in text and "### `daca_bench.engine` (rank 2)" in text
     assert "| `mesh` | The device mesh: degrees and groups. |" in text and "May import: the base." in text
