@@ -2,6 +2,7 @@
 module-level or inside a function, resolved to daca_bench modules, then the strongly connected
 components of that graph (each of size > 1 is a circle); and no module over 450 lines."""
 import ast
+import tomllib
 from pathlib import Path
 
 
@@ -109,10 +110,9 @@ def test_no_module_of_the_package_or_the_sandbox_is_over_450_lines():
 
 
 # Issue 43: the rooms, lowest first. A module may import its own room and any room ranked below it,
-# never one above. The shared base (top-level modules, archs, containers, testing) is rank 0.
-ROOMS = {"daca_bench.rewards": 1, "daca_bench.metrics": 2, "daca_bench.rl": 2,
-         "daca_bench.experiments.analysis": 3, "daca_bench.experiments.grid": 4,
-         "daca_bench.experiments.studies": 5, "daca_bench.experiments.commands": 6}
+# never one above. The shared base (top-level modules, archs, containers, testing) is rank 0. The
+# ranks live in pyproject.toml ([tool.daca-bench.rooms]), which scripts/pages.py reads for the layout page.
+ROOMS = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["daca-bench"]["rooms"]
 
 
 def rank(module: str) -> int:
@@ -131,6 +131,14 @@ def test_the_direction_checker_finds_a_planted_upward_import():
     assert upward_imports({"daca_bench.experiments.grid.jobs": {"daca_bench.experiments.analysis.results",
                                                                 "daca_bench.rl.sampler", "daca_bench.config"}}) == []
     assert rank("daca_bench.rl.bases.spg") == rank("daca_bench.rl") and rank("daca_bench.models") == 0
+
+
+def test_the_rooms_table_is_read_and_ordered():
+    """The table in pyproject.toml is the one the checks use (an empty table would pass them all)."""
+    order = ["daca_bench.rewards", "daca_bench.rl", "daca_bench.experiments.analysis", "daca_bench.experiments.grid",
+             "daca_bench.experiments.studies", "daca_bench.experiments.commands"]
+    assert [ROOMS[r] for r in order] == sorted(ROOMS[r] for r in order) and ROOMS["daca_bench.rewards"] >= 1
+    assert len({ROOMS[r] for r in order}) == len(order)
 
 
 def test_no_module_imports_a_room_above_it():
