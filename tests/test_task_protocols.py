@@ -50,3 +50,31 @@ def test_a_users_d1_wording_written_for_the_retired_name_still_applies(tmp_path,
     monkeypatch.setenv("DACA_BENCH_D1_PROMPTS", str(table))
     assert get_task("gsm8k", protocol="d1", path=FIX / "gsm8k.jsonl").samples[0].prompt.startswith("THEIR WORDS\n\n")
     assert get_task("math500", protocol="d1", path=FIX / "math500.jsonl").samples[0].prompt.startswith("NEW KEY\n\n")
+
+
+def test_train_protocol_poses_the_rl_train_and_test_sets_as_the_retired_task_did(monkeypatch):
+    from daca_bench.config import RLConfig, apply
+    from daca_bench.loaders import DATA_FILES_ENV
+    from daca_bench.registry import test_set
+    from daca_bench.rl.trainer import training_task
+
+    monkeypatch.setenv(DATA_FILES_ENV, str(FIX / "gsm8k.jsonl"))
+    cfg = apply(RLConfig(), {"train.task": "gsm8k", "train.protocol": "d1", "train.reward": "d1"})
+    train, test = training_task(cfg), test_set(cfg.train)
+    want_train, want_test = EXPECTED["gsm8k_d1/train"], EXPECTED["gsm8k_d1/test"]
+    assert [s.prompt for s in train.samples[:3]] == [w["prompt"] for w in want_train]
+    assert {s.prompt for s in test.samples} >= {w["prompt"] for w in want_test}
+    s = train.samples[0]
+    assert train.verify(s, want_train[0]["rewards"][0]["reply"]).value == want_train[0]["rewards"][0]["value"]
+    plain = apply(RLConfig(), {"train.task": "gsm8k"})
+    assert not {s.prompt for s in test_set(plain.train).samples} & {w["prompt"] for w in want_test}
+
+
+def test_tasks_show_renders_a_task_under_a_protocol(capsys):
+    from daca_bench.cli import main
+
+    assert main(["tasks", "--show", "gsm8k", "--protocol", "d1", "--fixture", str(FIX / "gsm8k.jsonl"), "-n", "1",
+                 "--json"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["prompt"] == EXPECTED["gsm8k_d1/test"][0]["prompt"]
+    assert main(["tasks", "--check", "gsm8k", "--protocol", "d1"]) == 2  # --protocol goes with --show

@@ -1,17 +1,14 @@
-"""The evaluation protocols (`daca-bench eval --protocol`): how the field's papers decode, pose and score.
+"""The evaluation protocols' table (`daca-bench eval --protocol`): a Row per protocol and task, `canvas`, the EOS rules.
 
-    d1     d1's eval/eval.py: block 32, steps = length / 2, each task posed as it declares d1's
-           protocol (gsm8k, math500: d1's system prompt and `<reasoning>` prefill, d1's verdict beside
-           ours; tasks/math_reasoning.py `register_protocol`), else the task's own prompt; our verifiers
-    llada  LLaDA's OpenCompass settings for LLaDA-8B-Instruct (ML-GSAI/LLaDA opencompass/examples):
-           block = length, steps = length, its EOS rules, its prompts (in our words) and answer readings
-    dare   DARE's OpenCompass settings for LLaDA-8B-Instruct (yjyddq/DARE opencompass/llada_examples):
-           LLaDA's prompts and readings, shorter blocks for math, a prefix KV cache (which drops the EOS rules)
+    d1     d1's eval/eval.py: block 32, steps = length / 2, each task posed as it declares d1 (gsm8k, math500:
+           d1's system prompt, `<reasoning>` prefill and verdict; registry.register_protocol), else as itself
+    llada  LLaDA's OpenCompass settings for LLaDA-8B-Instruct: block = length = steps, its EOS rules, prompts, readings
+    dare   DARE's OpenCompass settings for LLaDA-8B-Instruct: LLaDA's prompts and readings, shorter math blocks, a
+           prefix KV cache (which drops the EOS rules)
 
-This module is the table (a Row per protocol and task, `canvas`, the EOS rules); `prompts` poses a task
-under a row, `readers` reads its answers. Every element and its source file:line is in docs/evaluation.md.
-A task the table does not list runs under a protocol's generic row: the task's own prompt and verifier
-with the protocol's decoding rule. Try: `protocols.canvas("llada", "gsm8k", None, None, None)`.
+`prompts` poses a task under a row, `readers` reads its answers; each element's source file:line is in
+docs/evaluation.md. A task the table does not list runs under the generic row "*" (its own prompt and
+verifier, the protocol's decoding). Try: `protocols.canvas("llada", "gsm8k", None, None, None)`.
 """
 from __future__ import annotations
 

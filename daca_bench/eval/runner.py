@@ -4,14 +4,11 @@ lengths, under one or more protocols (protocols.py; docs/evaluation.md), resumab
     run_eval("tiny", "arithmetic", ["d1", "llada"], n=8, gen_lengths=[32], output_dir="runs/eval-x")
     evaluate_lengths(adapter, task, samples, {64: protocol(64)}, Path("runs/eval-x"), chat=False)
 
-d1's protocol by default: greedy decoding, low-confidence remasking, block 32 (or the whole canvas when
-shorter), steps = length / 2, each task posed as it declares d1 (else its own prompt), as one user message
-of the tokenizer's chat template where it has one; `threshold` decodes in parallel instead. A protocol's
-canvas is its table's unless gen_lengths / block_length / steps say otherwise; d1's defaults to the canvas
-the model was trained with where its run folder says (`final/` or `checkpoint-STEP/` beside config.json).
-Writes OUTPUT/samples.jsonl (a row per protocol, length and sample: id, protocol, gen_length, decoding,
-completion, reward, status, step_maps), skipping rows of the same decoding already there; model.json
-(records.claim), summary.{md,csv} and record.json (records.py).
+Greedy unless `threshold` (parallel decoding); prompts as one user message of the chat template where the
+tokenizer has one. A protocol's canvas is its table's unless gen_lengths / block_length / steps say otherwise;
+d1's defaults to the canvas the model was trained with where its run folder says. Writes OUTPUT/samples.jsonl
+(a row per protocol, length and sample, with step_maps; rows of the same decoding already there are kept),
+model.json, summary.{md,csv} and record.json (records.py).
 """
 from __future__ import annotations
 
@@ -64,7 +61,8 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
                      progress: bool = True, name: str = "d1", par=None, seed: int = 0, posed=None) -> list[dict]:
     """Sample and score every (length, sample) of protocol `name` not yet in OUTPUT/samples.jsonl; return
     the summary rows. `task`: as the protocol poses it (prompts.load_task); `posed`: with its prompts rendered
-    (prompts.protocol_task; built here when not given). Under several processes (`par`) each batch is split rank::world and rank 0 writes."""
+    (prompts.protocol_task; built here when not given). Under several processes (`par`) each batch is split
+    rank::world and rank 0 writes."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "samples.jsonl"
     done = read_done(path)
@@ -105,7 +103,8 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
 
 
 def canvases(name: str, task: str, model: str, lengths=None, block: int | None = None, steps: int | None = None,
-             threshold: float | None = None, cache: str | None = None, batch_size: int = 32) -> dict[int, SamplerConfig]:
+             threshold: float | None = None, cache: str | None = None,
+             batch_size: int = 32) -> dict[int, SamplerConfig]:
     """The protocol's sampler per length: the given values over the protocol's (d1: over the canvas of the
     run that trained MODEL)."""
     trained = run_canvas(model) if name == "d1" else None
@@ -121,8 +120,8 @@ def canvases(name: str, task: str, model: str, lengths=None, block: int | None =
 
 def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: str = "test", n: int | None = None,
              gen_lengths=None, block_length: int | None = None, steps: int | None = None,
-             threshold: float | None = None, cache: str | None = None, batch_size: int = 32, chat_template: str = "auto",
-             trust_remote_code: bool = False, dtype: str = "float32", seed: int = 0, output_dir: str | None = None,
+             threshold: float | None = None, cache: str | None = None, batch_size: int = 32,
+             chat_template: str = "auto", trust_remote_code: bool = False, dtype: str = "float32", seed: int = 0, output_dir: str | None = None,
              fresh: bool = False, progress: bool = True) -> list[dict]:
     """Evaluate MODEL on TASK under each protocol of NAMES (protocols.parse) and write OUTPUT (the module's
     docstring); return the summary rows. Under torchrun each process decodes rows rank::world."""
@@ -139,8 +138,10 @@ def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: 
     chosen = {name: list(t.samples)[:n] if n else list(t.samples) for name, t in tasks.items()}
     adapter = load_trained(model, trust_remote_code, dtype, base)
     adapter.model.to(default_device())
-    chat = chat_template == "on" or (chat_template == "auto" and bool(getattr(adapter.tokenizer, "chat_template", None)))
-    posed = {name: protocol_task(name, replace(t, samples=chosen[name]), adapter, chat, seed) for name, t in tasks.items()}
+    has_template = bool(getattr(adapter.tokenizer, "chat_template", None))
+    chat = chat_template == "on" or (chat_template == "auto" and has_template)
+    posed = {name: protocol_task(name, replace(t, samples=chosen[name]), adapter, chat, seed)
+             for name, t in tasks.items()}
     for name, cfgs in plans.items():
         check_fits(adapter, [s.prompt for s in posed[name].samples], sorted(cfgs), "--gen-length")
     if task_spec(task).tiny:  # the gold is the whole answer: every canvas must hold it and EOS
@@ -157,7 +158,8 @@ def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: 
     for name, cfgs in plans.items():
         table += evaluate_lengths(adapter, tasks[name], chosen[name], cfgs, out, chat, progress=progress, name=name,
                                   par=par, seed=seed, posed=posed[name])
-    rules = {m: {L: protocols.suppress(m, task, adapter, c.cache) for L, c in cfgs.items()} for m, cfgs in plans.items()}
+    rules = {m: {L: protocols.suppress(m, task, adapter, c.cache) for L, c in cfgs.items()}
+             for m, cfgs in plans.items()}
     record = {"protocols": {m: {L: json.loads(decoding(c, rules[m][L])) for L, c in cfgs.items()}
                             for m, cfgs in plans.items()},
               "task": task, "split": split, "n": len(next(iter(chosen.values()))), "model": model,

@@ -5,10 +5,8 @@
     daca-bench eval --model ... --task gsm8k --protocol d1,llada,dare     # side by side
     torchrun --nproc_per_node 8 -m daca_bench eval ...                    # rank r decodes rows r::8
 
-`--protocol` (daca_bench/eval/protocols.py; docs/evaluation.md): d1 (the default: d1's decoding, each task
-posed as it declares d1's protocol), llada (LLaDA's OpenCompass settings) or dare (DARE's). This module
-parses the command line only; daca_bench/eval/runner.py `run_eval` evaluates and writes OUTPUT
-(samples.jsonl, model.json, summary.{md,csv}, record.json), by default runs/eval-<task>-<model>.
+`--protocol`: d1 (the default; each task posed as it declares d1), llada or dare (daca_bench/eval/protocols.py,
+docs/evaluation.md). Argument parsing only: daca_bench/eval/runner.py `run_eval` evaluates and writes OUTPUT.
 """
 from __future__ import annotations
 
