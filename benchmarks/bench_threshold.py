@@ -63,7 +63,7 @@ def study(label: str, fam, folder: str, prompts: int, group: int) -> list[dict]:
     from daca_bench.config import ModelConfig, SamplerConfig
     from daca_bench.models import load_model
     from daca_bench.registry import get_task
-    from daca_bench.rl.evaluate import evaluate
+    from daca_bench.eval.evaluate import evaluate
     from daca_bench.rl.sampler import sample
 
     adapter = load_model(replace(ModelConfig(), name=str(Path(folder) / "final")))

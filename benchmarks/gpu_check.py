@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from daca_bench.config import RLConfig, apply
-from daca_bench.experiments.commands.eval import evaluate_lengths, protocol
+from daca_bench.eval.runner import evaluate_lengths, protocol
 from daca_bench.models import count_parameters
 from daca_bench.registry import get_task
 from daca_bench.rl.memory import enable_gradient_checkpointing

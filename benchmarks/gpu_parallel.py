@@ -177,7 +177,7 @@ def _matmul_params(model) -> int:
 
 def random_rewards(seed: int):
     """score() for train_step with seeded random rewards in [0, 1] (random weights earn none)."""
-    from daca_bench.rl.evaluate import summarize
+    from daca_bench.eval.evaluate import summarize
     from daca_bench.types import Reward
 
     rng = random.Random(seed)

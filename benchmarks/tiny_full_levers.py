@@ -44,7 +44,7 @@ def family_levers(label: str, fam, sft_dir: Path, preset) -> list[str]:
     from daca_bench.models import load_model
     from daca_bench.registry import get_task
     from daca_bench.rewards.verify import verify_many
-    from daca_bench.rl.evaluate import evaluate
+    from daca_bench.eval.evaluate import evaluate
     from daca_bench.rl.sampler import sample
 
     folder = sft_folder(sft_dir, sft_config(preset, fam))

@@ -77,6 +77,7 @@ class SamplerConfig:
 @dataclass(frozen=True)
 class SFTConfig:
     task: str = "arithmetic"
+    protocol: str = ""  # pose the task as it declares this protocol (d1: d1's prompts and data); "" = its own
     n_train: int | None = None  # None = the task's default size
     n_eval: int = 256
     steps: int = 1500
@@ -117,6 +118,7 @@ class SMLConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     task: str = "arithmetic"
+    protocol: str = ""  # pose the task as it declares this protocol (d1: d1's prompts, data, verdict); "" = its own
     init: str = ""  # a save_pretrained folder (e.g. an SFT run's final/); "" = model.name
     steps: int = 100
     prompts_per_step: int = 8  # B prompts, each sampled num_generations times

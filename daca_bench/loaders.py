@@ -269,26 +269,3 @@ def d1_train_rows(rows: list, held_out: int = 0) -> list:
 
     order = np.random.default_rng(D1_SEED).permutation(len(rows))
     return [rows[i] for i in order][: len(rows) - held_out if held_out else None]
-
-
-D1_PROMPTS_ENV = "DACA_BENCH_D1_PROMPTS"
-
-
-def d1_system_prompt(task: str, split: str, ours: str) -> str:
-    """The system prompt of a d1-protocol task: ours (d1's layout and instructions in this
-    project's words), or, for d1's exact wording, the text a user keeps in a JSON file named by
-    $DACA_BENCH_D1_PROMPTS: {"gsm8k_d1": {"train": "...", "test": "..."}, ...} (copied by the
-    user from d1's code; this project does not ship it)."""
-    import json
-    import os
-
-    file = os.environ.get(D1_PROMPTS_ENV)
-    if not file:
-        return ours
-    try:
-        table = json.loads(Path(file).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{D1_PROMPTS_ENV}={file}: cannot read it as JSON ({exc})") from None
-    entry = table.get(task, {}) if isinstance(table, dict) else {}
-    text = entry.get(split) if isinstance(entry, dict) else None
-    return text if isinstance(text, str) else ours

@@ -7,7 +7,8 @@ Tasks come from three places: the files of the shipped `tasks/` folder, the fold
 the DACA_BENCH_TASKS environment variable (os.pathsep-separated; `daca-bench --tasks-dir DIR`
 sets it), and installed packages that declare an entry point in the group `daca_bench.tasks`
 whose value is a module that registers its tasks when imported (see tasks/README.md).
-Try `daca-bench tasks`.
+A task may also declare how it is posed under a protocol (`register_protocol`: gsm8k under d1 is d1's
+system prompt, prefill, rewards and verdict); get_task(name, protocol=...) builds it. Try `daca-bench tasks`.
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ class TaskSpec:
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
+_POSED: dict[tuple[str, str], Callable[..., Task]] = {}  # (task, protocol) -> the builder of the task so posed
+RETIRED = {"gsm8k_d1": ("gsm8k", "d1"), "math500_d1": ("math500", "d1")}  # old task name -> (task, protocol)
 _loaded: frozenset | None = None  # the task folders loaded (None: nothing yet, plug-ins neither)
 
 
@@ -72,6 +75,51 @@ def register_task(name: str, *, family: str, version: int, splits=("train", "tes
         return fn
 
     return wrap
+
+
+def register_protocol(task: str, protocol: str):
+    """Decorator: register how TASK is posed under PROTOCOL, a builder with the task's own arguments that
+    returns the task in the protocol's prompts, data and verdicts (tasks/math_reasoning.py: gsm8k and
+    math500 under d1). get_task(TASK, protocol=PROTOCOL) builds it; daca_bench.eval.protocols poses every
+    task that declares a row's protocol this way; RL and SFT pose it with train.protocol / sft.protocol."""
+
+    def wrap(fn):
+        _POSED[(task, protocol)] = fn
+        return fn
+
+    return wrap
+
+
+def task_protocols(name: str) -> tuple[str, ...]:
+    """The protocols NAME declares a posing for (register_protocol)."""
+    load_all()
+    return tuple(sorted(p for t, p in _POSED if t == name))
+
+
+PROTOCOL_PROMPTS_ENV = {"d1": "DACA_BENCH_D1_PROMPTS"}
+
+
+def protocol_wording(protocol: str, task: str, split: str, ours: str) -> str:
+    """A protocol's prompt text for TASK's SPLIT: ours (the source's layout and instructions in this
+    project's words), or the source's exact wording a user keeps in a JSON file named by the protocol's
+    variable (d1: $DACA_BENCH_D1_PROMPTS = {"gsm8k": {"train": "...", "test": "..."}, "countdown_d1": ...},
+    copied by the user from the source's code; this project does not ship it). A file written for a retired
+    task name (gsm8k_d1) is read under the name that replaced it."""
+    import json
+
+    var = PROTOCOL_PROMPTS_ENV[protocol]
+    file = os.environ.get(var)
+    if not file:
+        return ours
+    try:
+        table = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{var}={file}: cannot read it as JSON ({exc})") from None
+    table = table if isinstance(table, dict) else {}
+    old = [k for k, v in RETIRED.items() if v == (task, protocol)]
+    entry = next((table[k] for k in [task, *old] if k in table), {})
+    text = entry.get(split) if isinstance(entry, dict) else None
+    return text if isinstance(text, str) else ours
 
 
 def _source(fn) -> str:
@@ -165,6 +213,11 @@ def list_tasks() -> list[TaskSpec]:
 
 def task_spec(name: str) -> TaskSpec:
     load_all()
+    if name in RETIRED and name not in _REGISTRY:
+        task, protocol = RETIRED[name]
+        raise UnknownTaskError(f"task {name!r} is now {task!r} under protocol {protocol!r}: train.task={task} with "
+                               f"train.protocol={protocol} (sft.protocol for SFT), eval --task {task} --protocol "
+                               f"{protocol}, get_task({task!r}, protocol={protocol!r})")
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_REGISTRY))}"
@@ -173,11 +226,21 @@ def task_spec(name: str) -> TaskSpec:
     return _REGISTRY[name]
 
 
-def get_task(name: str, split: str = "test", **kw) -> Task:
+def get_task(name: str, split: str = "test", protocol: str = "", **kw) -> Task:
+    """NAME's SPLIT (builder arguments KW: n, seed, path, records, shaping, ...), posed under PROTOCOL
+    where given (a protocol the task does not declare is one line)."""
     spec = task_spec(name)
     if split not in spec.splits:
         raise ValueError(f"task {name!r} has no split {split!r}; splits: {', '.join(spec.splits)}")
-    return spec.build(split=split, **kw)
+    if not protocol:
+        return spec.build(split=split, **kw)
+    build = _POSED.get((name, protocol))
+    if build is None:
+        have = task_protocols(name)
+        raise ConfigError(f"task {name!r} declares no protocol {protocol!r} (its protocols: "
+                          f"{', '.join(have) or 'none'}); drop the protocol, or pose the task in its file "
+                          "(registry.register_protocol)")
+    return build(split=split, **kw)
 
 
 def task_record(name: str, samples=()) -> dict:
@@ -222,20 +285,20 @@ def ids_digest(ids) -> str:
 def test_set(t) -> Task:
     """An RL config's evaluation set (TrainConfig t: task, eval_split, n_eval, test_seed, test_exclude),
     the one every caller scores or checks: the trainer, the RL start, the canvas check, the design."""
-    return draw_test(t.task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude)
+    return draw_test(t.task, t.eval_split, t.n_eval, t.test_seed, t.test_exclude, getattr(t, "protocol", ""))
 
 
-def draw_test(name: str, split: str, n: int | None, seed: int, exclude: str | Path = "") -> Task:
+def draw_test(name: str, split: str, n: int | None, seed: int, exclude: str | Path = "", protocol: str = "") -> Task:
     """A fixed evaluation set: the first N samples of NAME's SPLIT drawn with SEED (get_task's own
     draw). With EXCLUDE (a file of prompt digests: what earlier tables scored), the first N samples
     of the draw of 2N + len(excluded) whose prompt text is neither listed nor repeated: N distinct
     prompts none of those tables scored, the same on every machine. Fewer left is refused (one line)."""
     if not exclude:
-        return get_task(name, split=split, n=n, seed=seed)
+        return get_task(name, split=split, n=n, seed=seed, protocol=protocol)
     if n is None:
         raise ConfigError("train.test_exclude needs train.n_eval: how many prompts to keep after excluding")
     skip = read_excluded(exclude)
-    task = get_task(name, split=split, n=2 * n + len(skip), seed=seed)
+    task = get_task(name, split=split, n=2 * n + len(skip), seed=seed, protocol=protocol)
     kept, seen = [], set(skip)
     for s in task.samples:
         digest = prompt_digest(s.prompt)

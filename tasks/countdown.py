@@ -26,13 +26,12 @@ from fractions import Fraction
 
 from daca_bench.loaders import (
     d1_file,
-    d1_system_prompt,
     d1_test_draw,
     d1_train_rows,
     load_rows,
     read_d1_countdown,
 )
-from daca_bench.registry import register_task
+from daca_bench.registry import protocol_wording, register_task
 from daca_bench.rewards.answers import d1_boxed, d1_first_tag, d1_last_tag, d1_plain, last_boxed, tagged
 from daca_bench.rewards.scoring import (
     LazySamples,
@@ -385,8 +384,8 @@ D1_TRAIN_HUB = "Jiayi-Pan/Countdown-Tasks-3to4"
 
 def _d1_prompt(split: str, numbers: list[int], target: int) -> str:
     if split == "test":
-        return d1_system_prompt("countdown_d1", split, D1_TEST_SYSTEM) + f"\n\nNumbers: {numbers}\nTarget: {target}"
-    return D1_TRAIN.format(layout=d1_system_prompt("countdown_d1", split, D1_LAYOUT), numbers=numbers, target=target)
+        return protocol_wording("d1", "countdown_d1", split, D1_TEST_SYSTEM) + f"\n\nNumbers: {numbers}\nTarget: {target}"
+    return D1_TRAIN.format(layout=protocol_wording("d1", "countdown_d1", split, D1_LAYOUT), numbers=numbers, target=target)
 
 
 def _d1_gold(numbers: list[int], target: int) -> str:

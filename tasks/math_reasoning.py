@@ -2,10 +2,12 @@
 (HuggingFaceH4/MATH-500; its train split is the MATH train set d1 trained on, ankner/math-500),
 scored by answer equivalence (daca_bench.rewards.mathcheck), never by string match.
 
-`gsm8k_d1` and `math500_d1` are the same data on d1's protocol (docs/paper-presets.md): d1's
-prompt layout (a system prompt before the question; at test time a `\\boxed{}` request and the
-`<reasoning>` prefill after the chat template), d1's training rewards under shaping="d1", and
-d1's evaluation verdict beside ours in each reward's details["d1"] (`acc_d1` in the eval output).
+Both declare d1's protocol (docs/paper-presets.md; `get_task("gsm8k", protocol="d1")`, RL's
+`train.protocol: d1`, `eval --protocol d1`): the same data in d1's prompt layout (a system prompt
+before the question; at test time a `\\boxed{}` request and the `<reasoning>` prefill after the
+chat template), d1's training rewards under shaping="d1", and d1's evaluation verdict beside ours
+in each reward's details["d1"] (`acc_d1` in the eval output). They were the tasks `gsm8k_d1` and
+`math500_d1`.
 
 Fields: `question` or `problem`, and `answer` (GSM8K's `... #### 72` solutions are accepted as
 gold; so is a `\\boxed{}` answer). Load from the hub (online or cached) or a local file:
@@ -16,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from daca_bench.loaders import d1_system_prompt, load_rows, select
-from daca_bench.registry import register_task
+from daca_bench.loaders import load_rows, select
+from daca_bench.registry import protocol_wording, register_protocol, register_task
 from daca_bench.rewards.answers import (
     d1_boxed,
     d1_first_tag,
@@ -51,8 +53,9 @@ def _reasoning(name: str, row: dict) -> str:
     return str(row.get("solution") or "").strip()
 
 
-def from_record(name: str, row: dict, index: int, split: str) -> Sample:
-    """A sample from a dataset record; KeyError/ValueError when the record is unusable."""
+def from_record(name: str, row: dict, index: int, split: str, worked: bool = True) -> Sample:
+    """A sample from a dataset record; KeyError/ValueError when the record is unusable. `worked`: the
+    target opens with the worked solution where the record has one (d1's GSM8K target is the answer alone)."""
     question = str(field(row, "question", "problem"))
     answer = field(row, "answer", required=False)
     if answer is None:  # MATH train rows may hold only a worked solution: its boxed answer is the gold
@@ -62,7 +65,7 @@ def from_record(name: str, row: dict, index: int, split: str) -> Sample:
     gold = gold_math_answer(answer)
     if not question.strip() or not gold:
         raise ValueError("empty question or answer")
-    reasoning = _reasoning(name, row)
+    reasoning = _reasoning(name, row) if worked else ""
     target = (f"<reasoning>\n{reasoning}\n</reasoning>\n" if reasoning else "") + f"<answer>\n{gold}\n</answer>"
     ident = row.get("unique_id") or row.get("id") or f"{split}/{index}"
     return Sample(id=f"{name}/{ident}", prompt=PROMPT.format(question=question), target=target,
@@ -100,7 +103,7 @@ def math500(split: str = "test", n: int | None = None, seed: int = 0, *, records
 
 # ---- d1's protocol (dllm-reasoning/d1): prompts, training rewards, evaluation verdict --------
 # The system prompts give d1's layout and instructions in this project's words (d1's text is not
-# copied; $DACA_BENCH_D1_PROMPTS swaps in a user's copy of it, daca_bench.loaders.d1_system_prompt).
+# copied; $DACA_BENCH_D1_PROMPTS swaps in a user's copy of it, daca_bench.registry.protocol_wording).
 D1_LAYOUT = "\nAnswer in exactly this layout:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
 D1_EXPERT = ("You are an expert in mathematics. Solve the question below step by step and put the final "
              "answer inside \\boxed{}.")
@@ -110,11 +113,11 @@ D1_PREFILL = "<reasoning>"  # d1 starts every evaluation answer with it, after t
 
 
 def d1_prompt(name: str, split: str, question: str) -> str:
-    """The user message of a d1-protocol math task: system prompt, blank line, question."""
+    """The user message of a math task under d1's protocol: system prompt, blank line, question."""
     if split == "test":
-        return d1_system_prompt(name, split, D1_TEST_SYSTEM) + "\n\n" + question
-    system = d1_system_prompt(name, split, D1_LAYOUT)
-    return system + "\n\n" + (question if name == "gsm8k_d1" else D1_EXPERT + " \n\n" + question)
+        return protocol_wording("d1", name, split, D1_TEST_SYSTEM) + "\n\n" + question
+    system = protocol_wording("d1", name, split, D1_LAYOUT)
+    return system + "\n\n" + (question if name == "gsm8k" else D1_EXPERT + " \n\n" + question)
 
 
 def d1_gsm8k_reward(sample: Sample, completion: str, reward: Reward) -> Reward:
@@ -149,8 +152,8 @@ def d1_math_verdict(sample: Sample, completion: str) -> bool:
     return d1_equivalent(answer, sample.metadata["answer"])
 
 
-D1_MATH = {"gsm8k_d1": ("openai/gsm8k", "main", d1_gsm8k_verdict, d1_gsm8k_reward),
-           "math500_d1": (None, None, d1_math_verdict, d1_math_reward)}
+D1_MATH = {"gsm8k": ("openai/gsm8k", "main", d1_gsm8k_verdict, d1_gsm8k_reward),
+           "math500": (None, None, d1_math_verdict, d1_math_reward)}
 
 
 def _build_d1(name, split, n, records, path, data_files, shaping, timeout) -> Task:
@@ -169,10 +172,10 @@ def _build_d1(name, split, n, records, path, data_files, shaping, timeout) -> Ta
                                                          path=path, data_files=data_files)
     samples = []
     for i, row in enumerate(select(list(rows), n)):
-        base = from_record(name, row, i, split)
+        base = from_record(name, row, i, split, worked=name != "gsm8k")
         question = str(field(row, "question", "problem"))
         meta = dict(base.metadata)
-        if name == "math500_d1":  # d1's training gold: the last box of the worked solution
+        if name == "math500":  # d1's training gold: the last box of the worked solution
             solution = str(row.get("solution") or base.metadata["answer"])
             meta["d1_gold"] = d1_boxed(solution) or solution
         if split == "test":
@@ -181,15 +184,15 @@ def _build_d1(name, split, n, records, path, data_files, shaping, timeout) -> Ta
     return Task(name, "math", VERSION, samples, d1_shaped if shaping == "d1" else verify, split)
 
 
-@register_task("gsm8k_d1", family="math", version=VERSION, splits=("train", "test"),
-               description="GSM8K on d1's protocol: d1's prompts, rewards, and d1's verdict beside ours")
+@register_protocol("gsm8k", "d1")
 def gsm8k_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
              data_files=None, shaping: str | None = None, timeout: float = 5.0) -> Task:
-    return _build_d1("gsm8k_d1", split, n, records, path, data_files, shaping, timeout)
+    """GSM8K under d1's protocol: d1's prompts, rewards, and d1's verdict beside ours."""
+    return _build_d1("gsm8k", split, n, records, path, data_files, shaping, timeout)
 
 
-@register_task("math500_d1", family="math", version=VERSION, splits=("train", "test"),
-               description="MATH-500 on d1's protocol (MATH train set): d1's prompts, rewards, verdict beside ours")
+@register_protocol("math500", "d1")
 def math500_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
                data_files=None, shaping: str | None = None, timeout: float = 5.0) -> Task:
-    return _build_d1("math500_d1", split, n, records, path, data_files, shaping, timeout)
+    """MATH-500 under d1's protocol (MATH train set): d1's prompts, rewards, verdict beside ours."""
+    return _build_d1("math500", split, n, records, path, data_files, shaping, timeout)

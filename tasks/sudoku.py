@@ -20,8 +20,8 @@ import random
 import re
 from functools import lru_cache
 
-from daca_bench.loaders import d1_file, d1_system_prompt, d1_test_draw, d1_train_rows, read_d1_sudoku
-from daca_bench.registry import register_task
+from daca_bench.loaders import d1_file, d1_test_draw, d1_train_rows, read_d1_sudoku
+from daca_bench.registry import protocol_wording, register_task
 from daca_bench.rewards.answers import d1_last_tag, d1_plain, digit_run, tagged
 from daca_bench.rewards.scoring import (
     HASH_SPLITS,
@@ -272,7 +272,7 @@ def sudoku_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, rec
 
 # ---- d1's protocol (dllm-reasoning/d1): its 4x4 files, prompt layout, cell accuracy ----------
 # The system prompt gives d1's rules and layout in this project's words (d1's text is not copied;
-# $DACA_BENCH_D1_PROMPTS swaps in a user's copy, daca_bench.loaders.d1_system_prompt).
+# $DACA_BENCH_D1_PROMPTS swaps in a user's copy, daca_bench.registry.protocol_wording).
 D1_SYSTEM = ("\nSolve the 4x4 Sudoku puzzle below. It is given as one 16-character string, read left to right "
              "and top to bottom, with '0' for an empty cell.\n\nRules:\n- Fill every empty cell with a digit "
              "from 1 to 4\n- Every row holds the digits 1-4 exactly once\n- Every column holds the digits 1-4 "
@@ -334,7 +334,7 @@ def sudoku_d1(split: str = "test", n: int | None = None, seed: int = 0, *, recor
         rows = d1_test_draw(rows, n, 256) if split == "test" else d1_train_rows(rows, 500)[:n]
     else:
         rows = list(records)[:n]
-    system = d1_system_prompt("sudoku_d1", split, D1_SYSTEM)
+    system = protocol_wording("d1", "sudoku_d1", split, D1_SYSTEM)
     samples = []
     for i, row in enumerate(rows):
         puzzle, solution = str(row["puzzle"]), str(row["solution"])

@@ -36,7 +36,7 @@ def local_gsm8k(monkeypatch):
 
     from daca_bench.registry import task_spec
 
-    math_reasoning = sys.modules[task_spec("gsm8k_d1").build.__module__]
+    math_reasoning = sys.modules[task_spec("gsm8k").build.__module__]
     real = math_reasoning.load_rows
 
     def rows(hub_id, **kw):
@@ -108,7 +108,7 @@ def test_sample_and_eval_commands(folders, family, tmp_path, capsys, local_gsm8k
                  "sampler.gen_length=8", "sampler.block_length=4", "sampler.steps=4", "sampler.batch_size=2"]) == 0
     rows = [json.loads(x) for x in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(len(r["commit_step"]) == 8 for r in rows)
-    assert main(["eval", "--model", model, "--task", "gsm8k_d1", "--n", "2", "--gen-length", "8", "--block-length", "4",
+    assert main(["eval", "--model", model, "--task", "gsm8k", "--protocol", "d1", "--n", "2", "--gen-length", "8", "--block-length", "4",
                  "--steps", "4", "--batch-size", "2", "--output-dir", str(tmp_path / "e"), "--no-progress"]) == 0
     assert "chat template on" in capsys.readouterr().out
     assert len((tmp_path / "e" / "samples.jsonl").read_text().splitlines()) == 2

@@ -24,7 +24,9 @@ C = sys.modules["daca_bench_tasks.countdown"]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"
-D1_PRESETS = {"gsm8k": "gsm8k_d1", "math500": "math500_d1", "countdown": "countdown_d1", "sudoku": "sudoku_d1"}
+# preset -> (train.task, train.protocol): gsm8k and math500 declare d1's protocol; countdown_d1 / sudoku_d1 are d1's own data
+D1_PRESETS = {"gsm8k": ("gsm8k", "d1"), "math500": ("math500", "d1"), "countdown": ("countdown_d1", ""),
+              "sudoku": ("sudoku_d1", "")}
 
 
 # ---- d1's files, written here in d1's published formats (d1's own files are not shipped) ----
@@ -179,8 +181,8 @@ def _llada_chat(user: str) -> str:
 
 
 def _d1_tasks(split: str):
-    gsm = get_task("gsm8k_d1", split=split, path=FIX / "gsm8k.jsonl")
-    math = get_task("math500_d1", split=split, path=FIX / "math500.jsonl")
+    gsm = get_task("gsm8k", split=split, protocol="d1", path=FIX / "gsm8k.jsonl")
+    math = get_task("math500", split=split, protocol="d1", path=FIX / "math500.jsonl")
     cd = get_task("countdown_d1", split=split, records=[{"numbers": [3, 5, 7], "target": 22}])
     sd = get_task("sudoku_d1", split=split, records=[{"puzzle": "3102200002100320", "solution": "3142243142131324"}])
     return gsm, math, cd, sd
@@ -254,7 +256,7 @@ def test_d1_sudoku_csv_loads_4x4_draws_like_d1_and_reports_cells_and_grids(d1_en
     wrong = solution[:first_blank] + str(int(solution[first_blank]) % 4 + 1) + solution[first_blank + 1:]
     r = test.verify(s, f"<answer>\n{wrong}\n</answer>")
     assert r.status == "wrong" and r.details["d1"] == [blanks - 1, blanks]  # whole grid wrong, cells mostly right
-    from daca_bench.rl.evaluate import score
+    from daca_bench.eval.evaluate import score
 
     out = score(test, [s, s], [f"<answer>{solution}</answer>", f"<answer>{wrong}</answer>"])
     assert out["accuracy"] == 0.5 and out["accuracy_d1"] == pytest.approx((2 * blanks - 1) / (2 * blanks))
@@ -309,7 +311,7 @@ def test_d1_arithmetic_is_pythons_without_eval():
     ("so 27", "correct", 0),  # ours falls back to the last number; d1 does not
 ])
 def test_gsm8k_d1_reading_beside_ours(completion, ours, d1):
-    task = get_task("gsm8k_d1", path=FIX / "gsm8k.jsonl")
+    task = get_task("gsm8k", protocol="d1", path=FIX / "gsm8k.jsonl")
     r = task.verify(task.samples[0], completion)  # gold 27
     assert r.status == ours and r.details["d1"] == [d1, 1]
 
@@ -322,7 +324,7 @@ def test_gsm8k_d1_reading_beside_ours(completion, ours, d1):
     ("<answer>\\frac{5}{6}</answer>", "correct", 0),  # no box: d1 compares the whole completion
 ])
 def test_math500_d1_reading_beside_ours(completion, ours, d1):
-    task = get_task("math500_d1", path=FIX / "math500.jsonl")
+    task = get_task("math500", protocol="d1", path=FIX / "math500.jsonl")
     r = task.verify(task.samples[0], completion)  # gold \frac{5}{6}
     assert r.status == ours and r.details["d1"] == [d1, 1]
 
@@ -338,7 +340,7 @@ def test_d1_normalisation_falls_back_to_the_raw_strings_where_d1s_does():
 
 # ---- 5. d1's training rewards, data and model options -----------------------------------------------
 def test_d1_gsm8k_training_reward_has_d1s_five_terms():
-    task = get_task("gsm8k_d1", split="train", path=FIX / "gsm8k.jsonl", shaping="d1")
+    task = get_task("gsm8k", split="train", protocol="d1", path=FIX / "gsm8k.jsonl", shaping="d1")
     s = task.samples[0]  # gold 27
     perfect = "<reasoning>\n36-9\n</reasoning>\n<answer>\n27\n</answer>\n"
     r = task.verify(s, perfect + "<|eot_id|>")  # d1's rewards see the text without special tokens
@@ -353,7 +355,7 @@ def test_d1_gsm8k_training_reward_has_d1s_five_terms():
 
 
 def test_d1_math_training_reward_is_two_for_the_box_plus_d1s_format_term():
-    task = get_task("math500_d1", split="train", path=FIX / "math500.jsonl", shaping="d1")
+    task = get_task("math500", split="train", protocol="d1", path=FIX / "math500.jsonl", shaping="d1")
     s = task.samples[0]
     assert s.metadata["d1_gold"] == "\\frac{5}{6}"  # the last box of the worked solution
     assert task.verify(s, "<answer>\\boxed{\\dfrac{5}{6}}</answer>").value == pytest.approx(2.75)
@@ -377,7 +379,7 @@ def test_llada_math500_preset_resolves_a_training_split():
 
     cfg = load_config(ROOT / "configs/paper/llada_math500.yaml", [], RLConfig)
     assert "train" in task_spec(cfg.train.task).splits and "train" in task_spec("math500").splits
-    task = get_task(cfg.train.task, split="train", path=FIX / "math500.jsonl", shaping="d1")
+    task = get_task(cfg.train.task, split="train", protocol=cfg.train.protocol, path=FIX / "math500.jsonl", shaping="d1")
     assert task.split == "train" and len(task.samples) > 0
     with pytest.raises(Exception) as err:  # offline here: the hub load fails, not the split lookup
         training_task(cfg)
@@ -385,10 +387,10 @@ def test_llada_math500_preset_resolves_a_training_split():
 
 
 def test_paper_presets_carry_d1s_protocol():
-    for stem, task in D1_PRESETS.items():
+    for stem, (task, protocol) in D1_PRESETS.items():
         cfg = load_config(ROOT / f"configs/paper/llada_{stem}.yaml", [], RLConfig)
         t = cfg.train
-        assert (t.task, t.reward, t.max_prompt_length) == (task, "d1", 200)
+        assert (t.task, t.protocol, t.reward, t.max_prompt_length) == (task, protocol, "d1", 200)
         assert t.lora_target_modules.split(",") == ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj",
                                                     "gate_proj"]
         assert not t.load_in_4bit and t.chat_template
@@ -426,19 +428,19 @@ def test_4bit_base_is_gated_with_one_line(llada_dir, tmp_path, capsys):
 
 
 # ---- 6. each d1 preset's evaluation path, end to end on the native LLaDA class ------------------
-def _preset_test_task(stem: str, task: str, n: int):
+def _preset_test_task(stem: str, task: str, protocol: str, n: int):
     if stem in ("gsm8k", "math500"):
-        return get_task(task, split="test", path=FIX / f"{stem}.jsonl", n=n)
-    return get_task(task, split="test", n=n)
+        return get_task(task, split="test", protocol=protocol, path=FIX / f"{stem}.jsonl", n=n)
+    return get_task(task, split="test", protocol=protocol, n=n)
 
 
 @pytest.mark.parametrize("stem", sorted(D1_PRESETS))
 def test_each_d1_preset_evaluates_end_to_end_with_d1s_metric_beside_ours(stem, llada, d1_env, tmp_path):
-    from daca_bench.experiments.commands.eval import evaluate_lengths, protocol
+    from daca_bench.eval.runner import evaluate_lengths, protocol
 
     cfg = load_config(ROOT / f"configs/paper/llada_{stem}.yaml", [], RLConfig)
     assert (cfg.eval.block_length, cfg.eval.steps * 2, cfg.eval.temperature) == (32, cfg.eval.gen_length, 0.0)
-    task = _preset_test_task(stem, cfg.train.task, 2)
+    task = _preset_test_task(stem, cfg.train.task, cfg.train.protocol, 2)
     samples = list(task.samples)
     table = evaluate_lengths(llada, task, samples, {16: protocol(16)}, tmp_path, chat=cfg.train.chat_template,
                              progress=False)
@@ -451,7 +453,7 @@ def test_each_d1_preset_evaluates_end_to_end_with_d1s_metric_beside_ours(stem, l
 
 def test_the_json_preset_evaluates_on_llada_without_a_d1_metric(llada, tmp_path):
     """The paper presets with no d1 run (code tasks need the sandbox; JSON does not) keep their own metric only."""
-    from daca_bench.experiments.commands.eval import evaluate_lengths, protocol
+    from daca_bench.eval.runner import evaluate_lengths, protocol
 
     cfg = load_config(ROOT / "configs/paper/llada_json_schema.yaml", [], RLConfig)
     task = get_task(cfg.train.task, split="test", n=2)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from daca_bench.cli import main
-from daca_bench.experiments.commands.eval import protocol
+from daca_bench.eval.runner import protocol
 
 
 def test_protocol_is_d1s_greedy_block_32_half_steps():

@@ -14,7 +14,7 @@ import torch
 
 from daca_bench.cli import main
 from daca_bench.config import ModelConfig, SamplerConfig
-from daca_bench.experiments.commands import protocols
+from daca_bench.eval import prompts, protocols, readers
 from daca_bench.models import load_model
 from daca_bench.rl.sampler import Suppress, sample, transfer_schedule
 
@@ -26,7 +26,7 @@ def test_the_tables_hold_the_sources_settings():
     assert protocols.canvas("llada", "gsm8k", None, None, None) == (512, 512, 512)  # LLaDA EVAL.md, examples/
     assert protocols.canvas("llada", "mbpp", None, None, None) == (256, 256, 256)
     assert protocols.canvas("dare", "gsm8k", None, None, None) == (256, 8, 256)  # DARE llada_examples/
-    assert protocols.canvas("dare", "math500_d1", None, None, None) == (512, 64, 512)
+    assert protocols.canvas("dare", "math500", None, None, None) == (512, 64, 512)
     assert protocols.canvas("llada", "sudoku_tiny", 18, None, None) == (18, 18, 18)  # generic row, length given
     llada, dare = protocols.PROTOCOLS["llada"], protocols.PROTOCOLS["dare"]
     assert llada["humaneval"].never == ("eos",) and llada["gsm8k"].late == ("eos", "eot")
@@ -38,14 +38,14 @@ def test_the_tables_hold_the_sources_settings():
 
 
 def test_the_readings_of_the_sources_answers():
-    assert protocols.READERS["last_number"]("so 3 then 42.\nQuestion: 7") == "<answer>\n42\n</answer>"
-    assert protocols.READERS["last_number"]("none") == ""
-    assert protocols.READERS["boxed_or_sentence"]("x \\boxed{1} then \\boxed{\\frac{1}{2}}.") == "<answer>\n\\frac{1}{2}\n</answer>"
-    assert protocols.READERS["boxed_or_sentence"]("We try. The answer is 5. Done") == "<answer>\nThe answer is 5\n</answer>"
-    assert protocols.READERS["first_fence"]("a\n```py\n  x = 1\n```\n```python\ny\n```") == "```python\nx = 1\n\n```"
-    assert protocols.READERS["first_fence"]("  return 1") == "```python\nreturn 1\n```"
-    assert protocols.READERS["begin_done"]("[BEGIN]\n 'def f():\r\n  return 1' \n[DONE]") == "```python\ndef f():\n  return 1\n```"
-    assert protocols.READERS["begin_done"]("```python\ndef g(): pass\n```") == "```python\ndef g(): pass\n```"
+    assert readers.READERS["last_number"]("so 3 then 42.\nQuestion: 7") == "<answer>\n42\n</answer>"
+    assert readers.READERS["last_number"]("none") == ""
+    assert readers.READERS["boxed_or_sentence"]("x \\boxed{1} then \\boxed{\\frac{1}{2}}.") == "<answer>\n\\frac{1}{2}\n</answer>"
+    assert readers.READERS["boxed_or_sentence"]("We try. The answer is 5. Done") == "<answer>\nThe answer is 5\n</answer>"
+    assert readers.READERS["first_fence"]("a\n```py\n  x = 1\n```\n```python\ny\n```") == "```python\nx = 1\n\n```"
+    assert readers.READERS["first_fence"]("  return 1") == "```python\nreturn 1\n```"
+    assert readers.READERS["begin_done"]("[BEGIN]\n 'def f():\r\n  return 1' \n[DONE]") == "```python\ndef f():\n  return 1\n```"
+    assert readers.READERS["begin_done"]("```python\ndef g(): pass\n```") == "```python\ndef g(): pass\n```"
 
 
 def reference_llada(adapter, prompt: str, L: int, never=(), late=()) -> tuple[list[int], list[int]]:
@@ -105,28 +105,28 @@ def test_llada_poses_gsm8k_four_shot_and_mbpp_with_its_exemplars(monkeypatch, tm
     adapter = load_model(ModelConfig(name="tiny"))
     monkeypatch.setenv(DATA_FILES_ENV, str(write_gsm8k(tmp_path / "gsm.jsonl")))
     task = get_task("gsm8k", split="test", n=1)
-    posed = protocols.protocol_task("llada", task, adapter, chat=False)
+    posed = prompts.protocol_task("llada", task, adapter, chat=False)
     text = posed.samples[0].prompt
     assert text.count("Question: ") == 5 and text.endswith("Answer:") and text.count("The answer is ") == 4
     assert "<<" not in text and "####" not in text  # the exemplars' solutions in the source's layout
     adapter.tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
     try:
-        chat = protocols.protocol_task("llada", task, adapter, chat=True).samples[0].prompt
+        chat = prompts.protocol_task("llada", task, adapter, chat=True).samples[0].prompt
     finally:
         adapter.tokenizer.chat_template = None
     assert chat.count("<user>Question: ") == 5 and chat.count("<assistant>") == 5
-    assert protocols.protocol_task("d1", task, adapter, chat=False).samples[0].prompt == task.samples[0].prompt
+    assert prompts.protocol_task("d1", task, adapter, chat=False).samples[0].prompt == task.samples[0].prompt
     rows = [{"task_id": i, "text": f"Write f{i}.", "code": f"def f{i}():\r\n  return {i}", "test_list": [f"assert f{i}() == {i}"]}
             for i in range(1, 12)]
     mbpp = tmp_path / "mbpp.jsonl"
     mbpp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setenv(DATA_FILES_ENV, str(mbpp))
     task = get_task("mbpp", split="test", n=1)
-    text = protocols.protocol_task("llada", task, adapter, chat=False).samples[0].prompt
+    text = prompts.protocol_task("llada", task, adapter, chat=False).samples[0].prompt
     assert [f"Write f{i}." in text for i in (2, 3, 4, 5)] == [True, True, True, False]
     assert text.endswith("assert f1() == 1  \n[BEGIN]\n") and "[BEGIN]\n 'def f2():\n  return 2' \n[DONE]" in text
-    scored = protocols.protocol_task("llada", task, adapter, chat=False)
-    assert protocols.READERS["begin_done"]("[BEGIN]\n 'def f1():\n  return 1' \n[DONE]") == "```python\ndef f1():\n  return 1\n```"
+    scored = prompts.protocol_task("llada", task, adapter, chat=False)
+    assert readers.READERS["begin_done"]("[BEGIN]\n 'def f1():\n  return 1' \n[DONE]") == "```python\ndef f1():\n  return 1\n```"
     assert scored.verify is not task.verify
 
 
@@ -210,11 +210,18 @@ def test_the_eval_benchmark_s_batched_rows_equal_the_one_at_a_time_reference(tmp
     assert same[("tiny", "batched")] == "6/6" and same[("LLaDA class (random, small)", "batched")] == "4/4"
 
 
-def test_the_d1_variants_give_the_protocols_their_bare_question(monkeypatch, tmp_path):
+def test_d1_poses_a_task_as_it_declares_d1_and_the_other_protocols_read_its_bare_question(monkeypatch, tmp_path):
     from daca_bench.loaders import DATA_FILES_ENV
     from daca_bench.registry import get_task
 
     monkeypatch.setenv(DATA_FILES_ENV, str(write_gsm8k(tmp_path / "gsm.jsonl")))
-    plain, d1 = get_task("gsm8k", split="test", n=2), get_task("gsm8k_d1", split="test", n=2)
-    for a, b in zip(plain.samples, d1.samples):
-        assert protocols.fields("gsm8k", a) == protocols.fields("gsm8k_d1", b) == {"question": a.prompt.split("Problem: ")[1][:-1]}
+    d1, llada = prompts.load_task("d1", "gsm8k", n=2), prompts.load_task("llada", "gsm8k", n=2)
+    assert [s.prompt for s in d1.samples] == [s.prompt for s in get_task("gsm8k", protocol="d1", n=2).samples]
+    assert [s.prompt for s in llada.samples] == [s.prompt for s in get_task("gsm8k", n=2).samples]
+    assert [s.id for s in d1.samples] == [s.id for s in llada.samples]  # one item, posed two ways
+    assert all(s.metadata["prefill"] == "<reasoning>" and "prefill" not in t.metadata
+               for s, t in zip(d1.samples, llada.samples))
+    for a in llada.samples:
+        assert prompts.fields("gsm8k", a) == {"question": a.prompt.split("Problem: ")[1][:-1]}
+    arith = prompts.load_task("d1", "arithmetic", n=2)  # a task declaring no d1 runs as itself
+    assert [s.prompt for s in arith.samples] == [s.prompt for s in get_task("arithmetic", n=2).samples]

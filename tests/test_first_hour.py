@@ -111,7 +111,7 @@ def test_eval_never_reports_another_models_rows(tmp_path, capsys):
 
 
 def test_eval_default_folder_is_named_after_the_model():
-    from daca_bench.experiments.commands.eval import default_output
+    from daca_bench.eval.records import default_output
 
     assert default_output("arithmetic", "runs/sft-tiny/final") == Path("runs/eval-arithmetic-sft-tiny-final")
     assert default_output("gsm8k", "GSAI-ML/LLaDA-8B-Instruct") == Path("runs/eval-gsm8k-GSAI-ML-LLaDA-8B-Instruct")

@@ -13,7 +13,7 @@ from lm_eval.api.instance import Instance  # noqa: E402
 from daca_bench.cli import main  # noqa: E402
 from daca_bench.config import SamplerConfig  # noqa: E402
 from daca_bench.errors import ConfigError  # noqa: E402
-from daca_bench.experiments.commands.lmeval import DacaLM, Guided, cut_at_stops, request_key  # noqa: E402
+from daca_bench.eval.lmeval import DacaLM, Guided, cut_at_stops, request_key  # noqa: E402
 from daca_bench.rl.likelihood import keyed_generator  # noqa: E402
 from daca_bench.rl.sampler import sample  # noqa: E402
 

@@ -16,7 +16,6 @@ FIX = Path(__file__).parent / "fixtures"
 FIXTURE_KW = {"gsm8k": {"path": FIX / "gsm8k.jsonl"}, "math500": {"path": FIX / "math500.jsonl"},
               "mbpp": {"path": FIX / "mbpp.jsonl"},
               # d1's protocol tasks on files this project wrote in d1's formats (d1's data is not shipped)
-              "gsm8k_d1": {"path": FIX / "gsm8k.jsonl"}, "math500_d1": {"path": FIX / "math500.jsonl"},
               "sudoku_d1": {"path": FIX / "d1_sudoku.csv"}, "countdown_d1": {"path": FIX / "d1_countdown.jsonl"}}
 SPECS = list_tasks()
 

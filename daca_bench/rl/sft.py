@@ -44,7 +44,7 @@ from ..config import (
 )
 from ..models import ModelAdapter, default_device, load_model, load_pretrained
 from ..runfolder import RESUMABLE_SFT, refuse_changed, set_aside
-from .evaluate import evaluate
+from ..eval.evaluate import evaluate
 from .parallel import Parallel
 from .sampler import pad_prompts
 
@@ -102,7 +102,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     adapter = load_pretrained(str(ckpt)) if ckpt and not is_sharded(ckpt) else load_model(cfg.model)
     adapter.model.to(default_device())
     par.wrap(adapter.model)
-    train_task = get_task(s.task, split="train", n=s.n_train, seed=s.seed)
+    train_task = get_task(s.task, split="train", n=s.n_train, seed=s.seed, protocol=s.protocol)
     train, dev = _split_dev(list(train_task.samples), s.n_dev if s.eval_every else 0, s.task)
     check(cfg.sampler, "sampler", gold_lengths(train_task, adapter.encode), s.task)  # before the first step
     dev_task = dataclasses.replace(train_task, samples=dev, split="dev")
@@ -178,7 +178,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         bar.refresh()
     bar.close()
     seconds = time.perf_counter() - t0
-    test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed)
+    test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed, protocol=s.protocol)
     result = evaluate(adapter, test, cfg.sampler, n=s.n_eval, par=par)
     if par.engine:  # final/ from a fresh CPU copy holding every process's shards
         full = par.full_state(adapter.model)

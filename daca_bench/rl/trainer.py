@@ -37,7 +37,7 @@ from ..registry import task_record
 from ..runfolder import RESUMABLE_RL, refuse_changed
 from .bases import check as check_base, estimator_for, fresh_masks, ratio_free
 from .credit import dps_weights, weight_stats
-from .evaluate import eval_task, evaluate, score, write_eval_records
+from ..eval.evaluate import eval_task, evaluate, score, write_eval_records
 from .guards import Guard, collapse_stats, gathered
 from .ledger import PHASES, Ledger, run_ledger
 from .likelihood import STRATA, keyed_generator, sml_logprobs
@@ -278,7 +278,7 @@ def training_task(cfg: RLConfig):
     shaping = pick(REWARDS, t.reward, "train.reward")
     kw = {"shaping": shaping} if shaping else {}
     try:
-        return get_task(t.task, split="train", n=t.n_train, seed=t.seed, **kw)
+        return get_task(t.task, split="train", n=t.n_train, seed=t.seed, protocol=t.protocol, **kw)
     except (TypeError, ValueError) as exc:
         if not shaping:
             raise

@@ -4,6 +4,6 @@ confirmatory table registered before its first cell (`design`), sizing a design 
 runs compared (`replicate`), the plots (`plots`) and one-answer tasks' wrong tokens (`gold`).
 
 May import: the shared base (`daca_bench.*` modules), `daca_bench.registry` for task specs, and
-`daca_bench.rl.evaluate` to read evaluation records. Never `grid`, `studies` or `commands`: a
+`daca_bench.eval.evaluate` to read evaluation records. Never `grid`, `studies` or `commands`: a
 table is rebuilt from the files of a folder alone, whatever ran it.
 """

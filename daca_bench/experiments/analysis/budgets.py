@@ -43,7 +43,7 @@ def evaluations(cell: Path, summary: dict) -> dict[int, tuple[float, dict]]:
 def budget_rows(row: dict, cell: Path, axes: dict, summary: dict) -> list[dict]:
     """ROW (a finished cell's table row) once per budget in axes["budgets"] (else once, as it is),
     each with its variant "<variant>@<N>", accuracy, per-prompt records and ledger at step N."""
-    from ...rl.evaluate import read_eval_records
+    from ...eval.evaluate import read_eval_records
 
     budgets = axes.get("budgets")
     if not budgets:

@@ -71,7 +71,7 @@ def paper_gain(family: str) -> float:
 def load_results(folder: str | Path) -> pd.DataFrame:
     """One row per finished cell: its task, family, variant, base, seed, test accuracy, mean
     zero-variance group fraction and per-prompt rewards (id -> 0/1, None = unscorable)."""
-    from ...rl.evaluate import read_eval_records
+    from ...eval.evaluate import read_eval_records
 
     rows = []
     for summary in sorted(Path(folder).glob("*/summary.json")):
@@ -104,7 +104,7 @@ def load_results(folder: str | Path) -> pd.DataFrame:
 
 def load_start(folder: str | Path) -> dict[str, dict]:
     """task -> per-prompt rewards of the RL start (the SFT model) on the grid's test set."""
-    from ...rl.evaluate import read_eval_records
+    from ...eval.evaluate import read_eval_records
 
     return {p.parent.name: read_eval_records(p) for p in sorted((Path(folder) / START).glob("*/eval.jsonl"))}
 

@@ -3,7 +3,7 @@
     daca-bench tasks                                   # every task: family, version, split sizes
     daca-bench tasks --tasks-dir my_tasks --check sort4          # the battery (rewards/battery.py)
     daca-bench tasks --tasks-dir my_tasks --show sort4 --split dev -n 5   # ids, prompts, targets
-    daca-bench tasks --show gsm8k_d1 --fixture gsm8k.jsonl --model GSAI-ML/LLaDA-8B-Instruct  # as the trainer renders it
+    daca-bench tasks --show gsm8k --protocol d1 --fixture gsm8k.jsonl --model GSAI-ML/LLaDA-8B-Instruct  # as the trainer renders it
 
 A task is any registered one: a file of the shipped tasks/, a file in a folder given by --tasks-dir
 or DACA_BENCH_TASKS, or an installed plug-in (entry-point group `daca_bench.tasks`). `--check` exits
@@ -34,6 +34,8 @@ def configure(parser) -> None:
     parser.add_argument("--trust-remote-code", action="store_true", help="--show --model: a model's own tokenizer code")
     parser.add_argument("--raw", action="store_true", help="--show --model: prompts as written, no chat template")
     parser.add_argument("--json", action="store_true", help="--show: one JSON line per sample")
+    parser.add_argument("--protocol", default="", help="--show: the task as it declares this protocol (d1), as "
+                        "train.protocol poses it")
     parser.add_argument("--fixture", metavar="FILE", default=None,
                         help="--check/--show: a hub task's local data file (the builder's path=); --check then "
                              "checks that file's split only, as tests/test_tasks_battery.py does with its fixtures")
@@ -41,12 +43,14 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     if args.check:
+        if args.protocol:
+            raise ConfigError("--protocol goes with --show NAME; --check runs the battery on the task as registered")
         return check(args.check, _kw(args))
     if args.show:
         return show(args.show, args.split, args.n, args.seed, args.model, args.trust_remote_code, args.raw, args.json,
-                    _kw(args))
-    for opt in ("split", "model", "fixture"):
-        if getattr(args, opt) is not None:
+                    {**_kw(args), **({"protocol": args.protocol} if args.protocol else {})})
+    for opt in ("split", "model", "fixture", "protocol"):
+        if getattr(args, opt) not in (None, ""):
             raise ConfigError(f"--{opt} goes with --show NAME (or --check NAME); alone, `daca-bench tasks` lists tasks")
     return registry.run(args)
 
@@ -104,7 +108,7 @@ def show(name: str, split: str | None, n: int, seed: int = 0, model: str | None 
     split = split or ("test" if "test" in spec.splits else spec.splits[0])
     if split not in spec.splits:
         raise ConfigError(f"task {name!r} has no split {split!r}; its splits: {', '.join(spec.splits)}")
-    samples = list(spec.build(split=split, n=n, seed=seed, **(kw or {})).samples)[:n]
+    samples = list(registry.get_task(name, split=split, n=n, seed=seed, **(kw or {})).samples)[:n]
     adapter, chat, note = _renderer(model, trust_remote_code, raw)
     if adapter is None:
         prompts = [s.prompt for s in samples]

@@ -209,11 +209,11 @@ def _record(folder: Path, provenance: dict, earlier: dict) -> None:
 
 def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
     """The RL start (each task's init: a family's SFT model) scored once on its task's evaluation set,
-    built by the function the trainer builds its cells' set with (rl.evaluate.eval_task), with the
+    built by the function the trainer builds its cells' set with (eval.evaluate.eval_task), with the
     cells' canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain (the table's
     start row). Cached by the init weights' content (not their path), the set and the canvas."""
     from ...registry import ids_digest, read_excluded, task_record
-    from ...rl.evaluate import eval_task, evaluate, write_eval_records
+    from ...eval.evaluate import eval_task, evaluate, write_eval_records
     from ...rl.policy import load_initial
     from ..analysis.results import START
 

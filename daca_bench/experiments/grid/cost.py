@@ -91,7 +91,8 @@ def prompt_length(cfg: RLConfig) -> int:
 
     if cfg.model.name != "tiny":
         raise UnavailableError("daca-bench cost: set train.max_prompt_length to model the prompt of a hub model")
-    samples = list(get_task(t.task, split="train", n=t.n_train, seed=t.seed).samples)[:t.prompts_per_step]
+    drawn = get_task(t.task, split="train", n=t.n_train, seed=t.seed, protocol=t.protocol)
+    samples = list(drawn.samples)[:t.prompts_per_step]
     tok = build_char_tokenizer()
     return max(len(tok(s.prompt)["input_ids"]) for s in samples)
 

@@ -38,7 +38,10 @@ def sft_config(preset: TinyPreset, fam: Family, seed: int = 0) -> RunConfig:
 def sft_folder(work: Path, cfg: RunConfig) -> Path:
     from ...registry import task_spec
 
-    key = json.dumps({**to_dict(cfg), "task_version": task_spec(cfg.sft.task).version}, sort_keys=True)
+    fields = to_dict(cfg)
+    if not fields["sft"]["protocol"]:  # a key added later: a folder named before it keeps its name
+        del fields["sft"]["protocol"]
+    key = json.dumps({**fields, "task_version": task_spec(cfg.sft.task).version}, sort_keys=True)
     return work / "sft" / f"{cfg.sft.task}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 

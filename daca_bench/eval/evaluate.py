@@ -1,4 +1,4 @@
-"""Greedy evaluation of a model on a task's held-out split: accuracy and reward statuses.
+"""Greedy evaluation of a model on a task's held-out split: accuracy, reward statuses and the records.
 
     evaluate(adapter, get_task("arithmetic", split="test"), SamplerConfig())
     evaluate(adapter, eval_task(cfg, adapter), cfg.eval, n=cfg.train.n_eval)   # an RL config's test set
@@ -19,7 +19,7 @@ from dataclasses import replace
 from ..config import RLConfig, SamplerConfig
 from ..models import ModelAdapter, task_prompts
 from ..types import Task
-from .sampler import sample
+from ..rl.sampler import sample
 
 
 def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict:
