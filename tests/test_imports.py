@@ -110,9 +110,9 @@ def test_no_module_of_the_package_or_the_sandbox_is_over_450_lines():
 
 # Issue 43: the rooms, lowest first. A module may import its own room and any room ranked below it,
 # never one above. The shared base (top-level modules, archs, containers, testing) is rank 0.
-ROOMS = {"daca_bench.rewards": 1, "daca_bench.metrics": 2, "daca_bench.rl": 2,
-         "daca_bench.experiments.analysis": 3, "daca_bench.experiments.grid": 4,
-         "daca_bench.experiments.studies": 5, "daca_bench.experiments.commands": 6}
+ROOMS = {"daca_bench.rewards": 1, "daca_bench.engine": 2, "daca_bench.metrics": 3, "daca_bench.rl": 3,
+         "daca_bench.eval": 4, "daca_bench.train": 5, "daca_bench.experiments.analysis": 6,
+         "daca_bench.experiments.grid": 7, "daca_bench.experiments.studies": 8, "daca_bench.experiments.commands": 9}
 
 
 def rank(module: str) -> int:
@@ -148,3 +148,15 @@ def test_every_room_says_what_it_holds_and_may_import():
     for room in ("analysis", "grid", "studies", "commands"):
         doc = (PACKAGE / "experiments" / room / "__init__.py").read_text()
         assert "May import" in doc, room
+    for room in ("engine", "rl", "train"):
+        assert "May import" in (PACKAGE / room / "__init__.py").read_text(), room
+
+
+def test_the_engine_imports_no_algorithm_and_the_algorithm_no_run_loop():
+    """Issue 54: engine (rank 2) < rl (3) < train (5); the checker sees an arrow the other way."""
+    assert rank("daca_bench.engine.parallel") < rank("daca_bench.rl.sampler") < rank("daca_bench.train.loop")
+    edges = graph()
+    assert not [(a, b) for a, bs in edges.items() for b in bs
+                if a.startswith("daca_bench.engine") and not b.startswith("daca_bench.engine") and rank(b) > 1]
+    assert not [(a, b) for a, bs in edges.items() for b in bs
+                if a.startswith("daca_bench.rl") and b.startswith("daca_bench.train")]

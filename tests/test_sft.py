@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 
 from daca_bench.config import RunConfig, apply
-from daca_bench.rl.sft import encode_completions, train_sft
+from daca_bench.train.sft import encode_completions, train_sft
 
 
 def _cfg(**sft):
@@ -43,7 +43,7 @@ def test_completion_too_long_for_canvas_is_a_clear_error(tiny):
 
 
 def test_sft_stops_at_the_dev_target_and_a_rerun_does_not_train_on(tmp_path, monkeypatch):
-    import daca_bench.rl.sft as sft
+    import daca_bench.train.sft as sft
 
     calls = []
 
@@ -62,7 +62,7 @@ def test_sft_stops_at_the_dev_target_and_a_rerun_does_not_train_on(tmp_path, mon
 
 
 def test_dev_prompts_are_held_out_of_training():
-    from daca_bench.rl.sft import _split_dev
+    from daca_bench.train.sft import _split_dev
 
     train, dev = _split_dev(list(range(100)), 10, "t")
     assert dev == list(range(90, 100)) and not set(train) & set(dev)

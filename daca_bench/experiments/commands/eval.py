@@ -39,7 +39,7 @@ from ...canvas import check, check_fits, gold_lengths
 from ...config import SamplerConfig
 from ...errors import ConfigError
 from ...models import run_canvas
-from ...rl.policy import load_trained
+from ...engine.policy import load_trained
 from ...rl.evaluate import evaluate
 from . import protocols
 
@@ -302,7 +302,7 @@ def run(args) -> int:
 
     from ...models import default_device
     from ...registry import get_task, task_spec
-    from ...rl.parallel import Parallel, init_process_group, rank_and_world
+    from ...engine.parallel import Parallel, init_process_group, rank_and_world
 
     names = protocols.parse(args.protocol)
     plans = {name: {cfg.gen_length: cfg for cfg in _canvases(args, name).values()} for name in names}

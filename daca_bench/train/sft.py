@@ -5,8 +5,8 @@ with probability t, and the cross-entropy at masked positions is weighted by 1/t
 ELBO's weighting), normalised by the completion length. The completion is the gold answer,
 then EOS, then EOS to the canvas length L (as LLaDA pads its answers).
 
-    daca-bench sft --config configs/tiny_sft.yaml sft.steps=500
-    torchrun --nproc_per_node 8 -m daca_bench sft ...   # FSDP2 (rl/parallel.py, sft.parallel): each rank
+    daca-bench sft --config configs/tiny_sft.yaml sft.steps=500   # experiments/commands/sft.py
+    torchrun --nproc_per_node 8 -m daca_bench sft ...   # FSDP2 (engine/parallel.py, sft.parallel): each rank
                                                         # takes batch_size / N rows of the same masks
 Checkpoints (save_pretrained + optimizer/RNG/step) go to OUTPUT/checkpoint-STEP every
 `sft.save_every` steps (the newest `sft.save_total_limit` are kept); running the same command
@@ -32,21 +32,19 @@ import torch
 from tqdm.auto import tqdm
 
 from ..canvas import check, gold_lengths
-from ..checkpoint import RunState, is_sharded, load_sharded, resume_point, save_checkpoint, save_sharded, write_folder
+from ..engine.checkpoint import RunState, is_sharded, load_sharded, resume_point, save_checkpoint, save_sharded, write_folder
 from ..errors import CheckpointError
 from ..config import (
     ConfigError,
     RunConfig,
     SFTConfig,
-    command_config,
     dump,
-    load_config,
 )
 from ..models import ModelAdapter, default_device, load_model, load_pretrained
-from ..runfolder import RESUMABLE_SFT, refuse_changed, set_aside
-from .evaluate import evaluate
-from .parallel import Parallel
-from .sampler import pad_prompts
+from ..runfolder import RESUMABLE_SFT, refuse_changed
+from ..rl.evaluate import evaluate
+from ..engine.parallel import Parallel
+from ..rl.sampler import pad_prompts
 
 
 def encode_completions(adapter: ModelAdapter, targets: list[str], length: int) -> torch.Tensor:
@@ -221,35 +219,3 @@ def _trim_left(ids: torch.Tensor, mask: torch.Tensor):
     keep = mask.any(0).nonzero()
     start = int(keep[0]) if len(keep) else ids.shape[1]
     return ids[:, start:], mask[:, start:]
-
-
-# ---- CLI: `daca-bench sft` ----------------------------------------------------------------
-def configure(parser) -> None:
-    parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny_sft.yaml)")
-    parser.add_argument("--output-dir", default=None, help="run folder (default: output_dir of the config)")
-    parser.add_argument("--fresh", action="store_true",
-                        help="start over: a run already in OUTPUT is set aside in OUTPUT/.stale/N/, never deleted")
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE overrides, e.g. sft.steps=500")
-
-
-def run(args) -> int:
-    from .parallel import barrier, init_process_group, rank_and_world
-
-    cfg = command_config(args.overrides, ("model", "sampler", "sft", "output_dir"), base=load_config(args.config))
-    out = args.output_dir or cfg.output_dir
-    init_process_group()  # under torchrun: before --fresh, so that one process (rank 0) sets the run aside
-    aside = set_aside(out) if args.fresh and rank_and_world()[0] == 0 else None
-    if aside:
-        print(f"--fresh: the earlier run in {out} is set aside in {aside}", file=sys.stderr)
-    barrier()
-    summary = train_sft(cfg, out, resume=not args.fresh, progress=not args.no_progress)
-    if rank_and_world()[0]:
-        return 0
-    ran = summary["steps"] - summary["resumed_from_step"]
-    speed = (f"{summary['tokens_per_s']:.0f} tokens/s" if ran else "no step left to run") + \
-        (f", resumed at step {summary['resumed_from_step']}" if summary["resumed_from_step"] else "")
-    early = ", stopped early at the dev target" if summary["stopped_early"] else ""
-    print(f"{summary['task']}: greedy test accuracy {summary['accuracy']:.3f} on {summary['n_eval']} held-out "
-          f"prompts after {summary['steps']} SFT steps ({speed}{early}); model in {out}/final")
-    return 0

@@ -6,7 +6,7 @@ Each step reads top to bottom: sample G completions per prompt with the trajecto
 verify -> advantages -> DPS weights -> log-probs under the old policy (and the reference when
 beta > 0) -> mu inner updates -> log -> periodic greedy evaluation -> checkpoint.
 Under `torchrun --nproc_per_node N` every process takes B/N of the prompts on PyTorch's FSDP2
-(rl/parallel.py: `train.parallel`), with token counts, metrics and evaluation over all processes,
+(engine/parallel.py: `train.parallel`), with token counts, metrics and evaluation over all processes,
 so one process, N processes and `train.grad_accum=N` give the same update (docs/trainer.md).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..canvas import check_rl
-from ..checkpoint import RunState, is_sharded, load_sharded, resume_point, save_sharded, write_folder
+from ..engine.checkpoint import RunState, is_sharded, load_sharded, resume_point, save_sharded, write_folder
 from ..config import ConfigError, RLConfig, pick, to_dict
 from ..errors import CheckpointError
 from ..jsonl import column_means
@@ -35,20 +35,20 @@ from ..loaders import data_files_given
 from ..models import DTYPES, default_device, require_available, task_prompts
 from ..registry import task_record
 from ..runfolder import RESUMABLE_RL, refuse_changed
-from .bases import check as check_base, estimator_for, fresh_masks, ratio_free
-from .credit import dps_weights, weight_stats
-from .evaluate import eval_task, evaluate, score, write_eval_records
+from ..rl.bases import check as check_base, estimator_for, fresh_masks, ratio_free
+from ..rl.credit import dps_weights, weight_stats
+from ..rl.evaluate import eval_task, evaluate, score, write_eval_records
 from .guards import Guard, collapse_stats, gathered
-from .ledger import PHASES, Ledger, run_ledger
-from .likelihood import STRATA, keyed_generator, sml_logprobs
-from .lossparts import row_norms, step_norms
-from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
-from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
-from .policy import disable_dropout, load_initial, load_policy
+from ..rl.ledger import PHASES, Ledger, run_ledger
+from ..rl.likelihood import STRATA, keyed_generator, sml_logprobs
+from ..rl.lossparts import row_norms, step_norms
+from ..rl.losses import ADVANTAGES, AGGREGATIONS, LOSSES
+from ..engine.memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
+from ..engine.policy import disable_dropout, load_initial, load_policy
 from .reporters import open_reporters, reporter_names
-from .parallel import Parallel, rank_and_world
-from .runtime import PRECISIONS, autocast, git_describe, is_main_thread, precision_record, versions
-from .sampler import sample
+from ..engine.parallel import Parallel, rank_and_world
+from ..engine.runtime import PRECISIONS, autocast, git_describe, is_main_thread, precision_record, versions
+from ..rl.sampler import sample
 from .sft import truncate_metrics
 
 
@@ -65,7 +65,7 @@ def validate(cfg: RLConfig) -> None:
     check_base(cfg)
     pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
-    from .credit import NORMS, SCORES
+    from ..rl.credit import NORMS, SCORES
 
     pick(SCORES, cfg.dps.score, "dps.score")
     pick(NORMS, cfg.dps.norm, "dps.norm")
@@ -147,7 +147,7 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
     log = open(out / "metrics.jsonl", "a") if rank == 0 else None
     board = open_reporters(t.report_to, out, to_dict(cfg)) if rank == 0 else None
-    guard = Guard(cfg.guard)  # collapse guards (rl/guards.py)
+    guard = Guard(cfg.guard)  # collapse guards (train/guards.py)
     try:
         while run.step < t.steps:
             idx = run.next_batch(t.prompts_per_step)
