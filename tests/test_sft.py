@@ -35,6 +35,33 @@ def test_resumed_sft_equals_uninterrupted(tmp_path):
     assert steps == list(range(1, 13))
 
 
+def test_a_stop_signal_checkpoints_sft_and_the_rerun_ends_where_an_uninterrupted_run_does(tmp_path, monkeypatch):
+    """SFT runs on the shared loop (train/loop.py): SIGTERM stops it at the end of the step, checkpointed."""
+    import os
+    import signal
+
+    import daca_bench.train.sft as sft
+
+    cfg = _cfg(steps=6, save_every=100)
+    train_sft(cfg, tmp_path / "straight", progress=False)
+    real, calls = sft.sft_loss, []
+
+    def loss_then_preempted(*args, **kw):  # the real loss; a preemption arrives during step 3
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sft, "sft_loss", loss_then_preempted)
+    assert train_sft(cfg, tmp_path / "stopped", progress=False) == {"stopped": True, "step": 3}
+    assert (tmp_path / "stopped" / "checkpoint-3").is_dir() and not (tmp_path / "stopped" / "summary.json").exists()
+    monkeypatch.undo()
+    assert train_sft(cfg, tmp_path / "stopped", progress=False)["resumed_from_step"] == 3
+    a = load_file(tmp_path / "straight" / "final" / "model.safetensors")
+    b = load_file(tmp_path / "stopped" / "final" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_completion_too_long_for_canvas_is_a_clear_error(tiny):
     with pytest.raises(ValueError, match="raise sampler.gen_length"):
         encode_completions(tiny, ["12345678"], 8)

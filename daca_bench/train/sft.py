@@ -21,30 +21,21 @@ leaves RL room to improve.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import sys
 import time
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from ..canvas import check, gold_lengths
-from ..engine.checkpoint import RunState, is_sharded, load_sharded, resume_point, save_checkpoint, save_sharded, write_folder
-from ..errors import CheckpointError
-from ..config import (
-    ConfigError,
-    RunConfig,
-    SFTConfig,
-    dump,
-)
-from ..models import ModelAdapter, default_device, load_model, load_pretrained
-from ..runfolder import RESUMABLE_SFT, refuse_changed
-from ..rl.evaluate import evaluate
+from ..config import ConfigError, RunConfig, to_dict
+from ..engine.checkpoint import is_sharded
 from ..engine.parallel import Parallel
+from ..models import ModelAdapter, default_device, load_model, load_pretrained
+from ..rl.evaluate import evaluate
 from ..rl.sampler import pad_prompts
+from ..runfolder import RESUMABLE_SFT
+from .loop import Loop
 
 
 def encode_completions(adapter: ModelAdapter, targets: list[str], length: int) -> torch.Tensor:
@@ -77,26 +68,17 @@ def sft_loss(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, gen: to
     return weighted.sum() / (B * L), int(ids.numel())
 
 
-def _schedule(optimizer, cfg: SFTConfig):
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup_steps)))
-
-
 def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
+    """An SFT run in `out_dir` on the shared run loop (train/loop.py): the model, the gold completions,
+    the step, dev evaluation with its early stop, and the final greedy test."""
     from ..registry import get_task
 
     s = cfg.sft
     par = Parallel.start(s.parallel, offload=s.offload)  # torchrun's world (one process: none)
-    out = Path(out_dir)
-    if par.rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-    par.check_shared(out)
     if s.batch_size % par.world:
         raise ConfigError(f"sft.batch_size={s.batch_size} must divide across {par.world} processes")
-    if s.threads:
-        torch.set_num_threads(s.threads)
-    if resume:  # a folder written under another config is never resumed, nor relabelled
-        refuse_changed(out, cfg, RESUMABLE_SFT)
-    ckpt = par.broadcast_object(resume_point(out, fresh=not resume) if par.rank == 0 else None)
+    loop = Loop.open(cfg, "sft", out_dir, resume, RESUMABLE_SFT, par, progress)
+    ckpt = loop.ckpt
     adapter = load_pretrained(str(ckpt)) if ckpt and not is_sharded(ckpt) else load_model(cfg.model)
     adapter.model.to(default_device())
     par.wrap(adapter.model)
@@ -106,102 +88,55 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
     dev_task = dataclasses.replace(train_task, samples=dev, split="dev")
     prompts, prompt_mask = pad_prompts(adapter, [x.prompt for x in train])
     completions = encode_completions(adapter, [x.target for x in train], cfg.sampler.gen_length)
-    opt = torch.optim.AdamW(adapter.model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
-    sched = _schedule(opt, s)
-    run = RunState(opt, sched, len(train), s.seed)
+    run = loop.optimiser(adapter, adapter.model.parameters(), len(train))
     gen = run.generator  # also draws the masks, so a resumed run draws what an uninterrupted one would
-    main = par.rank == 0
-    if ckpt:
-        if is_sharded(ckpt):
-            load_sharded(ckpt, adapter.model, opt)
-        run.restore(ckpt)
-        if run.step > s.steps:
-            raise CheckpointError(f"{out} is at step {run.step}, past sft.steps={s.steps}; set sft.steps to "
-                                  f"{run.step} or more, or rerun with --fresh to start over")
-        if main:
-            truncate_metrics(out / "metrics.jsonl", run.step)
-        if progress and main:
-            print(f"resuming {out} from {ckpt.name} (step {run.step} of {s.steps})", file=sys.stderr)
-    elif main:
-        (out / "metrics.jsonl").unlink(missing_ok=True)
-        (out / "summary.json").unlink(missing_ok=True)
-    if main:
-        dump(cfg, out / "config.json")  # on a resume too: a changed step budget is what summary.json goes with
-
-    def checkpoint():
-        if par.engine:
-            save_sharded(out, adapter.model, opt, run.state_dict(optimizer=False), par, s.save_total_limit)
-        else:
-            save_checkpoint(out, adapter, run.state_dict(), s.save_total_limit)
-
+    loop.write_config(to_dict(cfg))
     adapter.model.train()
-    start_step = run.step
-    bar = tqdm(total=s.steps, initial=run.step, desc=f"sft {s.task}", disable=not progress or not main, unit="step")
     tokens, t0 = 0, time.perf_counter()
     share = s.batch_size // par.world
     mine = slice(par.rank * share, (par.rank + 1) * share)  # this process's rows of every batch
-    with open(out / "metrics.jsonl", "a") if main else open(os.devnull, "w") as log:
-        while run.step < s.steps and not run.extra.get("stopped_early"):
-            idx = run.next_batch(s.batch_size)
-            p_ids, p_mask = _trim_left(prompts[idx], prompt_mask[idx])
-            loss, n_tok = sft_loss(adapter, p_ids, p_mask, completions[idx], gen, s.eps, mine)
-            if par.any(not torch.isfinite(loss)):  # every rank stops, not only the one that saw it
-                raise FloatingPointError(f"SFT loss is {loss.item()} at step {run.step}; lower sft.lr (now {s.lr}). "
-                                         "The last checkpoint is left untouched.")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            gnorm = torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), s.grad_clip)
-            gnorm = gnorm.full_tensor() if hasattr(gnorm, "full_tensor") else gnorm  # a DTensor under FSDP2
-            opt.step()
-            sched.step()
-            run.step += 1
-            tokens += n_tok
-            mean_loss = par.all_sum(loss.detach().reshape(1).cpu()).item() / par.world  # every process's rows
-            row = {"step": run.step, "loss": mean_loss, "grad_norm": float(gnorm), "lr": sched.get_last_lr()[0]}
-            if s.eval_every and run.step % s.eval_every == 0:
-                row["dev_accuracy"] = evaluate(adapter, dev_task, cfg.sampler, par=par)["accuracy"]
-                row["elapsed_s"] = round(time.perf_counter() - t0, 1)
-                run.extra["dev_accuracy"] = row["dev_accuracy"]
-                if s.target_accuracy and row["dev_accuracy"] >= s.target_accuracy:
-                    run.extra["stopped_early"] = True
-            log.write(json.dumps(row) + "\n")
-            log.flush()  # progress watchers (daca_bench.experiments.grid.jobs) read this file
-            bar.update(1)
-            dev = run.extra.get("dev_accuracy")  # none before the first dev check (none at all without sft.eval_every)
-            bar.set_postfix(loss=f"{mean_loss:.3f}", **({"dev": f"{dev:.3f}"} if dev is not None else {}))
-            if run.step % s.save_every == 0 or run.step == s.steps or run.extra.get("stopped_early"):
-                checkpoint()
-    if run.extra.get("stopped_early"):  # the bar ends where the run did, not at a time left for steps never run
-        bar.total = run.step
-        bar.refresh()
-    bar.close()
-    seconds = time.perf_counter() - t0
-    test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed)
-    result = evaluate(adapter, test, cfg.sampler, n=s.n_eval, par=par)
-    if par.engine:  # final/ from a fresh CPU copy holding every process's shards
-        full = par.full_state(adapter.model)
-        if main:
-            fresh = load_model(cfg.model)
-            fresh.model.load_state_dict(full)
-            write_folder(out / "final", fresh.save)
-        par.barrier()
-    else:
-        write_folder(out / "final", adapter.save)
-    summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
-               "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
-               "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
-               "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else math.nan,
-               "resumed_from_step": start_step, **({"world_size": par.world} if par.world > 1 else {})}
-    if main:
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
 
+    def step(idx: list[int]) -> dict:
+        nonlocal tokens
+        p_ids, p_mask = _trim_left(prompts[idx], prompt_mask[idx])
+        loss, n_tok = sft_loss(adapter, p_ids, p_mask, completions[idx], gen, s.eps, mine)
+        if par.any(not torch.isfinite(loss)):  # every rank stops, not only the one that saw it
+            raise FloatingPointError(f"SFT loss is {loss.item()} at step {run.step}; lower sft.lr (now {s.lr}). "
+                                     "The last checkpoint is left untouched.")
+        run.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), s.grad_clip)
+        gnorm = gnorm.full_tensor() if hasattr(gnorm, "full_tensor") else gnorm  # a DTensor under FSDP2
+        run.optimizer.step()
+        at = loop.advance()
+        tokens += n_tok
+        mean_loss = par.all_sum(loss.detach().reshape(1).cpu()).item() / par.world  # every process's rows
+        row = {"step": at["step"], "loss": mean_loss, "grad_norm": float(gnorm), "lr": at["lr"]}
+        if s.eval_every and run.step % s.eval_every == 0:
+            row["dev_accuracy"] = evaluate(adapter, dev_task, cfg.sampler, par=par)["accuracy"]
+            row["elapsed_s"] = round(time.perf_counter() - t0, 1)
+            run.extra["dev_accuracy"] = row["dev_accuracy"]
+            if s.target_accuracy and row["dev_accuracy"] >= s.target_accuracy:
+                run.extra["stopped_early"] = True
+        return row
 
-def truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric lines past the checkpoint a run resumes from, so no step is logged twice."""
-    if path.exists():
-        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        path.write_text("".join(line + "\n" for line in keep))
+    def postfix(row: dict) -> dict:
+        dev = run.extra.get("dev_accuracy")  # none before the first dev check (none at all without sft.eval_every)
+        return {"loss": f"{row['loss']:.3f}", **({"dev": f"{dev:.3f}"} if dev is not None else {})}
+
+    with loop.running(f"sft {s.task}"):
+        stopped = loop.steps(s.batch_size, step, postfix, done=lambda: bool(run.extra.get("stopped_early")))
+        if stopped:
+            return stopped
+        seconds = time.perf_counter() - t0
+        test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed)
+        result = evaluate(adapter, test, cfg.sampler, n=s.n_eval, par=par)
+        summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
+                   "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
+                   "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
+                   "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else math.nan,
+                   "resumed_from_step": loop.start_step, **({"world_size": par.world} if par.world > 1 else {})}
+        return loop.finish(summary, fresh=lambda: load_model(cfg.model))
 
 
 def _split_dev(samples: list, n_dev: int, task: str) -> tuple[list, list]:

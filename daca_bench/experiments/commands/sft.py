@@ -34,7 +34,7 @@ def run(args) -> int:
         print(f"--fresh: the earlier run in {out} is set aside in {aside}", file=sys.stderr)
     barrier()
     summary = train_sft(cfg, out, resume=not args.fresh, progress=not args.no_progress)
-    if rank_and_world()[0]:
+    if rank_and_world()[0] or summary.get("stopped"):  # stopped by a signal: the loop said so on stderr
         return 0
     ran = summary["steps"] - summary["resumed_from_step"]
     speed = (f"{summary['tokens_per_s']:.0f} tokens/s" if ran else "no step left to run") + \
