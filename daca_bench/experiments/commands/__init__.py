@@ -1,4 +1,4 @@
-"""Command-line entry points that belong to no room below: `daca-bench train` (`train`),
+"""Command-line entry points that belong to no room below: `daca-bench train` (`train`), `daca-bench sft` (`sft`),
 `daca-bench eval` (`eval`, with the evaluation protocols of `protocols`), `daca-bench lm-eval`
 (`lmeval`: lm-evaluation-harness model `daca`), `daca-bench table` (`table`), `daca-bench tasks` (`tasks`:
 the listing, the task battery on one task, its prompts) and `daca-bench new-task` (`scaffold`). The other commands live in the
