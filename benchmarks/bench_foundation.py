@@ -16,7 +16,7 @@ import torch
 from daca_bench.config import ModelConfig, SamplerConfig
 from daca_bench.models import count_parameters, load_model
 from daca_bench.rl.sampler import pad_prompts, sample
-from daca_bench.rl.sft import encode_completions, sft_loss
+from daca_bench.train.sft import encode_completions, sft_loss
 
 
 def _time(fn, repeats: int) -> float:

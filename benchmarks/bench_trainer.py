@@ -15,8 +15,8 @@ import torch
 
 from daca_bench.config import RLConfig, apply, load_config
 from daca_bench.registry import get_task
-from daca_bench.rl.policy import load_initial
-from daca_bench.rl.trainer import PassCounter, train_step
+from daca_bench.engine.policy import load_initial
+from daca_bench.train.trainer import PassCounter, train_step
 
 VARIANTS = {"baseline": {}, "+DPS": {"dps.enabled": True}, "+SML K=2": {"sml.k": 2}, "+SML K=4": {"sml.k": 4},
             "+SML K=8": {"sml.k": 8}, "+DACA (K=4)": {"sml.k": 4, "dps.enabled": True}}

@@ -38,7 +38,7 @@ def cell_costs(folder: Path, by_base: bool = False) -> dict[tuple[str, str], dic
         cost = {p: sum(r.get(f"seconds_{p}", 0.0) for r in rows) for p in PHASES}
         cost["passes"] = sum(sum(v for k, v in r.items() if k.startswith("passes_")) for r in rows)
         cost["clip_frac"] = statistics.mean(r.get("clip_frac", 0.0) for r in rows)
-        for g in GUARDS:  # the rollout guards' per-step columns (daca_bench/rl/guards.py), mean over steps
+        for g in GUARDS:  # the rollout guards' per-step columns (daca_bench/train/guards.py), mean over steps
             vals = [r[g] for r in rows if r.get(g) is not None]
             cost[g] = statistics.mean(vals) if vals else float("nan")
         # the cell's wall-clock: from its axes.json (written when it starts; config.json is rewritten at

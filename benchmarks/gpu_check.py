@@ -29,9 +29,9 @@ from daca_bench.config import RLConfig, apply
 from daca_bench.eval.runner import evaluate_lengths, protocol
 from daca_bench.models import count_parameters
 from daca_bench.registry import get_task
-from daca_bench.rl.memory import enable_gradient_checkpointing
-from daca_bench.rl.policy import load_policy
-from daca_bench.rl.trainer import PassCounter, train_step
+from daca_bench.engine.memory import enable_gradient_checkpointing
+from daca_bench.engine.policy import load_policy
+from daca_bench.train.trainer import PassCounter, train_step
 from daca_bench.testing.paper import write_paper_folder
 
 SHAPES = {

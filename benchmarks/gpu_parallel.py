@@ -1,4 +1,4 @@
-"""The FSDP2 engine (daca_bench/rl/parallel.py) on one GPU, in one prepared run (estimated 4-5 minutes;
+"""The FSDP2 engine (daca_bench/engine/parallel.py) on one GPU, in one prepared run (estimated 4-5 minutes;
 gpu_parallel.sh stops it at 8, keeping the JSON of the runs done):
 
 G1   the LoRA preset (configs/paper/llada_gsm8k.yaml) at LLaDA-8B's shape with random bf16 weights, trained
@@ -114,16 +114,16 @@ def config(part: str, mode: str, args, rows: int):
 
 
 def policy(cfg, size: str, device, compact: bool):
-    """What train() builds before its first step (rl/trainer.py): the policy (LoRA over the base when
+    """What train() builds before its first step (train/trainer.py): the policy (LoRA over the base when
     train.lora), gradient checkpointing, dropout off, the engine's wrap, the reference and AdamW."""
     from dataclasses import replace
 
     from peft import LoraConfig, get_peft_model
 
     from daca_bench.models import DTYPES
-    from daca_bench.rl.memory import enable_gradient_checkpointing
-    from daca_bench.rl.parallel import Parallel
-    from daca_bench.rl.policy import disable_dropout, lora_targets
+    from daca_bench.engine.memory import enable_gradient_checkpointing
+    from daca_bench.engine.parallel import Parallel
+    from daca_bench.engine.policy import disable_dropout, lora_targets
 
     t = cfg.train
     dtype = DTYPES.get(cfg.model.dtype) or torch.float32
@@ -211,7 +211,7 @@ def _sample(model, limit: int = 65536) -> dict:
 
 def run(part: str, mode: str, size: str, args, device, peak_flops: float | None) -> dict:
     """Build as train() does, then warm-up + measured steps of train_step; times, memory and FLOPs."""
-    import daca_bench.rl.trainer as trainer
+    import daca_bench.train.trainer as trainer
 
     rows = args.rows
     cfg = config(part, mode, args, rows)

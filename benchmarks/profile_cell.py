@@ -48,8 +48,8 @@ def profile_steps(cfg, steps: int) -> tuple[dict, float, dict]:
     from torch.profiler import ProfilerActivity, profile
 
     from daca_bench.registry import get_task
-    from daca_bench.rl.policy import load_initial
-    from daca_bench.rl.trainer import PassCounter, train_step
+    from daca_bench.engine.policy import load_initial
+    from daca_bench.train.trainer import PassCounter, train_step
 
     task = get_task(cfg.train.task, split="train", seed=0)
     prompts = list(task.samples)[: cfg.train.prompts_per_step]
@@ -73,9 +73,9 @@ def profile_steps(cfg, steps: int) -> tuple[dict, float, dict]:
 
 def levers(cfg, reps: int = 5) -> tuple[tuple[int, int], list[tuple[str, float]]]:
     """One fwd+bwd of CFG's update batch (B x G x K canvases of the task's prompt plus the canvas) on
-    the cell's own model (rl/policy.load_initial), median of REPS, per lever; and that batch's shape."""
+    the cell's own model (engine/policy.load_initial), median of REPS, per lever; and that batch's shape."""
     from daca_bench.registry import get_task
-    from daca_bench.rl.policy import load_initial
+    from daca_bench.engine.policy import load_initial
 
     prompt = next(iter(get_task(cfg.train.task, split="train", seed=0).samples)).prompt
 
@@ -117,7 +117,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     imports = subprocess.run([sys.executable, "-c", "import time; t = time.perf_counter(); "
-                              "import daca_bench.rl.trainer, daca_bench.experiments.grid.pipeline; "
+                              "import daca_bench.train.trainer, daca_bench.experiments.grid.pipeline; "
                               "print(time.perf_counter() - t)"], capture_output=True, text=True, check=True)
     print(f"torch {torch.__version__}, 1 thread; imports of a worker (torch, transformers, daca_bench): "
           f"{float(imports.stdout):.1f} s\n")

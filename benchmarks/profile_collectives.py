@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    import daca_bench.rl.trainer as trainer
+    import daca_bench.train.trainer as trainer
     from daca_bench.cli import main as cli_main
 
     step_fn = trainer.train_step

@@ -11,7 +11,7 @@ For every family it times, with the project's sampler and verifiers:
   - the SFT start's own cost (its summary), which a second preset with the same family reuses
     (SFT starts are cached by their config);
   - for families without prompt masking (json, code), three RL steps of the baseline and of
-    +SML (causal K = 4) with one shared old/reference pass (`rl/trainer.same_masks`, what the
+    +SML (causal K = 4) with one shared old/reference pass (`train/trainer.same_masks`, what the
     trainer does) and with a pass per inner iteration (the reference way).
 
     .venv/bin/python benchmarks/tiny_full_levers.py --sft-dir runs/reproduce [--families math json]
@@ -87,8 +87,8 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
     import torch
 
     from daca_bench.experiments.grid.pipeline import tiny_cells
-    from daca_bench.rl import trainer as tr
-    from daca_bench.rl.policy import load_initial
+    from daca_bench.train import trainer as tr
+    from daca_bench.engine.policy import load_initial
 
     one = replace(preset, families={label: fam})
     cells = tiny_cells(one, {label: {"folder": str(start.parent)}}, seeds=(0,))

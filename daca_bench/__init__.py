@@ -26,7 +26,7 @@ _PUBLIC = {
     "sample": "daca_bench.rl.sampler",
     "sml_logprobs": "daca_bench.rl.likelihood",
     "dps_weights": "daca_bench.rl.credit",
-    "train": "daca_bench.rl.trainer",
+    "train": "daca_bench.train.trainer",
 }
 __all__ = ["__version__", *_PUBLIC]
 

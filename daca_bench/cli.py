@@ -25,7 +25,7 @@ SUBCOMMANDS = {
     "verify": ("daca_bench.rewards.verify", "score completions in a JSONL file with a task's verifier"),
     "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
     "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
-    "sft": ("daca_bench.rl.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
+    "sft": ("daca_bench.experiments.commands.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
     "train": ("daca_bench.experiments.commands.train", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
     "eval": ("daca_bench.experiments.commands.eval", "evaluate a checkpoint on a task at one or more lengths (d1 / llada / dare protocols)"),
     "lm-eval": ("daca_bench.experiments.commands.lmeval", "lm-evaluation-harness with any model this project loads (lm_eval model `daca`)"),

@@ -163,7 +163,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class GuardConfig:
-    """Collapse guards of the rollouts (daca_bench/rl/guards.py); None = no bound."""
+    """Collapse guards of the rollouts (daca_bench/train/guards.py); None = no bound."""
     action: str = "warn"  # warn | stop (checkpoint and stop the run)
     patience: int = 3  # consecutive steps over a bound before acting
     max_fallback_frac: float | None = None  # steps committing only their forced token (threshold rollouts)

@@ -234,7 +234,7 @@ def _cfg(base, **over):
 
 @pytest.mark.parametrize("base", RATIO_BASED)
 def test_at_lr_0_every_inner_ratio_is_exactly_one(monkeypatch, tmp_path, base):
-    import daca_bench.rl.trainer as tr
+    import daca_bench.train.trainer as tr
 
     seen, real = [], tr.LOSSES[base]
 
@@ -250,7 +250,7 @@ def test_at_lr_0_every_inner_ratio_is_exactly_one(monkeypatch, tmp_path, base):
 
 @pytest.mark.parametrize("base", ["wd1", "spg"])
 def test_a_ratio_free_base_runs_no_old_passes(tmp_path, base):
-    from daca_bench.rl.trainer import train
+    from daca_bench.train.trainer import train
 
     s = train(_cfg(base, **{"train.mu": 2}), tmp_path, progress=False)
     phases = s["ledger"]["phases"]  # canvases per phase: no old-policy pass at all, both inner updates' passes

@@ -10,7 +10,7 @@ from daca_bench.config import apply
 from daca_bench.experiments.grid.cost import arms
 from daca_bench.eval.evaluate import read_eval_records
 from daca_bench.rl.ledger import run_ledger
-from daca_bench.rl.trainer import train
+from daca_bench.train.trainer import train
 
 TIMING = ("seconds_", "tokens_per_s")
 

@@ -50,8 +50,8 @@ def test_print_config_names_every_choice_of_each_named_key():
     from daca_bench.rl.credit import NORMS, SCORES
     from daca_bench.rl.likelihood import STRATA
     from daca_bench.rl.losses import AGGREGATIONS, LOSSES
-    from daca_bench.rl.runtime import PRECISIONS
-    from daca_bench.rl.trainer import REWARDS
+    from daca_bench.engine.runtime import PRECISIONS
+    from daca_bench.train.trainer import REWARDS
 
     helps = {key: help_ for key, _, help_ in describe(RLConfig())}
     tables = {"sml.partition": STRATA, "dps.score": SCORES, "dps.norm": NORMS, "loss.base": LOSSES,

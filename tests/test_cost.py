@@ -9,7 +9,7 @@ import pytest
 from daca_bench.cli import main
 from daca_bench.config import apply
 from daca_bench.experiments.grid.cost import PHASES, arms, step_flops
-from daca_bench.rl.trainer import train
+from daca_bench.train.trainer import train
 
 
 @pytest.mark.slow

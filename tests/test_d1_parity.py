@@ -375,7 +375,7 @@ def test_d1_countdown_and_sudoku_training_rewards():
 
 
 def test_llada_math500_preset_resolves_a_training_split():
-    from daca_bench.rl.trainer import training_task
+    from daca_bench.train.trainer import training_task
 
     cfg = load_config(ROOT / "configs/paper/llada_math500.yaml", [], RLConfig)
     assert "train" in task_spec(cfg.train.task).splits and "train" in task_spec("math500").splits
@@ -398,7 +398,7 @@ def test_paper_presets_carry_d1s_protocol():
 
 
 def test_lora_targets_are_the_named_modules(llada_dir):
-    from daca_bench.rl.policy import load_policy, lora_targets
+    from daca_bench.engine.policy import load_policy, lora_targets
 
     cfg = apply(RLConfig(), {"model": {"name": str(llada_dir)},
                              "train": {"lora": True, "lora_r": 2, "lora_alpha": 4,
@@ -421,7 +421,7 @@ def test_4bit_base_is_gated_with_one_line(llada_dir, tmp_path, capsys):
                "train.steps=1"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "load_in_4bit" in err and "CUDA" in err
-    from daca_bench.rl.policy import nf4_config
+    from daca_bench.engine.policy import nf4_config
 
     with pytest.raises(ConfigError, match="train.lora=true"):
         nf4_config(apply(RLConfig(), {"train.load_in_4bit": True, "model.name": str(llada_dir)}))

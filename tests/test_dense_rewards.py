@@ -5,7 +5,7 @@ import pytest
 from daca_bench.config import ConfigError, RLConfig, apply
 from daca_bench.registry import get_task
 from daca_bench.rewards.scoring import PARTIAL_WEIGHT, digit_credit
-from daca_bench.rl.trainer import training_task
+from daca_bench.train.trainer import training_task
 
 
 def _pair(name):

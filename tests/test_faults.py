@@ -229,7 +229,7 @@ def test_limit_keeps_the_newest_and_a_finished_run_has_them(sft_run):
 
 @pytest.mark.parametrize("kind", list(DAMAGE))
 def test_a_damaged_newest_checkpoint_falls_back_to_the_older_one(kind, sft_run, tmp_path, capsys):
-    from daca_bench.checkpoint import resume_point
+    from daca_bench.engine.checkpoint import resume_point
 
     run = _copy(sft_run, tmp_path)
     DAMAGE[kind](run / "checkpoint-4")
@@ -269,7 +269,7 @@ def test_no_intact_checkpoint_or_none_at_all_refuses_in_one_line(sft_run, tmp_pa
 
 
 def test_an_old_single_checkpoint_folder_still_resumes(sft_run, tmp_path):
-    from daca_bench.checkpoint import resume_point
+    from daca_bench.engine.checkpoint import resume_point
 
     run = _copy(sft_run, tmp_path)
     (run / "checkpoint-4").rename(run / "checkpoint")
@@ -297,7 +297,7 @@ def small_disk(tmp_path, request):
 def test_a_full_disk_is_one_line_and_the_previous_checkpoint_survives(small_disk, capsys):
     import subprocess
 
-    from daca_bench.checkpoint import find_checkpoint
+    from daca_bench.engine.checkpoint import find_checkpoint
 
     run = small_disk / "run"
     assert main(_sft(run, 6)) == 2

@@ -27,7 +27,7 @@ from daca_bench.rl.credit import SCORES
 def sft_arithmetic(tmp_path_factory):
     """The tiny model after a short masked-diffusion SFT on arithmetic: it writes numbers and EOS, so
     that its rollouts earn different dense rewards (GRPO signal)."""
-    from daca_bench.rl.sft import train_sft
+    from daca_bench.train.sft import train_sft
 
     out = tmp_path_factory.mktemp("sft")
     cfg = apply(RunConfig(), {"sampler": {"gen_length": 4, "block_length": 4, "steps": 2},

@@ -1,4 +1,4 @@
-"""Collapse guards (daca_bench/rl/guards.py): the columns from a hand-made record, the bounds,
+"""Collapse guards (daca_bench/train/guards.py): the columns from a hand-made record, the bounds,
 and a threshold training run whose planted collapse trips the guard, which stops it with a checkpoint."""
 import json
 import math
@@ -8,7 +8,7 @@ import torch
 
 from daca_bench.config import GuardConfig, RLConfig, SamplerConfig, load_config
 from daca_bench.errors import ConfigError
-from daca_bench.rl.guards import Guard, collapse_stats, fallback_steps
+from daca_bench.train.guards import Guard, collapse_stats, fallback_steps
 from daca_bench.rl.sampler import RolloutBatch, Trajectory, sample
 
 
@@ -68,7 +68,7 @@ def test_bounds_warn_then_stop_after_patience(capsys):
 def test_a_planted_collapse_trips_the_guard_and_stops_the_run_with_a_checkpoint(tmp_path):
     """The untrained tiny model is far from confident: with rollout.threshold=0.99 every step commits
     only its forced token (fallback fraction 1), a collapse the guard must catch at once."""
-    from daca_bench.rl.trainer import train
+    from daca_bench.train.trainer import train
 
     cfg = load_config("configs/tiny.yaml", ["train.init=", "train.steps=5", "train.n_eval=4", "train.save_every=100",
                                             "train.prompts_per_step=2", "train.num_generations=4",

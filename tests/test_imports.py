@@ -156,3 +156,15 @@ def test_every_room_says_what_it_holds_and_may_import():
     for room in ("analysis", "grid", "studies", "commands"):
         doc = (PACKAGE / "experiments" / room / "__init__.py").read_text()
         assert "May import" in doc, room
+    for room in ("engine", "rl", "train"):
+        assert "May import" in (PACKAGE / room / "__init__.py").read_text(), room
+
+
+def test_the_engine_imports_no_algorithm_and_the_algorithm_no_run_loop():
+    """Issue 54: engine (rank 2) < rl (3) < train (5); the checker sees an arrow the other way."""
+    assert rank("daca_bench.engine.parallel") < rank("daca_bench.rl.sampler") < rank("daca_bench.train.loop")
+    edges = graph()
+    assert not [(a, b) for a, bs in edges.items() for b in bs
+                if a.startswith("daca_bench.engine") and not b.startswith("daca_bench.engine") and rank(b) > 1]
+    assert not [(a, b) for a, bs in edges.items() for b in bs
+                if a.startswith("daca_bench.rl") and b.startswith("daca_bench.train")]

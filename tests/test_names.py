@@ -52,7 +52,7 @@ def test_print_config_shows_overrides_and_helps(tmp_path):
 
 @pytest.mark.slow
 def test_metrics_carry_trl_names_beside_ours(tmp_path):
-    from daca_bench.rl.trainer import TRL_METRICS, train
+    from daca_bench.train.trainer import TRL_METRICS, train
 
     cfg = load_config(None, ["train.task=arithmetic", "train.steps=1", "train.prompts_per_step=2",
                              "train.num_generations=2", "train.n_eval=2", "train.threads=1",

@@ -51,7 +51,7 @@ def test_sml_on_the_tiny_model_is_unchanged_by_the_logit_chunk(tiny):
 
 
 def test_rows_that_fit_grow_with_free_memory_and_checkpointing():
-    from daca_bench.rl.memory import rows_that_fit
+    from daca_bench.engine.memory import rows_that_fit
 
     llada = dict(seq_len=456, vocab=126_464, hidden=4096, layers=32, dtype_bytes=2)
     plain = rows_that_fit(80 * 2**30, checkpointing=False, **llada)
@@ -63,7 +63,7 @@ def test_rows_that_fit_grow_with_free_memory_and_checkpointing():
 
 def test_sml_chunk_is_unchanged_on_cpu(tiny):
     from daca_bench.config import RLConfig, apply
-    from daca_bench.rl.memory import sml_chunk
+    from daca_bench.engine.memory import sml_chunk
 
     assert sml_chunk(tiny, RLConfig(), 40) is None
     assert sml_chunk(tiny, apply(RLConfig(), {"sml.chunk": 6}), 40) == 6
@@ -71,7 +71,7 @@ def test_sml_chunk_is_unchanged_on_cpu(tiny):
 
 def test_out_of_memory_in_a_step_is_one_line_naming_the_knobs(tmp_path, monkeypatch):
     from daca_bench.config import ConfigError, RLConfig, apply
-    from daca_bench.rl import trainer
+    from daca_bench.train import trainer
 
     def boom(*a, **k):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB\nmore detail")
@@ -89,7 +89,7 @@ def test_out_of_memory_in_a_step_is_one_line_naming_the_knobs(tmp_path, monkeypa
 def test_gradient_checkpointing_gives_the_same_gradients(tiny):
     import copy
 
-    from daca_bench.rl.memory import enable_gradient_checkpointing
+    from daca_bench.engine.memory import enable_gradient_checkpointing
 
     p, m = pad_prompts(tiny, ["12+5=", "7="])
     comp = torch.randint(4, 60, (2, 6), generator=torch.Generator().manual_seed(3))
@@ -199,9 +199,9 @@ def test_llada_one_lora_step_with_checkpointing(remote, llada_dir, remote_dir, t
     import json
 
     from daca_bench.config import RLConfig, apply
-    from daca_bench.rl.memory import enable_gradient_checkpointing
-    from daca_bench.rl.policy import load_policy
-    from daca_bench.rl.trainer import train
+    from daca_bench.engine.memory import enable_gradient_checkpointing
+    from daca_bench.engine.policy import load_policy
+    from daca_bench.train.trainer import train
 
     cfg = apply(RLConfig(), {
         "model": {"name": str(remote_dir if remote else llada_dir), "trust_remote_code": remote},
@@ -216,7 +216,7 @@ def test_llada_one_lora_step_with_checkpointing(remote, llada_dir, remote_dir, t
     assert summary["ledger"]["phases"]["likelihood"]["flops"] > 0 and summary["ledger"]["completions"] == 4
     row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(row["loss"]) and row["passes_rollout"] == 16
-    from daca_bench.checkpoint import checkpoints
+    from daca_bench.engine.checkpoint import checkpoints
 
     from torch.distributed.checkpoint import FileSystemReader
 
@@ -295,7 +295,7 @@ def test_paper_presets_carry_d1s_values():
 
 def test_chat_template_without_one_is_a_clear_error(tmp_path):
     from daca_bench.config import RLConfig, apply
-    from daca_bench.rl.trainer import train
+    from daca_bench.train.trainer import train
 
     cfg = apply(RLConfig(), {"train": {"task": "even_length", "steps": 1, "n_eval": 2, "threads": 1,
                                        "chat_template": True}})
@@ -304,10 +304,10 @@ def test_chat_template_without_one_is_a_clear_error(tmp_path):
 
 
 def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(remote_dir, tmp_path):
-    from daca_bench.checkpoint import find_checkpoint
+    from daca_bench.engine.checkpoint import find_checkpoint
     from daca_bench.config import RLConfig, apply
-    from daca_bench.rl.policy import load_policy
-    from daca_bench.rl.trainer import train
+    from daca_bench.engine.policy import load_policy
+    from daca_bench.train.trainer import train
 
     cfg = apply(RLConfig(), {
         "model": {"name": str(remote_dir), "trust_remote_code": True, "dtype": "bfloat16"},

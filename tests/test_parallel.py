@@ -17,8 +17,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from daca_bench.checkpoint import damage, find_checkpoint
-from daca_bench.rl.parallel import Parallel, backend, resolve
+from daca_bench.engine.checkpoint import damage, find_checkpoint
+from daca_bench.engine.parallel import Parallel, backend, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -169,7 +169,7 @@ def test_fresh_under_torchrun_sets_exactly_one_folder_aside(tmp_path):
 
 def test_a_bf16_stored_full_fine_tune_moves_its_weights_at_lr_3e_6(tmp_path):
     """fp32 master weights: AdamW's steps of ~lr are kept, where bf16 weights (8 bits of mantissa) lose them."""
-    from daca_bench.checkpoint import load_sharded
+    from daca_bench.engine.checkpoint import load_sharded
     from daca_bench.config import ModelConfig
     from daca_bench.models import load_model
 
@@ -286,7 +286,7 @@ def test_sft_under_two_processes_equals_one(tmp_path):
 def test_an_accelerate_deepspeed_or_fsdp_launch_is_refused_in_one_line(monkeypatch):
     """`accelerate launch` is a launcher here (it sets torchrun's variables); its own engines are not."""
     from daca_bench.config import ConfigError
-    from daca_bench.rl.parallel import init_process_group
+    from daca_bench.engine.parallel import init_process_group
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     for kind in ("DEEPSPEED", "FSDP"):

@@ -54,7 +54,7 @@ def test_needs_docker_follows_the_preset_s_families(capsys):
 # ---- one eval set for the start and the cells ----------------------------------------------
 def test_a_chat_template_preset_scores_its_start_and_its_cells_on_the_same_prompts(tmp_path, monkeypatch):
     from daca_bench.eval import evaluate as ev
-    from daca_bench.rl.trainer import train
+    from daca_bench.train.trainer import train
     from daca_bench.testing import write_paper_folder
 
     write_paper_folder("llada", tmp_path / "sft" / "final", compact=True)  # LLaDA's chat layout, pad = eos

@@ -28,7 +28,7 @@ def _inner_log_ratios(monkeypatch, tmp_path, cfg):
 
     import peft
 
-    import daca_bench.rl.trainer as tr
+    import daca_bench.train.trainer as tr
 
     # LoRA's B starts at 0, which would hide its dropout: start from a random adapter instead
     monkeypatch.setattr(peft, "LoraConfig", functools.partial(peft.LoraConfig, init_lora_weights=False))
@@ -62,7 +62,7 @@ def test_dropout_left_on_makes_the_passes_disagree(monkeypatch, tmp_path):
 
 
 def test_a_run_reports_its_mean_clip_fraction_and_kl(tmp_path):
-    from daca_bench.rl.trainer import train
+    from daca_bench.train.trainer import train
 
     train(_cfg(**{"train.steps": 2, "loss.epsilon": 0.01, "train.lr": 3e-3}), tmp_path, progress=False)
     s = json.loads((tmp_path / "summary.json").read_text())
@@ -150,7 +150,7 @@ def test_the_committed_default_ran_in_the_regime():
 def test_one_old_and_reference_pass_when_every_inner_iteration_sees_the_same_canvases(monkeypatch, tmp_path, over):
     """No prompt masking and iteration-free strata: the shared passes give the run the separate
     passes give (same metrics, same weights), with fewer forward passes."""
-    from daca_bench.rl import trainer as tr
+    from daca_bench.train import trainer as tr
 
     cfg = _cfg(**{"sml.p_mask_prompt": 0.0, "train.steps": 2, **over})
     assert tr.same_masks(cfg) and not tr.same_masks(_cfg(**over))  # prompt masking draws per iteration

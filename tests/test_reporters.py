@@ -5,8 +5,8 @@ import time
 import pytest
 
 from daca_bench.config import ConfigError
-from daca_bench.rl.reporters import reporter_names
-from daca_bench.rl.trainer import train
+from daca_bench.train.reporters import reporter_names
+from daca_bench.train.trainer import train
 from test_trainer import _cfg
 
 

@@ -79,7 +79,7 @@ def train_args(command: str) -> list[str] | None:
 
 def check_train(args: list[str]) -> str:
     """Load (and validate) the config and overrides a `train` command names; returns the config."""
-    from daca_bench.rl.trainer import validate
+    from daca_bench.train.trainer import validate
 
     config, over, i = None, [], 1
     while i < len(args):
@@ -223,7 +223,7 @@ def test_profile_collectives_writes_a_rank_report(tmp_path):
 
 ROLLOUT_COPY = """
 import torch
-from daca_bench.rl.parallel import Parallel
+from daca_bench.engine.parallel import Parallel
 from daca_bench.testing.paper import paper_model
 
 model = paper_model("llada", compact=True, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, mlp_hidden_size=64)

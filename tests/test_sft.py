@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 
 from daca_bench.config import RunConfig, apply
-from daca_bench.rl.sft import encode_completions, train_sft
+from daca_bench.train.sft import encode_completions, train_sft
 
 
 def _cfg(**sft):
@@ -35,6 +35,33 @@ def test_resumed_sft_equals_uninterrupted(tmp_path):
     assert steps == list(range(1, 13))
 
 
+def test_a_stop_signal_checkpoints_sft_and_the_rerun_ends_where_an_uninterrupted_run_does(tmp_path, monkeypatch):
+    """SFT runs on the shared loop (train/loop.py): SIGTERM stops it at the end of the step, checkpointed."""
+    import os
+    import signal
+
+    import daca_bench.train.sft as sft
+
+    cfg = _cfg(steps=6, save_every=100)
+    train_sft(cfg, tmp_path / "straight", progress=False)
+    real, calls = sft.sft_loss, []
+
+    def loss_then_preempted(*args, **kw):  # the real loss; a preemption arrives during step 3
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sft, "sft_loss", loss_then_preempted)
+    assert train_sft(cfg, tmp_path / "stopped", progress=False) == {"stopped": True, "step": 3}
+    assert (tmp_path / "stopped" / "checkpoint-3").is_dir() and not (tmp_path / "stopped" / "summary.json").exists()
+    monkeypatch.undo()
+    assert train_sft(cfg, tmp_path / "stopped", progress=False)["resumed_from_step"] == 3
+    a = load_file(tmp_path / "straight" / "final" / "model.safetensors")
+    b = load_file(tmp_path / "stopped" / "final" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_completion_too_long_for_canvas_is_a_clear_error(tiny):
     with pytest.raises(ValueError, match="raise sampler.gen_length"):
         encode_completions(tiny, ["12345678"], 8)
@@ -43,7 +70,7 @@ def test_completion_too_long_for_canvas_is_a_clear_error(tiny):
 
 
 def test_sft_stops_at_the_dev_target_and_a_rerun_does_not_train_on(tmp_path, monkeypatch):
-    import daca_bench.rl.sft as sft
+    import daca_bench.train.sft as sft
 
     calls = []
 
@@ -62,7 +89,7 @@ def test_sft_stops_at_the_dev_target_and_a_rerun_does_not_train_on(tmp_path, mon
 
 
 def test_dev_prompts_are_held_out_of_training():
-    from daca_bench.rl.sft import _split_dev
+    from daca_bench.train.sft import _split_dev
 
     train, dev = _split_dev(list(range(100)), 10, "t")
     assert dev == list(range(90, 100)) and not set(train) & set(dev)

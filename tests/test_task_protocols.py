@@ -56,7 +56,7 @@ def test_train_protocol_poses_the_rl_train_and_test_sets_as_the_retired_task_did
     from daca_bench.config import RLConfig, apply
     from daca_bench.loaders import DATA_FILES_ENV
     from daca_bench.registry import test_set
-    from daca_bench.rl.trainer import training_task
+    from daca_bench.train.trainer import training_task
 
     monkeypatch.setenv(DATA_FILES_ENV, str(FIX / "gsm8k.jsonl"))
     cfg = apply(RLConfig(), {"train.task": "gsm8k", "train.protocol": "d1", "train.reward": "d1"})

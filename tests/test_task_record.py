@@ -63,7 +63,7 @@ def sort4(tmp_path, monkeypatch):
 
 
 def test_the_trainer_records_the_task_and_each_scored_prompt_s_cluster(sort4, tmp_path):
-    from daca_bench.rl.trainer import train
+    from daca_bench.train.trainer import train
 
     cfg = apply(RLConfig(), {"train": {"task": "sort4", "steps": 1, "prompts_per_step": 2, "num_generations": 2,
                                        "n_eval": 6, "threads": 1, "save_every": 1},

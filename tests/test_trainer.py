@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from daca_bench.config import RLConfig, apply
-from daca_bench.rl.trainer import PassCounter, train, train_step
+from daca_bench.train.trainer import PassCounter, train, train_step
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def _setup(tiny_cfg, mu=1, dps=False, k=1):
 def test_first_inner_step_is_on_policy_with_ratio_exactly_one(monkeypatch):
     cfg, adapter, task, opt = _setup(_cfg(), mu=2, k=2)
     ratios = []
-    import daca_bench.rl.trainer as tr
+    import daca_bench.train.trainer as tr
 
     real = tr.LOSSES[cfg.loss.base]
 
@@ -139,7 +139,7 @@ def test_paper_preset_fails_fast_without_gpu(tmp_path):
 
 def test_shipped_rl_presets_load_and_unknown_choices_are_named():
     from daca_bench.config import ConfigError, load_config
-    from daca_bench.rl.trainer import validate
+    from daca_bench.train.trainer import validate
 
     for path in [ROOT / "configs/tiny.yaml", *sorted((ROOT / "configs/paper").glob("*.yaml"))]:
         validate(load_config(path, [], RLConfig))
@@ -191,7 +191,7 @@ BF16_CPU, PLAIN_CPU = frozenset({"sse2", "avx512f", "avx512_bf16"}), frozenset({
 
 
 def test_cpu_flags_are_read_from_the_machine_and_decide_bf16():
-    from daca_bench.rl import runtime
+    from daca_bench.engine import runtime
 
     flags = runtime.cpu_flags()
     assert isinstance(flags, frozenset) and runtime.cpu_flags() is flags  # read once
@@ -210,8 +210,8 @@ def test_cpu_flags_are_read_from_the_machine_and_decide_bf16():
     ("bf16", PLAIN_CPU, "bf16", "bf16"),
 ])
 def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypatch, precision, flags, rollout, update):
-    import daca_bench.rl.trainer as tr
-    from daca_bench.rl import runtime
+    import daca_bench.train.trainer as tr
+    from daca_bench.engine import runtime
 
     monkeypatch.setattr(runtime, "cpu_flags", lambda: flags)
     seen = {"rollout": set(), "likelihood": set()}
@@ -271,7 +271,7 @@ def test_an_unknown_variant_names_the_headline_ones(capsys):
 def test_eval_reads_an_rl_checkpoint_as_the_policy_at_that_step(tmp_path):
     """checkpoint-STEP/ holds DCP shards, not a model folder: eval builds the run's policy from its
     config.json and loads the step's weights (LoRA merged); at the last step that is final/'s model."""
-    from daca_bench.rl.policy import load_trained
+    from daca_bench.engine.policy import load_trained
 
     cfg = _cfg(**{"train.lora": True, "train.lora_r": 4, "train.lora_alpha": 8, "train.steps": 2, "train.save_every": 2})
     train(cfg, tmp_path / "run", progress=False)

@@ -64,7 +64,7 @@ def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
 def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | None = None, seed: int = 0,
              par=None, rule=None, decode=None) -> dict:
     """Greedy (temperature 0 unless cfg says otherwise) decoding of the first n samples. With `par`
-    (rl/parallel.py) of several processes, rank r decodes and scores samples r, r + W, ... inside
+    (engine/parallel.py) of several processes, rank r decodes and scores samples r, r + W, ... inside
     par.rollout and every rank gets all rows back in the samples' order (the same rows as one process
     for greedy decoding; sampled decoding draws its noise per batch, so it is not split-invariant).
     `rule`: the sampler's EOS rule (sampler.Suppress); `decode`: completion ids -> text (default: up to

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from ..config import SamplerConfig
 from ..errors import ConfigError
 from ..models import default_device
-from ..rl.policy import load_trained
+from ..engine.policy import load_trained
 from ..rl import parallel
 from ..rl.likelihood import elbo_logprobs
 from ..rl.sampler import pad_prompts, sample

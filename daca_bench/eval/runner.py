@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from ..canvas import check, check_fits, gold_lengths
 from ..config import SamplerConfig
 from ..models import run_canvas
-from ..rl.policy import load_trained
+from ..engine.policy import load_trained
 from . import protocols
 from .evaluate import evaluate
 from .prompts import load_task, protocol_task
@@ -127,7 +127,7 @@ def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: 
     docstring); return the summary rows. Under torchrun each process decodes rows rank::world."""
     from ..models import default_device
     from ..registry import task_spec
-    from ..rl.parallel import Parallel, init_process_group, rank_and_world
+    from ..engine.parallel import Parallel, init_process_group, rank_and_world
 
     plans = {name: canvases(name, task, model, gen_lengths, block_length, steps, threshold, cache, batch_size)
              for name in names}

@@ -1,6 +1,8 @@
-"""The RL core for masked diffusion LMs: the sampler and its trajectory record (`sampler`),
+"""The RL algorithm for masked diffusion LMs: the sampler and its trajectory record (`sampler`),
 likelihood estimators with SML and the Monte Carlo ELBO (`likelihood`), DPS credit weights
-(`credit`), advantages and the grpo / gspo / reinforce_pp losses (`losses`), the DACA-GRPO
-training loop (`trainer`) and masked-diffusion SFT (`sft`); greedy evaluation is in daca_bench.eval.
-Every formula is written out in docs/method.md. Imports nothing from experiments/.
+(`credit`), advantages and the grpo / gspo / reinforce_pp losses (`losses`, `lossparts`), the
+field's bases (`bases/`), and the compute ledger (`ledger`); greedy evaluation is in daca_bench.eval.
+Every formula is written out in docs/method.md. The run loop that drives them is daca_bench.train.
+
+May import: the shared base, `daca_bench.rewards` and `daca_bench.engine`. Never `train` or `experiments`.
 """

@@ -139,7 +139,7 @@ class Ledger:
 
     def booked(self, before: dict[str, Counter], phases, par=None) -> dict:
         """Since `before`, per phase: `passes_P` (canvases), `tokens_P` and `flops_P` (forward + backward),
-        summed over every process (par: rl/parallel.py), the step's columns of metrics.jsonl."""
+        summed over every process (par: engine/parallel.py), the step's columns of metrics.jsonl."""
         new = self.since(before)
         cols = [(p, c) for p in phases for c in ("canvases", "tokens", "flops_forward", "flops_backward")]
         vec = torch.tensor([float(new.get(p, Counter())[c]) for p, c in cols], dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""`daca-bench train`: the command line of the DACA-GRPO trainer (daca_bench.rl.trainer).
+"""`daca-bench train`: the command line of the DACA-GRPO trainer (daca_bench.train.trainer).
 
     daca-bench train --config configs/tiny.yaml --variant +DACA train.task=sudoku_tiny
     daca-bench train --config configs/tiny.yaml dps.enabled=true sml.k=4 --output-dir runs/daca
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 
 from ...config import RLConfig, load_config
-from ...rl.parallel import barrier, init_process_group, rank_and_world
-from ...rl.trainer import train
+from ...engine.parallel import barrier, init_process_group, rank_and_world
+from ...train.trainer import train
 
 
 def configure(parser) -> None:

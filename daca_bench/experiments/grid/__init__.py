@@ -3,6 +3,7 @@
 sweep -> grid -> table), `reproduce`, `calibrate`, pre-registration (`preregister`) and the
 code a cell ran (`provenance`).
 
-May import: the shared base, `daca_bench.rl`, and `analysis` (a pipeline ends in a table).
+May import: the shared base, `daca_bench.engine`, `daca_bench.rl`, `daca_bench.train` (a cell is a training
+run) and `analysis` (a pipeline ends in a table).
 Never `studies` or `commands`.
 """

@@ -32,7 +32,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ...checkpoint import checkpoints
+from ...engine.checkpoint import checkpoints
 from ...config import ConfigError, RLConfig, apply, load_config, parse_overrides, read_yaml, to_dict, trl_aliases
 from ...errors import UnavailableError
 from ...runfolder import changes, set_aside
@@ -174,9 +174,9 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int, gpus: float = 0)
 
 def train_cell(cfg: RLConfig, folder: Path, resume: bool, gpus: int = 0) -> None:
     """One cell's training: in this process, or with several GPUs as `torchrun --nproc_per_node GPUS`
-    running this module on the cell's resolved config (the trainer's FSDP2 path, rl/parallel.py)."""
+    running this module on the cell's resolved config (the trainer's FSDP2 path, engine/parallel.py)."""
     if gpus <= 1:
-        from ...rl.trainer import train
+        from ...train.trainer import train
 
         train(cfg, folder, resume=resume, progress=False)
         return
@@ -214,7 +214,7 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
     start row). Cached by the init weights' content (not their path), the set and the canvas."""
     from ...registry import ids_digest, read_excluded, task_record
     from ...eval.evaluate import eval_task, evaluate, write_eval_records
-    from ...rl.policy import load_initial
+    from ...engine.policy import load_initial
     from ..analysis.results import START
 
     out, inits = {}, {}
@@ -395,7 +395,7 @@ def run(args) -> int:
 
 
 if __name__ == "__main__":  # under torchrun, from train_cell: CONFIG FOLDER resume|fresh
-    from ...rl.trainer import train as _train
+    from ...train.trainer import train as _train
 
     _cfg_path, _folder, _mode = sys.argv[1:4]
     _train(load_config(_cfg_path, [], RLConfig), _folder, resume=_mode == "resume", progress=False)

@@ -5,7 +5,7 @@ meta device (shapes only: no weights, no memory; LLaDA-8B and Dream-7B at their 
     daca-bench cost --preset tiny                            # the preset's arms, per step and per cell
     daca-bench cost --config configs/paper/llada_gsm8k.yaml  # baseline vs +DACA at the paper's shape
 
-A step is modelled as the trainer runs it (rl/trainer.py): the rollout's `rollout.steps` denoising
+A step is modelled as the trainer runs it (train/trainer.py): the rollout's `rollout.steps` denoising
 passes over the B*G canvases of prompt + completion (cache none; a cached or threshold rollout is
 measured by the ledger, not predicted here); the old-policy passes (mu - 1 draws, or none when every
 inner iteration scores the same canvases or the base reads no ratio) and the reference passes (beta >
@@ -52,12 +52,12 @@ def meta_model(cfg: RLConfig) -> torch.nn.Module:
     if cfg.train.lora:
         from peft import LoraConfig, get_peft_model
 
-        from ...rl.policy import lora_targets
+        from ...engine.policy import lora_targets
 
         model = get_peft_model(model, LoraConfig(r=cfg.train.lora_r, lora_alpha=cfg.train.lora_alpha,
                                                  target_modules=lora_targets(cfg.train.lora_target_modules)))
     if cfg.train.gradient_checkpointing:
-        from ...rl.memory import enable_gradient_checkpointing
+        from ...engine.memory import enable_gradient_checkpointing
 
         enable_gradient_checkpointing(model)
     return model
@@ -100,7 +100,7 @@ def prompt_length(cfg: RLConfig) -> int:
 def step_flops(cfg: RLConfig, model=None) -> dict:
     """Predicted FLOPs per training step, per phase, and the step's canvases (B*G) and strata K'."""
     from ...rl.bases import ratio_free
-    from ...rl.trainer import same_masks
+    from ...train.trainer import same_masks
 
     if cfg.rollout.cache != "none" or cfg.rollout.threshold is not None:
         raise UnavailableError("daca-bench cost models uncached schedule rollouts (rollout.cache=none, no threshold); "

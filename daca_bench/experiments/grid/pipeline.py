@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ...checkpoint import checkpoints
+from ...engine.checkpoint import checkpoints
 from ...config import ConfigError, RLConfig, RunConfig, apply, load_config, to_dict
 from ...resources import data_dir
 from .ablation import VARIANTS, Cell, evaluate_starts, expand, slug  # noqa: F401 - evaluate_starts: stage 2's start
@@ -46,7 +46,7 @@ def sft_folder(work: Path, cfg: RunConfig) -> Path:
 
 
 def _sft_job(cfg: RunConfig, folder: str) -> dict:
-    from ...rl.sft import train_sft
+    from ...train.sft import train_sft
 
     done = Path(folder) / "summary.json"
     if done.exists():

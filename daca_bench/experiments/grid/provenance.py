@@ -22,9 +22,9 @@ PACKAGE = Path(__file__).resolve().parent.parent  # daca_bench/: its checkout is
 
 def describe(where: Path = PACKAGE) -> str:
     """`git describe --always --dirty` of the checkout holding the package ('' when not in one);
-    the one reader is rl.runtime.git_describe, which a plain `train` records too (imported here,
+    the one reader is engine.runtime.git_describe, which a plain `train` records too (imported here,
     not at the top, so that reading a table never imports torch)."""
-    from ...rl.runtime import git_describe
+    from ...engine.runtime import git_describe
 
     return git_describe(where)
 

@@ -21,7 +21,7 @@ import torch
 from ...config import RunConfig, SamplerConfig, command_config, to_dict
 from ...models import default_device, load_model
 from ...rl.sampler import replay_commit_logp, sample
-from ...rl.sft import sft_loss
+from ...train.sft import sft_loss
 from .shared import REFERENCE_DRAW, Estimator, bootstrap_items, nearby_copy, row_corr, spearman
 
 ELBO_DRAWS = 64

@@ -1,12 +1,12 @@
-"""The DACA-GRPO trainer: one loop for GRPO, GSPO, REINFORCE++ and the field's bases (rl/bases/), with DPS and SML.
+"""The DACA-GRPO trainer: one step for GRPO, GSPO, REINFORCE++ and the field's bases (rl/bases/), with DPS and SML.
 
     daca-bench train --config configs/tiny.yaml train.init=runs/sft-tiny/final dps.enabled=true sml.k=4
 
-Each step reads top to bottom: sample G completions per prompt with the trajectory record ->
-verify -> advantages -> DPS weights -> log-probs under the old policy (and the reference when
-beta > 0) -> mu inner updates -> log -> periodic greedy evaluation -> checkpoint.
+Each step reads top to bottom: sample G completions per prompt with the trajectory record -> verify ->
+advantages -> DPS weights -> log-probs under the old policy (and the reference when beta > 0) -> mu inner
+updates -> log -> periodic greedy evaluation; the run around it is the shared loop (train/loop.py).
 Under `torchrun --nproc_per_node N` every process takes B/N of the prompts on PyTorch's FSDP2
-(rl/parallel.py: `train.parallel`), with token counts, metrics and evaluation over all processes,
+(engine/parallel.py: `train.parallel`), with token counts, metrics and evaluation over all processes,
 so one process, N processes and `train.grad_accum=N` give the same update (docs/trainer.md).
 """
 from __future__ import annotations
@@ -14,43 +14,37 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
-import signal
-import sys
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from ..canvas import check_rl
-from ..checkpoint import RunState, is_sharded, load_sharded, resume_point, save_sharded, write_folder
 from ..config import ConfigError, RLConfig, pick, to_dict
-from ..errors import CheckpointError
+from ..engine.checkpoint import is_sharded
+from ..engine.memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
+from ..engine.parallel import Parallel, rank_and_world
+from ..engine.policy import disable_dropout, load_initial, load_policy
+from ..engine.runtime import PRECISIONS, autocast, git_describe, precision_record, versions
 from ..jsonl import column_means
 from ..loaders import data_files_given
 from ..models import DTYPES, default_device, require_available, task_prompts
 from ..registry import task_record
-from ..runfolder import RESUMABLE_RL, refuse_changed
-from .bases import check as check_base, estimator_for, fresh_masks, ratio_free
-from .credit import dps_weights, weight_stats
+from ..rl.bases import check as check_base, estimator_for, fresh_masks, ratio_free
+from ..rl.credit import dps_weights, weight_stats
 from ..eval.evaluate import eval_task, evaluate, score, write_eval_records
+from ..rl.ledger import PHASES, Ledger, run_ledger
+from ..rl.likelihood import STRATA, keyed_generator, sml_logprobs
+from ..rl.losses import ADVANTAGES, AGGREGATIONS, LOSSES
+from ..rl.lossparts import row_norms, step_norms
+from ..rl.sampler import sample
+from ..runfolder import RESUMABLE_RL
 from .guards import Guard, collapse_stats, gathered
-from .ledger import PHASES, Ledger, run_ledger
-from .likelihood import STRATA, keyed_generator, sml_logprobs
-from .lossparts import row_norms, step_norms
-from .losses import ADVANTAGES, AGGREGATIONS, LOSSES
-from .memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
-from .policy import disable_dropout, load_initial, load_policy
-from .reporters import open_reporters, reporter_names
-from .parallel import Parallel, rank_and_world
-from .runtime import PRECISIONS, autocast, git_describe, is_main_thread, precision_record, versions
-from .sampler import sample
-from .sft import truncate_metrics
-
+from .loop import Loop
+from .reporters import reporter_names
 
 PassCounter = Ledger  # the earlier name (benchmarks/); the ledger books canvases, tokens and FLOPs per phase
 
@@ -65,7 +59,7 @@ def validate(cfg: RLConfig) -> None:
     check_base(cfg)
     pick(AGGREGATIONS, cfg.loss.loss_type, "loss.loss_type")
     pick(STRATA, cfg.sml.partition, "sml.partition")
-    from .credit import NORMS, SCORES
+    from ..rl.credit import NORMS, SCORES
 
     pick(SCORES, cfg.dps.score, "dps.score")
     pick(NORMS, cfg.dps.norm, "dps.norm")
@@ -78,22 +72,16 @@ def validate(cfg: RLConfig) -> None:
 
 
 def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: bool = True) -> dict:
+    """An RL run in `out_dir` on the shared run loop (train/loop.py): the policy (and its reference), the
+    train and test tasks, the step (`train_step`), periodic and final greedy evaluation, the guards."""
     t = cfg.train
     par = Parallel.start(t.parallel, t.lora, t.offload, t.load_in_4bit)  # torchrun's world (one process: none)
     validate(cfg)
-    rank, world = par.rank, par.world
-    out = Path(out_dir)
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-    par.check_shared(out)
-    if t.threads:
-        torch.set_num_threads(t.threads)
     require_available(cfg.model if not t.init else replace(cfg.model, name=t.init), t.require_gpu)
-    if resume:  # a folder written under another config is never resumed, nor relabelled
-        refuse_changed(out, cfg, RESUMABLE_RL)
-    ckpt = par.broadcast_object(resume_point(out, fresh=not resume) if rank == 0 else None)  # rank 0's view
+    loop = Loop.open(cfg, "train", out_dir, resume, RESUMABLE_RL, par, progress, sharded=True, frozen=not t.lora)
+    rank, world, out = par.rank, par.world, loop.out
     device = default_device()
-    adapter = load_policy(cfg, None if is_sharded(ckpt) else ckpt)
+    adapter = load_policy(cfg, None if is_sharded(loop.ckpt) else loop.ckpt)
     adapter.model.to(device)
     if t.gradient_checkpointing:
         enable_gradient_checkpointing(adapter.model)
@@ -115,80 +103,40 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         train_task = _chat_task(adapter, train_task, t.chat_template, t.max_prompt_length)  # train prompts cut
     samples = list(train_task.samples)
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, t.warmup_steps)))
-    run = RunState(opt, sched, len(samples), t.seed)
-    if ckpt:
-        if is_sharded(ckpt):
-            load_sharded(ckpt, adapter.model, opt, frozen=not t.lora)
-        run.restore(ckpt)
-        if run.step > t.steps:
-            raise CheckpointError(f"{out} is at step {run.step}, past train.steps={t.steps}; set train.steps to "
-                                  f"{run.step} or more, or rerun with --fresh to start over")
-        if rank == 0:
-            truncate_metrics(out / "metrics.jsonl", run.step)
-    elif rank == 0:
-        (out / "metrics.jsonl").unlink(missing_ok=True)
-        (out / "summary.json").unlink(missing_ok=True)
-    if rank == 0:  # on a resume too: a changed step budget or thread count is what summary.json goes with
-        given = data_files_given()  # --data-file: the local files a hub task was read from
-        (out / "config.json").write_text(json.dumps({**to_dict(cfg), "git": git_describe(), "versions": versions(),
-                                                     "world_size": world, "parallel_used": par.mode,
-                                                     **precision_record(device, t.precision),
-                                                     **({"data_files": given} if given else {})}, indent=2) + "\n")
-    stop = {"signal": None}  # every rank listens: a preempted job's SIGTERM may reach any of them first
-    old_handlers = {s: signal.signal(s, lambda num, _: stop.update(signal=num)) for s in (signal.SIGTERM, signal.SIGINT)} \
-        if is_main_thread() else {}
+    run = loop.optimiser(adapter, trainable, len(samples), betas=(t.adam_beta1, t.adam_beta2))
+    given = data_files_given()  # --data-file: the local files a hub task was read from
+    loop.write_config({**to_dict(cfg), "git": git_describe(), "versions": versions(), "world_size": world,
+                       "parallel_used": par.mode, **precision_record(device, t.precision),
+                       **({"data_files": given} if given else {})})
+    guard = Guard(cfg.guard)  # collapse guards (train/guards.py)
 
-    def checkpoint():
-        save_sharded(out, adapter.model, opt, run.state_dict(optimizer=False), par, t.save_total_limit,
-                     frozen=not t.lora)
+    def step(idx: list[int]) -> dict:
+        per_rank = t.prompts_per_step // world
+        my = idx[rank * per_rank:(rank + 1) * per_rank]
+        try:
+            metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step,
+                                 run.optimizer, counter, par)
+        except torch.OutOfMemoryError as exc:
+            raise out_of_memory(run.step, exc) from None
+        metrics.update(loop.advance())
+        if t.eval_every and run.step % t.eval_every == 0 and run.step < t.steps:
+            before = counter.snapshot()
+            with counter("eval"):  # its per-prompt records too: a budget's arm (eval-stepN.jsonl, issue 48)
+                mid = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
+            metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval, test_accuracy=mid["accuracy"])
+            if rank == 0:
+                write_eval_records(out / f"eval-step{run.step}.jsonl", mid)
+        return metrics
 
-    bar = tqdm(total=t.steps, initial=run.step, desc=f"train {cfg.loss.base} {t.task}", disable=not progress or rank > 0)
-    log = open(out / "metrics.jsonl", "a") if rank == 0 else None
-    board = open_reporters(t.report_to, out, to_dict(cfg)) if rank == 0 else None
-    guard = Guard(cfg.guard)  # collapse guards (rl/guards.py)
-    try:
-        while run.step < t.steps:
-            idx = run.next_batch(t.prompts_per_step)
-            per_rank = t.prompts_per_step // world
-            my = idx[rank * per_rank:(rank + 1) * per_rank]
-            try:
-                metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, opt,
-                                     counter, par)
-            except torch.OutOfMemoryError as exc:
-                raise out_of_memory(run.step, exc) from None
-            sched.step()
-            run.step += 1
-            step = run.step
-            metrics.update(step=step, lr=sched.get_last_lr()[0])
-            if t.eval_every and step % t.eval_every == 0 and step < t.steps:
-                before = counter.snapshot()
-                with counter("eval"):  # its per-prompt records too: a budget's arm (eval-stepN.jsonl, issue 48)
-                    mid = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
-                metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval,
-                               test_accuracy=mid["accuracy"])
-                if rank == 0:
-                    write_eval_records(out / f"eval-step{step}.jsonl", mid)
-            if log:
-                log.write(json.dumps(metrics) + "\n")
-                if board:
-                    board.log(metrics, step)
-                log.flush()
-            bar.update(1)
-            bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
-            if par.any(guard.tripped(metrics, step)):  # guard.action=stop: checkpoint and stop
-                checkpoint()
-                return {"stopped": True, "step": run.step, "guard": guard.message}
-            signalled = par.any(stop["signal"] is not None)  # one rank's signal stops every rank at this step
-            if step % t.save_every == 0 or signalled:
-                checkpoint()
-            if signalled:
-                if rank == 0:
-                    print(f"stopped by signal {stop['signal'] or 'on another process'} at step {run.step}; "
-                          "checkpoint saved, rerun to resume", file=sys.stderr)
-                return {"stopped": True, "step": run.step}
-        checkpoint()
+    def halt(metrics: dict) -> dict | None:  # guard.action=stop: checkpoint and stop
+        tripped = par.any(guard.tripped(metrics, metrics["step"]))
+        return {"stopped": True, "step": run.step, "guard": guard.message} if tripped else None
+
+    with loop.running(f"train {cfg.loss.base} {t.task}", t.report_to, to_dict(cfg)):
+        stopped = loop.steps(t.prompts_per_step, step, halt=halt, postfix=lambda m: {
+            "reward": f"{m['reward_mean']:.3f}", "loss": f"{m['loss']:.4f}"})
+        if stopped:
+            return stopped
         before = counter.snapshot()
         with counter("eval"):
             result = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
@@ -205,41 +153,19 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         with par.rollout(adapter.model):  # collective-free: rank 0 alone samples the examples
             if rank == 0:
                 write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
-        write_final(out / "final", adapter, cfg, par)
-        if rank == 0:
-            tmp = out / "summary.json.tmp"
-            tmp.write_text(json.dumps(summary, indent=2) + "\n")
-            os.replace(tmp, out / "summary.json")
-        return summary
-    finally:
-        bar.close()
-        if log:
-            log.close()
-        if board:
-            board.close()
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
+        return loop.finish(summary, fresh=lambda: load_policy(cfg, None),
+                           export=lambda model, live: final_model(model, cfg, live))
 
 
-def write_final(path: Path, adapter, cfg: RLConfig, par: Parallel) -> None:
-    """final/: a plain save_pretrained folder in model.dtype (LoRA merged into the base). Under the
-    engine every rank hands its shards over and rank 0 loads them into a fresh CPU copy of the policy,
-    so the GPU model is never copied."""
-    t = cfg.train
-    if par.engine:
-        full = par.full_state(adapter.model)
-        if par.rank == 0:
-            fresh = load_policy(cfg, None)
-            fresh.model.load_state_dict(full)
-            model = fresh.model.merge_and_unload() if t.lora else fresh.model
-            write_folder(path, replace(fresh, model=model).save)
-        par.barrier()
-        return
-    model = copy.deepcopy(adapter.model).merge_and_unload() if t.lora else adapter.model
+def final_model(model, cfg: RLConfig, live: bool):
+    """final/'s model: LoRA merged into the base (a copy of the run's own model, `live`), else the fp32
+    master weights back in model.dtype."""
+    if cfg.train.lora:
+        return (copy.deepcopy(model) if live else model).merge_and_unload()
     dtype = DTYPES.get(cfg.model.dtype)
-    if not t.lora and dtype is not None and next(model.parameters()).dtype != dtype:
-        model = model.to(dtype)  # the fp32 master weights back in the model's dtype
-    write_folder(path, replace(adapter, model=model).save)
+    if live and dtype is not None and next(model.parameters()).dtype != dtype:
+        return model.to(dtype)
+    return model
 
 
 def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> None:

@@ -1,6 +1,6 @@
 """Where a training step runs: the precision of its passes (bf16 autocast, `train.precision`) and
 the run's metadata (git hash, package versions) written beside its config. The processes of a
-torchrun launch and their engine (FSDP2): rl/parallel.py."""
+torchrun launch and their engine (FSDP2): engine/parallel.py."""
 from __future__ import annotations
 
 import functools

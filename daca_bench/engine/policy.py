@@ -13,6 +13,7 @@ import torch
 
 from ..config import ConfigError, RLConfig, apply
 from ..models import ModelAdapter, load_checkpoint, load_model, load_pretrained
+from .checkpoint import is_sharded, load_sharded
 
 
 def disable_dropout(model) -> None:
@@ -67,8 +68,6 @@ def lora_targets(spec: str):
 def load_policy(cfg: RLConfig, ckpt):
     """The policy to train: from the checkpoint when resuming (a DCP checkpoint: the initial policy with
     the checkpoint's weights); wrapped with LoRA (peft) when train.lora."""
-    from ..checkpoint import is_sharded, load_sharded
-
     t = cfg.train
     if is_sharded(ckpt):
         adapter = load_policy(cfg, None)
@@ -91,8 +90,6 @@ def load_trained(name: str, trust_remote_code: bool = False, dtype: str = "float
     """What `eval`, `lm-eval` and `sample` load as a model: an RL run's checkpoint-STEP/ (a DCP checkpoint:
     the run's policy at that step, built from the run's config.json beside it, LoRA merged), else
     models.load_checkpoint (a save_pretrained folder, a LoRA adapter folder, a hub id, tiny)."""
-    from ..checkpoint import is_sharded
-
     folder = Path(name)
     if not is_sharded(folder):
         return load_checkpoint(name, trust_remote_code, dtype, base)

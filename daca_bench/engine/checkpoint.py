@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import CheckpointError, DiskFullError
+from ..errors import CheckpointError, DiskFullError
+from .parallel import Parallel
 
 PREFIX = "checkpoint-"
 MANIFEST = "manifest.json"
@@ -157,7 +158,8 @@ def _state_options(frozen: bool):
     return StateDictOptions(ignore_frozen_params=not frozen, strict=frozen)
 
 
-def save_sharded(run_dir: Path, model, optimizer, state: dict, par, limit: int = 2, frozen: bool = True) -> Path:
+def save_sharded(run_dir: Path, model, optimizer, state: dict, par: Parallel, limit: int = 2,
+                 frozen: bool = True) -> Path:
     """RUN/checkpoint-<step>/ with `dcp/` (model and optimizer, each rank writing its shards) and rank 0's
     trainer_state.pt (scheduler, data order and position, generator, RNG) and manifest; written to a
     temporary folder and renamed into place, as save_checkpoint. Every rank calls it; a failure on any
