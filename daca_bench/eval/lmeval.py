@@ -34,7 +34,7 @@ from ..config import SamplerConfig
 from ..errors import ConfigError
 from ..models import default_device
 from ..engine.policy import load_trained
-from ..rl import parallel
+from ..engine import parallel
 from ..rl.likelihood import elbo_logprobs
 from ..rl.sampler import pad_prompts, sample
 
