@@ -30,7 +30,8 @@ ROOT = data_dir("configs").parent  # the repository, or the installed package's 
 # ---- stage 1: SFT per family, cached by config --------------------------------------------
 def sft_config(preset: TinyPreset, fam: Family, seed: int = 0) -> RunConfig:
     every = fam.sft_eval_every or preset.sft_eval_every
-    return apply(RunConfig(), {"sampler": fam.canvas, "sft.task": fam.task, "sft.steps": fam.sft_steps, "sft.seed": seed,
+    return apply(RunConfig(), {"sampler": fam.canvas, **({"model.block_size": fam.block} if fam.block else {}),
+                               "sft.task": fam.task, "sft.steps": fam.sft_steps, "sft.seed": seed,
                                "sft.eval_every": every, "sft.n_dev": preset.sft_dev,
                                "sft.target_accuracy": fam.sft_target or preset.sft_target, "sft.save_every": every})
 
