@@ -217,3 +217,30 @@ def test_daca_bench_train_runs_a_block_model_end_to_end(tmp_path):
     assert [r["step"] for r in rows] == [1, 2] and all(r["loss"] == r["loss"] for r in rows)
     assert json.loads((out / "final" / "daca_adapter.json").read_text())["block_size"] == 4
     assert 0 <= json.loads((out / "summary.json").read_text())["test_accuracy"] <= 1
+
+
+def test_the_tiny_block_preset_is_fresh_and_its_committed_design_is_what_it_makes(committed_seeds, tmp_path):
+    from pathlib import Path
+
+    from daca_bench.cli import main
+    from daca_bench.experiments.analysis.design import read_design
+    from daca_bench.experiments.grid.pipeline import sft_config, tiny_cells
+    from daca_bench.experiments.grid.presets import PRESETS
+
+    preset = PRESETS["tiny-block"]
+    cells = tiny_cells(preset, {f: {"folder": "a"} for f in preset.families})
+    assert {c.axes["variant"] for c in cells} == {"baseline", "+DPS", "+SML", "+DACA"} and len(cells) == 4 * (32 + 16)
+    seeds = {c.config.train.seed for c in cells}
+    assert seeds == set(range(48, 80)) and not seeds & committed_seeds(skip="tiny-block")
+    for label, fam in preset.families.items():
+        sft = sft_config(preset, fam)
+        assert sft.model.block_size == fam.block and sft.sampler.block_length == fam.block
+        assert (sft.sampler.steps // (sft.sampler.gen_length // fam.block)) >= 2  # more than one step per block
+        for c in (c for c in cells if c.config.train.task == fam.task):
+            assert c.config.rollout.block_length == fam.block and c.config.rollout.cache == "block"
+            assert c.config.dps.scope == "block" and c.config.train.test_seed == 3
+    committed = Path(__file__).resolve().parents[1] / "results" / "tiny-block" / "design.json"
+    assert main(["reproduce", "--preset", "tiny-block", "--design-only", "--output-dir", str(tmp_path), "--allow-dirty"]) == 0
+    now, fixed = read_design(tmp_path), read_design(committed.parent)
+    loose = ("commit", "code_tree", "written", "date")
+    assert {k: v for k, v in now.items() if k not in loose} == {k: v for k, v in fixed.items() if k not in loose}
