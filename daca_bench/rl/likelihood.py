@@ -11,7 +11,9 @@ K = L is the pseudo-likelihood. `causal` strata follow the sampler's commit orde
 stratum j masks S_j and every later stratum, so each token sees exactly the tokens committed
 before it: the step-merged decode-order likelihood (d2, TraceRL); with K = the sampler's steps
 it equals the recorded `commit_logp`. Masks come from generators keyed by (seed, sequence id,
-inner iteration) so the current, old and reference policies see the same masks.
+inner iteration) so the current, old and reference policies see the same masks. On a block model
+(docs/method.md section 12) every canvas also carries a clean stream, so each block is scored behind
+its clean predecessors, and the strata are drawn inside each block (`block_strata`).
 `elbo_logprobs` is LLaDA's Monte Carlo ELBO (l ~ U{1..L} masked tokens, weight L/l).
 The field's estimators (`spg_logprobs`: SPG's ELBO and EUBO terms from block-wise masks;
 `espo_logprobs`: ESPO's group-stratified, complement-coupled sequence ELBO; `coupled_logprobs`:

@@ -9,6 +9,8 @@ random ones (`random`). Temperature acts through Gumbel noise in float64. With
 block whose confidence exceeds the threshold is committed (at least one per step).
 `cache` = prefix | dual reuses keys and values within a block (Fast-dLLM; `step_logits`,
 docs/method.md section 3.1): the record stays complete, its numbers come from the cached passes.
+A block-diffusion model (model.block_size) decodes its own blocks, each pass over its open block only
+(`archs.block.block_step`; `cache` = block: the exact cache of its finished blocks, section 12).
 
     batch = sample(adapter, ["12+5="], SamplerConfig(gen_length=8, steps=8), seed=0)
     batch.texts, batch.trajectory.commit_step, batch.trajectory.conf   # (N, L), (N, T, L)
