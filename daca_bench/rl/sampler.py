@@ -312,6 +312,8 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         raise ConfigError(f"sampler.block_length={b}, sampler.cache={cfg.cache}: a block model (model.block_size="
                           f"{adapter.block_size}) decodes its own blocks (block_length = block_size) with cache none "
                           "or block (exact); a full-attention model has no block cache")
+    if cfg.cache == "block" and adapter.cache_kind() != "bert":
+        raise ConfigError("sampler.cache=block runs the tiny BERT model's cached pass only; use sampler.cache=none")
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
     if isinstance(seed, int):
         gen = torch.Generator(device=adapter.device).manual_seed(seed)
