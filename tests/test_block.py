@@ -232,7 +232,7 @@ def test_the_tiny_block_preset_is_fresh_and_its_committed_design_is_what_it_make
     assert {c.axes["variant"] for c in cells} == {"baseline", "+DPS", "+SML", "+DACA"} and len(cells) == 4 * (32 + 16)
     seeds = {c.config.train.seed for c in cells}
     assert seeds == set(range(48, 80)) and not seeds & committed_seeds(skip="tiny-block")
-    for label, fam in preset.families.items():
+    for fam in preset.families.values():
         sft = sft_config(preset, fam)
         assert sft.model.block_size == fam.block and sft.sampler.block_length == fam.block
         assert (sft.sampler.steps // (sft.sampler.gen_length // fam.block)) >= 2  # more than one step per block

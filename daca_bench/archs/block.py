@@ -53,7 +53,7 @@ def block_logits(adapter, input_ids: torch.Tensor, attention_mask=None, keep=Non
     blocks and itself (SDAR's and BD3-LM's training layout): one pass of S + L - B tokens scores every
     block of log p(y_b | x, y_<b) at once. Returns the canvas's own rows."""
     B = adapter.block_size
-    n, S = input_ids.shape
+    S = input_ids.shape[1]
     device = input_ids.device
     mask = getattr(attention_mask, "mask", attention_mask)
     mask = torch.ones_like(input_ids) if mask is None else mask.to(device)
