@@ -27,6 +27,7 @@ class DPSConfig:
     lam: float = 0.5
     w_min: float = 0.2
     w_max: float = 3.0
+    scope: str = "completion"  # what a weight is normalised over: completion | block (each decoding block on its own)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class ModelConfig:
     trust_remote_code: bool = False  # needed for LLaDA / Dream
     dtype: str = "float32"  # float32 | bfloat16 | float16 (the tiny model too)
     seed: int = 0
+    block_size: int = 0  # block diffusion (archs/block.py): causal across blocks of this many tokens; 0 = full attention
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class SamplerConfig:
     threshold: float | None = None  # confidence-threshold parallel decoding (Fast-dLLM); rollout.threshold too
     batch_size: int = 64
     cache: str = "none"  # KV cache: none | prefix (prompt + decoded blocks reused within a block) | dual (+ the masked suffix)
+    #                      | block (a block model's exact cache of its finished blocks)
 
 
 @dataclass(frozen=True)

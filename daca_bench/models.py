@@ -21,19 +21,11 @@ from pathlib import Path
 
 import torch
 
+from .archs.block import block_logits
 from .config import ModelConfig, pick
 from .errors import ConfigError, UnavailableError
 from .text import (  # noqa: F401 - re-exported: callers import the text side from here too
-    EOS,
-    MASK,
-    PAD,
-    TINY_CHARS,
-    UNK,
-    build_char_tokenizer,
-    chat_prompts,
-    task_prompts,
-    truncate_prompt,
-)
+    EOS, MASK, PAD, TINY_CHARS, UNK, build_char_tokenizer, chat_prompts, task_prompts, truncate_prompt)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 def build_tiny_model(cfg: ModelConfig, tokenizer):
@@ -66,6 +58,7 @@ class ModelAdapter:
     shift_logits: bool = False  # Dream predicts position i from the hidden state at i-1
     source: str = "tiny"
     square_mask: bool = False  # the published Dream code takes only None or a (B, 1, L, L) bool mask
+    block_size: int = 0  # block diffusion: causal across blocks of this many tokens (archs/block.py); 0 = full attention
 
     def __post_init__(self):
         core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # peft
@@ -79,13 +72,16 @@ class ModelAdapter:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def logits(self, input_ids: torch.Tensor, attention_mask=None, keep: tuple[int, int] | None = None) -> torch.Tensor:
+    def logits(self, input_ids: torch.Tensor, attention_mask=None, keep: tuple | None = None, clean=None) -> torch.Tensor:
         """(N, P+L) ids -> (N, P+L, V) logits. Left padding is given positions from 0 at the first real token.
         attention_mask: (N, P+L) 1/0, or a `CanvasMask` prepared once for many passes (`canvas_mask`).
         keep = (a, b): the logits of positions a..b-1 only, (N, b-a, V): the output layer runs on those
         rows only where the model takes `logits_to_keep` (the native LLaDA and Dream classes, remote code
         that has the argument; `num_logits_to_keep`: the suffix from a); otherwise (BertForMaskedLM, the
-        published LLaDA code) it runs on every row and the rows are sliced after."""
+        published LLaDA code) it runs on every row and the rows are sliced after. clean: (N, L), a block model's clean
+        completion (its canvas ends in a noisy copy: the clean earlier blocks are read there, archs/block.py)."""
+        if self.block_size:
+            return block_logits(self, input_ids, attention_mask, keep, clean)
         kw = self._mask_kwargs(attention_mask)
         if keep is not None and tuple(keep) == (0, input_ids.shape[1]):
             keep = None  # every row: the plain call
@@ -232,7 +228,8 @@ class ModelAdapter:
         path.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
-        (path / "daca_adapter.json").write_text(json.dumps({"shift_logits": self.shift_logits, "source": self.source}))
+        meta = {"shift_logits": self.shift_logits, "source": self.source, "block_size": self.block_size}
+        (path / "daca_adapter.json").write_text(json.dumps(meta))
 
 
 def _as_call(module: torch.nn.Module, kwargs: dict, run):
@@ -341,9 +338,9 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
     tokenizer = load_tokenizer(name, trust_remote_code)
     model_type = str(getattr(config, "model_type", "")).lower()
     family = "dream" if "dream" in model_type else model_type
-    extra = Path(name) / "daca_adapter.json"
     shift = family in SHIFTED
-    shift = json.loads(extra.read_text()).get("shift_logits", shift) if extra.exists() else shift
+    stored = json.loads(extra.read_text()) if (extra := Path(name) / "daca_adapter.json").exists() else {}
+    shift = stored.get("shift_logits", shift)
     auto_map = getattr(config, "auto_map", None) or {}
     if native:
         model = native.from_pretrained(name, config=config, dtype=torch_dtype, **quant)
@@ -360,7 +357,8 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
             model = AutoModelForMaskedLM.from_pretrained(name, dtype=torch_dtype, **quant)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer, config)
     return ModelAdapter(model, tokenizer, _mask_id(tokenizer, config), _eos_id(tokenizer, config), int(pad),
-                        shift_logits=shift, source=name, square_mask=bool(auto_map) and family == "dream" and not native)
+                        shift_logits=shift, source=name, square_mask=bool(auto_map) and family == "dream" and not native,
+                        block_size=int(stored.get("block_size", 0)))
 
 
 def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
@@ -419,11 +417,17 @@ def default_device() -> torch.device:
 
 
 def load_model(cfg: ModelConfig) -> ModelAdapter:
+    if cfg.block_size < 0:  # the tiny model: a block model when > 0; a folder: its own block size (daca_adapter.json)
+        raise ConfigError(f"model.block_size={cfg.block_size} must be 0 (full attention) or a block length")
     if cfg.name == "tiny":
         tok = build_char_tokenizer()
         model = build_tiny_model(cfg, tok).to(pick(DTYPES, cfg.dtype, "model.dtype"))
-        return ModelAdapter(model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny")
-    return load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
+        return ModelAdapter(model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny",
+                            block_size=cfg.block_size)
+    adapter = load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
+    if cfg.block_size and cfg.block_size != adapter.block_size:  # 0: the folder's own
+        raise ConfigError(f"model.block_size={cfg.block_size}, but {cfg.name} has block size {adapter.block_size}")
+    return adapter
 
 
 def load_checkpoint(name: str, trust_remote_code: bool = False, dtype: str = "float32", base: str = "") -> ModelAdapter:
@@ -439,7 +443,7 @@ def load_checkpoint(name: str, trust_remote_code: bool = False, dtype: str = "fl
     adapter = load_model(ModelConfig(name=base, trust_remote_code=trust_remote_code, dtype=dtype))
     model = PeftModel.from_pretrained(adapter.model, str(folder)).merge_and_unload()
     return ModelAdapter(model, adapter.tokenizer, adapter.mask_token_id, adapter.eos_token_id, adapter.pad_token_id,
-                        adapter.shift_logits, source=name)
+                        adapter.shift_logits, source=name, block_size=adapter.block_size)
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -27,9 +27,10 @@ TASKS = ("sudoku_tiny", "python_tiny", "json_tiny")  # arithmetic_tiny: its whol
 RESCORED = {"sudoku_tiny": 1024, "python_tiny": 1536}
 
 
-# confirmatory runs that drew their test sets against these lists (test seed 1, 2): their ids are not
-# in the seed-0 draw; tiny-full's draw is added to the *.after-full.txt lists, which tiny-compute skipped
-DRAWN_AGAINST = ("tiny-full", "tiny-compute")
+# confirmatory runs that drew their test sets against these lists (test seed 1, 2, 3): their ids are not
+# in the seed-0 draw; tiny-full's draw is added to the *.after-full.txt lists, which tiny-compute skipped, and
+# tiny-compute's to the *.after-compute.txt lists, which tiny-block skips
+DRAWN_AGAINST = ("tiny-full", "tiny-compute", "tiny-block")
 POOL = 4096  # the seed-0 draw that holds every scored prompt (the largest draw scored was 1,536)
 
 
@@ -99,6 +100,11 @@ def main() -> int:
         (OUT / f"{task}.after-full.txt").write_text(text(task, f).replace("scored by a committed table", "scored by a "
                                                     "committed table (tiny-full's fresh draw included)"), encoding="utf-8")
         print(f"configs/scored/{task}.after-full.txt: {len(f)} prompts")
+    for task, f in after_compute(after_full(found)).items():
+        (OUT / f"{task}.after-compute.txt").write_text(text(task, f).replace("scored by a committed table", "scored by "
+                                                       "a committed table (tiny-full's and tiny-compute's fresh draws "
+                                                       "included)"), encoding="utf-8")
+        print(f"configs/scored/{task}.after-compute.txt: {len(f)} prompts")
     return 0
 
 
@@ -117,6 +123,20 @@ def after_full(found: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         drawn = draw_test(fam.task, "test", rl["train.n_eval"], rl["train.test_seed"], ROOT / rl["train.test_exclude"])
         out[fam.task] = {**found[fam.task], **{f"{s.id}@seed{rl['train.test_seed']}": prompt_digest(s.prompt)
                                                for s in drawn.samples}}
+    return out
+
+
+def after_compute(full: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The lists a run after tiny-compute skips (tiny-block's test sets): the after-full lists plus the
+    prompts tiny-compute drew against them (keyed like after_full's)."""
+    from daca_bench.experiments.grid.presets import PRESETS
+    from daca_bench.registry import draw_test, prompt_digest
+
+    out = {task: dict(f) for task, f in full.items()}
+    for fam in PRESETS["tiny-compute"].families.values():
+        rl = fam.rl
+        drawn = draw_test(fam.task, "test", rl["train.n_eval"], rl["train.test_seed"], ROOT / rl["train.test_exclude"])
+        out[fam.task].update({f"{s.id}@seed{rl['train.test_seed']}": prompt_digest(s.prompt) for s in drawn.samples})
     return out
 
 

@@ -102,7 +102,8 @@ class KVCache:
     rows inside it; a later window must cover the rows an earlier one wrote (the sampler repeats
     one window per block, then refills with a full pass). Fast-dLLM's prefix cache is the window
     [block start, S), its dual cache [block start, block end). With autograd on, a window pass
-    concatenates instead (an in-place write would break the backward); the rollouts run without it."""
+    concatenates instead (an in-place write would break the backward); the rollouts run without it.
+    A window past the store's end grows the store to it (a block model appends each finished block)."""
 
     def __init__(self):
         self.keys: list[torch.Tensor] = []
@@ -122,6 +123,9 @@ class KVCache:
             raise ValueError("KVCache: a window pass before any full pass filled the cache")
         lo, hi = self.window
         K, V = self.keys[layer], self.values[layer]  # (B, Hkv, S, D)
+        if hi > K.shape[2]:  # a block model's cache opening its next block (archs/block.py): the store grows
+            K = self.keys[layer] = torch.nn.functional.pad(K, (0, 0, 0, hi - K.shape[2]))
+            V = self.values[layer] = torch.nn.functional.pad(V, (0, 0, 0, hi - V.shape[2]))
         if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
             return torch.cat([K[:, :, :lo], k, K[:, :, hi:]], dim=2), torch.cat([V[:, :, :lo], v, V[:, :, hi:]], dim=2)
         K[:, :, lo:hi] = k

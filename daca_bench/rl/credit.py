@@ -12,7 +12,9 @@ information). Normalisations over each sequence's valid tokens turn scores into
 w = clip(1 + lambda * z, w_min, w_max), rescaled to mean 1: `rank` (z from the score's rank:
 the spread is set by lambda alone, the same for every score, so `random` is an exactly
 matched control), `zscore` (z = standardised score) or `ratio` (z = (s - mean) / mean |s|:
-scores that barely differ give weights near 1).
+scores that barely differ give weights near 1). The scope (SCOPES) is what a sequence's weights are
+normalised over: the whole completion (`completion`) or each decoding block on its own (`block`: a block
+model's blocks, the record's `block` index; every block's weights then have mean 1).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from .likelihood import keyed_generator
 
 SCORES = {}
 NORMS = {}
+SCOPES = {}
 
 
 def _score(fn):
@@ -103,6 +106,32 @@ def norm_ratio(s, v, n):
     return (s - mean) / (_masked_mean(s.abs(), v, n) + 1e-6)
 
 
+def _weights(s, v, cfg: DPSConfig) -> torch.Tensor:
+    """(R, C) scores and valid flags -> clip(1 + lambda * z) rescaled to mean 1 over each row's valid tokens."""
+    n = v.sum(1, keepdim=True).clamp(min=1)
+    w = (1 + cfg.lam * NORMS[cfg.norm](s, v, n)).clamp(cfg.w_min, cfg.w_max)
+    return w / _masked_mean(w, v, n).clamp(min=1e-12)
+
+
+def scope_completion(s, v, cfg: DPSConfig, traj) -> torch.Tensor:
+    """One normalisation per sequence, over its whole completion (the default)."""
+    return _weights(s, v, cfg)
+
+
+def scope_block(s, v, cfg: DPSConfig, traj) -> torch.Tensor:
+    """One normalisation per decoding block (the record's `block`, equal blocks): a block's weights rank its
+    tokens against each other only, and every block keeps mean weight 1, as each factor
+    log p(y_b | x, y_<b) keeps its share of the sequence's likelihood."""
+    if traj.block is None:
+        raise ValueError("dps.scope=block needs the trajectory record's block index (rl/sampler.py)")
+    n, L = s.shape
+    nb = int(traj.block.max()) + 1
+    return _weights(s.reshape(n * nb, L // nb), v.reshape(n * nb, L // nb), cfg).reshape(n, L)
+
+
+SCOPES.update(completion=scope_completion, block=scope_block)
+
+
 def dps_weights(traj, valid: torch.Tensor, cfg: DPSConfig, *, seq_ids=None, seed: int = 0,
                 warn_disabled: bool = True) -> torch.Tensor:
     """(N, L) constant weights with mean 1 over each sequence's valid tokens; all 1 when disabled.
@@ -116,12 +145,10 @@ def dps_weights(traj, valid: torch.Tensor, cfg: DPSConfig, *, seq_ids=None, seed
         raise ValueError(f"unknown dps.score {cfg.score!r}; choose from {', '.join(SCORES)}")
     if cfg.norm not in NORMS:
         raise ValueError(f"unknown dps.norm {cfg.norm!r}; choose from {', '.join(NORMS)}")
+    if cfg.scope not in SCOPES:
+        raise ValueError(f"unknown dps.scope {cfg.scope!r}; choose from {', '.join(SCOPES)}")
     s = SCORES[cfg.score](traj, seq_ids=seq_ids, seed=seed).float()  # (N, L)
-    v = valid.float()
-    n = v.sum(1, keepdim=True).clamp(min=1)
-    z = NORMS[cfg.norm](s, v, n)
-    w = (1 + cfg.lam * z).clamp(cfg.w_min, cfg.w_max)
-    w = w / _masked_mean(w, v, n)
+    w = SCOPES[cfg.scope](s, valid.float(), cfg, traj)
     return torch.where(valid, w, torch.ones_like(w)).detach()
 
 

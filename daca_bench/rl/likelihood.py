@@ -11,7 +11,9 @@ K = L is the pseudo-likelihood. `causal` strata follow the sampler's commit orde
 stratum j masks S_j and every later stratum, so each token sees exactly the tokens committed
 before it: the step-merged decode-order likelihood (d2, TraceRL); with K = the sampler's steps
 it equals the recorded `commit_logp`. Masks come from generators keyed by (seed, sequence id,
-inner iteration) so the current, old and reference policies see the same masks.
+inner iteration) so the current, old and reference policies see the same masks. On a block model
+(docs/method.md section 12) every canvas also carries a clean stream, so each block is scored behind
+its clean predecessors, and the strata are drawn inside each block (`block_strata`).
 `elbo_logprobs` is LLaDA's Monte Carlo ELBO (l ~ U{1..L} masked tokens, weight L/l).
 The field's estimators (`spg_logprobs`: SPG's ELBO and EUBO terms from block-wise masks;
 `espo_logprobs`: ESPO's group-stratified, complement-coupled sequence ELBO; `coupled_logprobs`:
@@ -86,10 +88,13 @@ CAUSAL = {"causal"}  # partitions whose pass j masks every stratum >= j, not onl
 
 
 def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int = 0,
-                  commit_step: torch.Tensor | None = None) -> torch.Tensor:
+                  commit_step: torch.Tensor | None = None, block: int = 0) -> torch.Tensor:
     """(N, L) stratum index in [0, K) per completion position. `random`, `strided` and `commit_order`
     balance tokens (every stratum holds L/K of each sequence's positions, +-1); `causal` balances
-    decoding steps (see strata_causal) and clamps K to the fewest steps of any sequence, with a warning."""
+    decoding steps (see strata_causal) and clamps K to the fewest steps of any sequence, with a warning.
+    block > 0 (a block model): the strata are drawn inside each block of that many positions (`block_strata`)."""
+    if block:
+        return block_strata(n, L, K, partition, seq_ids, inner, seed, commit_step, block)
     if not 1 <= K <= L:
         raise ValueError(f"sml.k={K} must be between 1 and the completion length {L}")
     if partition not in STRATA:
@@ -103,6 +108,22 @@ def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, s
     rows = [STRATA[partition](L, K, keyed_generator(seed, "strata", sid, inner),
                               None if commit_step is None else commit_step[i]) for i, sid in enumerate(seq_ids)]
     return torch.stack(rows)
+
+
+def block_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int, commit_step, block: int):
+    """A block model's strata: each block's B positions split into min(K, B) strata as `assign_strata` splits
+    a completion (keyed by the block too; `causal` and `commit_order` from the block's own commit steps,
+    counted from its first). Pass j then masks stratum j of every block at once: each block is scored with
+    the clean blocks before it and (K-1)/K of itself (K >= B: its pseudo-likelihood)."""
+    if L % block:
+        raise ValueError(f"the completion length {L} is not a multiple of model.block_size={block}")
+    out = []
+    for j in range(0, L, block):
+        steps = None if commit_step is None else commit_step[:, j:j + block]
+        steps = None if steps is None else steps - steps.amin(1, keepdim=True) + 1  # the block's own steps from 1
+        out.append(assign_strata(n, block, min(K, block), partition, [(sid, "block", j) for sid in seq_ids], inner,
+                                 seed, steps))
+    return torch.cat(out, dim=1)
 
 
 def mask_prompts(prompt_ids, prompt_mask, p: float, mask_id: int, seq_ids, inner: int, seed: int = 0):
@@ -168,7 +189,8 @@ def token_logprobs(adapter: ModelAdapter, ids, attn, completion, prompt_len: int
     out = []
     chunk = chunk or ids.shape[0]
     for s in range(0, ids.shape[0], chunk):
-        logits = adapter.logits(ids[s:s + chunk], attn[s:s + chunk])[:, prompt_len:]  # (m, L, V), model dtype
+        clean = {"clean": completion[s:s + chunk]} if getattr(adapter, "block_size", 0) else {}  # two streams
+        logits = adapter.logits(ids[s:s + chunk], attn[s:s + chunk], **clean)[:, prompt_len:]  # (m, L, V), model dtype
         out.append(target_logprobs(logits, completion[s:s + chunk], logit_chunk))
     return torch.cat(out)
 
@@ -181,7 +203,8 @@ def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
     n, L = completion.shape
     device = adapter.device
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
-    strata = assign_strata(n, L, k, partition, seq_ids, inner, seed, commit_step).to(device)  # (N, L)
+    strata = assign_strata(n, L, k, partition, seq_ids, inner, seed, commit_step,
+                           getattr(adapter, "block_size", 0)).to(device)  # (N, L)
     prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed)
     completion = completion.to(device)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)

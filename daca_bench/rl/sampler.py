@@ -9,6 +9,8 @@ random ones (`random`). Temperature acts through Gumbel noise in float64. With
 block whose confidence exceeds the threshold is committed (at least one per step).
 `cache` = prefix | dual reuses keys and values within a block (Fast-dLLM; `step_logits`,
 docs/method.md section 3.1): the record stays complete, its numbers come from the cached passes.
+A block-diffusion model (model.block_size) decodes its own blocks, each pass over its open block only
+(`archs.block.block_step`; `cache` = block: the exact cache of its finished blocks, section 12).
 
     batch = sample(adapter, ["12+5="], SamplerConfig(gen_length=8, steps=8), seed=0)
     batch.texts, batch.trajectory.commit_step, batch.trajectory.conf   # (N, L), (N, T, L)
@@ -27,8 +29,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ..archs.block import block_step
 from ..archs.common import KVCache
-from ..config import SamplerConfig, pick
+from ..config import ConfigError, SamplerConfig, pick
 from ..models import ModelAdapter
 from .likelihood import LOGIT_CHUNK, _chunks, logsumexp_max
 
@@ -39,6 +42,7 @@ class Trajectory:
     commit_logp: torch.Tensor  # (N, L) float32: log p^{tau_k}_k(o_k)
     conf: torch.Tensor  # (N, T, L) float32: max_v p^t_k(v) for k masked before step t, NaN otherwise
     commit_entropy: torch.Tensor | None = None  # (N, L) float32: entropy (nats) of p^{tau_k}_k (collapse guards)
+    block: torch.Tensor | None = None  # (N, L) int64: the decoding block of each position (dps.scope=block)
 
 
 @dataclass
@@ -216,6 +220,7 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     sched = transfer_schedule(torch.full((n,), b), steps_per_block)  # (N, steps) on the host: b masks per block
     block_steps = int((sched.sum(0) > 0).nonzero().max()) + 1  # the loop ends when the block has no mask left
     sched = sched.to(device)
+    step = block_step if adapter.block_size else step_logits  # a block model: its own block's passes (archs/block.py)
     t = 0
     for blk in range(num_blocks):
         lo, hi = blk * b, (blk + 1) * b  # block span inside the completion
@@ -223,7 +228,7 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
         while True:
             t += 1
             # (N, c1-c0, V) logits of completion positions c0..c1-1, in the model's dtype: never copied whole
-            logits, c0, c1 = step_logits(adapter, x, attn, p, lo, hi, cfg.cache, kv, fresh=i == 0, record=record)
+            logits, c0, c1 = step(adapter, x, attn, p, lo, hi, cfg.cache, kv, fresh=i == 0, record=record)
             masked = x[:, p:] == mask_id  # (N, L): M_t
             blk_logits = logits[:, lo - c0:hi - c0]  # (N, b, V)
             # the record's numbers from one pass over the vocabulary: max_v p = exp(max logit - logsumexp),
@@ -266,7 +271,7 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     return x[:, p:], commit_step, commit_logp, conf, t, commit_ent
 
 
-CACHES = {"none": None, "prefix": "prefix", "dual": "dual"}  # sampler.cache
+CACHES = {"none": None, "prefix": "prefix", "dual": "dual", "block": "block"}  # sampler.cache
 
 
 def step_logits(adapter: ModelAdapter, x, attn, p: int, lo: int, hi: int, cache: str, kv: KVCache | None,
@@ -302,6 +307,13 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         raise ValueError(f"sampler.steps={cfg.steps} must be a multiple of the number of blocks {L // b}")
     if pick(CACHES, cfg.cache, "sampler.cache"):
         adapter.require_cache("sampler.cache")
+    if adapter.block_size and (b != adapter.block_size or cfg.cache in ("prefix", "dual")) or \
+            cfg.cache == "block" and not adapter.block_size:
+        raise ConfigError(f"sampler.block_length={b}, sampler.cache={cfg.cache}: a block model (model.block_size="
+                          f"{adapter.block_size}) decodes its own blocks (block_length = block_size) with cache none "
+                          "or block (exact); a full-attention model has no block cache")
+    if cfg.cache == "block" and adapter.cache_kind() != "bert":
+        raise ConfigError("sampler.cache=block runs the tiny BERT model's cached pass only; use sampler.cache=none")
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
     if isinstance(seed, int):
         gen = torch.Generator(device=adapter.device).manual_seed(seed)
@@ -322,7 +334,7 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         steps = max(o[3].shape[1] for o in outs)
         conf = torch.cat([torch.nn.functional.pad(o[3], (0, 0, 0, steps - o[3].shape[1]), value=math.nan) for o in outs])
         traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu(),
-                          torch.cat([o[5] for o in outs]).cpu())
+                          torch.cat([o[5] for o in outs]).cpu(), (torch.arange(L) // b).expand(len(completion), -1))
     texts = [adapter.decode(row) for row in completion]
     return RolloutBatch(prompt_ids, prompt_mask, completion, valid_mask(completion, adapter.eos_token_id), texts, traj, passes,
                         torch.cat([o[1] for o in outs]).cpu())

@@ -30,17 +30,24 @@ ROOT = data_dir("configs").parent  # the repository, or the installed package's 
 # ---- stage 1: SFT per family, cached by config --------------------------------------------
 def sft_config(preset: TinyPreset, fam: Family, seed: int = 0) -> RunConfig:
     every = fam.sft_eval_every or preset.sft_eval_every
-    return apply(RunConfig(), {"sampler": fam.canvas, "sft.task": fam.task, "sft.steps": fam.sft_steps, "sft.seed": seed,
+    return apply(RunConfig(), {"sampler": fam.canvas, **({"model.block_size": fam.block} if fam.block else {}),
+                               "sft.task": fam.task, "sft.steps": fam.sft_steps, "sft.seed": seed,
                                "sft.eval_every": every, "sft.n_dev": preset.sft_dev,
                                "sft.target_accuracy": fam.sft_target or preset.sft_target, "sft.save_every": every})
+
+
+# Config keys added after SFT folders were first named, with the value that means "as before": at that
+# value they are left out of the folder's hash, so a start trained before them is found again.
+LATER_KEYS = (("sft", "protocol", ""), ("train", "protocol", ""), ("model", "block_size", 0), ("dps", "scope", "completion"))
 
 
 def sft_folder(work: Path, cfg: RunConfig) -> Path:
     from ...registry import task_spec
 
     fields = to_dict(cfg)
-    if not fields["sft"]["protocol"]:  # a key added later: a folder named before it keeps its name
-        del fields["sft"]["protocol"]
+    for section, key, default in LATER_KEYS:  # keys added later: a folder named before them keeps its name
+        if fields[section].get(key, default) == default:
+            fields[section].pop(key, None)
     key = json.dumps({**fields, "task_version": task_spec(cfg.sft.task).version}, sort_keys=True)
     return work / "sft" / f"{cfg.sft.task}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
