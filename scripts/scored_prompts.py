@@ -99,6 +99,11 @@ def main() -> int:
         (OUT / f"{task}.after-full.txt").write_text(text(task, f).replace("scored by a committed table", "scored by a "
                                                     "committed table (tiny-full's fresh draw included)"), encoding="utf-8")
         print(f"configs/scored/{task}.after-full.txt: {len(f)} prompts")
+    for task, f in after_compute(after_full(found)).items():
+        (OUT / f"{task}.after-compute.txt").write_text(text(task, f).replace("scored by a committed table", "scored by a "
+                                                       "committed table (tiny-full's and tiny-compute's fresh draws "
+                                                       "included)"), encoding="utf-8")
+        print(f"configs/scored/{task}.after-compute.txt: {len(f)} prompts")
     return 0
 
 
@@ -118,6 +123,18 @@ def after_full(found: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         out[fam.task] = {**found[fam.task], **{f"{s.id}@seed{rl['train.test_seed']}": prompt_digest(s.prompt)
                                                for s in drawn.samples}}
     return out
+
+
+def after_compute(full: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The list tiny-compute-starts skips (issue 58): the after-full list plus tiny-compute's own fresh
+    draw (its test seed and size, skipping the after-full list)."""
+    from daca_bench.experiments.grid.compute_grid import TEST
+    from daca_bench.registry import draw_test, prompt_digest
+
+    task = "sudoku_tiny"
+    drawn = draw_test(task, "test", TEST["train.n_eval"], TEST["train.test_seed"], ROOT / TEST["train.test_exclude"])
+    return {task: {**full[task], **{f"{s.id}@seed{TEST['train.test_seed']}": prompt_digest(s.prompt)
+                                    for s in drawn.samples}}}
 
 
 if __name__ == "__main__":

@@ -144,3 +144,48 @@ def test_a_budget_cell_is_one_row_per_budget_with_its_ledger_and_pairs_by_start_
     assert arms_.loc["baseline@2", "completions"] == 16 and arms_.loc["baseline@4", "completions"] == 32
     md = to_markdown(table)
     assert "compute per arm" in md and "rests on 2 SFT starts" in md
+
+
+# ---- tiny-compute-starts (issue 58) ------------------------------------------------------------
+STARTS = PRESETS["tiny-compute-starts"]
+
+
+def _starts_cells():
+    return tiny_cells(STARTS, {f"sudoku#{k}": {"folder": f"s{k}"} for k in STARTS.sft_seeds})
+
+
+def test_the_starts_design_has_fresh_starts_seeds_and_prompts(committed_seeds):
+    cells = _starts_cells()
+    assert len(STARTS.sft_seeds) >= 8 and not {0, 1} & set(STARTS.sft_seeds)  # sft.seed 0 and 1: every committed run
+    assert not set(STARTS.seeds) & committed_seeds(skip="tiny-compute-starts")
+    units = {(c.axes["sft_start"], c.config.train.seed) for c in cells}
+    assert len(units) == len(STARTS.seeds)  # no RL seed shared across starts
+    by = {(c.axes["variant"]): (c.config.train.steps, c.config.train.eval_every, c.axes["budgets"]) for c in cells}
+    assert by == {"baseline": (80, 16, [32, 80]), "+DACA": (32, 16, [32])}
+    t = cells[0].config.train
+    mine = {prompt_digest(s.prompt) for s in draw_test("sudoku_tiny", "test", t.n_eval, t.test_seed, t.test_exclude).samples}
+    c = compute_grid.TEST  # tiny-compute's own fresh draw
+    theirs = draw_test("sudoku_tiny", "test", c["train.n_eval"], c["train.test_seed"], c["train.test_exclude"])
+    assert len(mine) == 256 and not mine & {prompt_digest(s.prompt) for s in theirs.samples}
+    plan = comparisons(STARTS)
+    assert [(r["variant"], r["vs"]) for r in plan["primary"]] == [("+DACA@32", "grpo baseline@80")]  # FLOP-matched
+    assert ("+DACA@32", "grpo baseline@32") in [(r["variant"], r["vs"]) for r in plan["secondary"]]  # sample-matched
+
+
+def test_the_starts_design_carries_a_power_analysis_with_every_primary_mde_at_most_5pp():
+    from daca_bench.experiments.analysis.design import starts_warning, validate
+    from daca_bench.experiments.grid.preregister import design_of
+
+    design = validate(design_of("tiny-compute-starts", STARTS, _starts_cells(), commit="abc"))
+    power = design["power"]
+    assert power["starts"] == len(STARTS.sft_seeds) and power["components_from"].startswith("results/tiny-compute")
+    primary = {k: v for k, v in power["mde"].items() if k.endswith("(primary)")}
+    assert primary and all(v["mde_pp"] <= 5 for v in primary.values()) and power["max_primary_mde_pp"] <= 5
+    assert design["cpu"]["cells"] == 80 and not starts_warning(design)
+    # the same analysis at tiny-compute's 2 starts x 8 seeds: an MDE of tens of points, and a one-line warning
+    from daca_bench.experiments.analysis.power import start_mde
+
+    v = primary["+DACA@32 vs grpo baseline@80 (primary)"]
+    assert start_mde((v["s2_start"], v["s2_seed"], v["s2_prompt"], v["s2_e"]), 2, 8, 68) > 30
+    warn = starts_warning({**design, "compute": {**design["compute"], "sft_starts": [0, 1]}})
+    assert warn.startswith("warning:") and "\n" not in warn and "2 of them" in warn

@@ -66,6 +66,8 @@ class TinyPreset:
     settings: dict = field(default_factory=dict)  # label -> config keys: every arm once per setting (axis
     # "setting"; the table gives each its own block: start, baseline vs start, each variant vs that baseline)
     sft_seeds: tuple = (0,)  # SFT starts (sft.seed): every arm runs from each (axis "sft_start": a random effect)
+    exploratory: str = ""  # why a registered design is exploratory all the same (design.json "exploratory"): its
+    # table's first line says so and never "Confirmatory"
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,8 @@ PRESETS = {
                        "d1-like regime with the readings tiny-readings picked (under 15 min on 2 cores; the full "
                        "ablation: tiny-ablation)", {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(7)),
                        rl={**TINY_RL, "train.n_eval": DEFAULT_EVAL}, variants=("baseline", "+DACA"), picks=PICKS,
-                       confirmatory=True, notes=DEFAULT_NOTES),
+                       confirmatory=True, notes=DEFAULT_NOTES,
+                       exploratory="reproduces results/tiny; chosen after looking at these seeds"),
     "tiny-ablation": TinyPreset("the ablation on the default's regime (results/tiny-ablation): grpo x {baseline, +DPS, "
                                 "+SML, +DACA, +DPS-random} x sudoku x 8 seeds (about 30 min on 2 cores without AMX)",
                                 {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
@@ -238,6 +241,14 @@ PRESETS = {
                                variants=("baseline", "+DACA"), picks=PICKS, confirmatory=True, arms="compute",
                                sft_seeds=compute_grid.SFT_SEEDS, design="results/tiny-compute/design.json",
                                notes=compute_grid.NOTES),
+    "tiny-compute-starts": TinyPreset(
+        "the compute question over SFT starts: grpo baseline to 80 steps and +DACA to 32 (+DACA@32 spends baseline@80's "
+        f"FLOPs), {len(compute_grid.STARTS_SFT_SEEDS)} fresh SFT starts x {compute_grid.SEEDS_PER_START} fresh seeds "
+        "each, sudoku on fresh prompts, eval every 16 steps, its design and power analysis committed first (about "
+        "100 min on 2 cores)", {"sudoku": replace(FIVE["sudoku"], rl={**FIVE["sudoku"].rl, **compute_grid.STARTS_TEST})},
+        rl_steps=compute_grid.MATCHED_STEPS, seeds=compute_grid.STARTS_SEEDS, rl=TINY_RL, variants=("baseline", "+DACA"),
+        picks=PICKS, confirmatory=True, arms="compute-starts", sft_seeds=compute_grid.STARTS_SFT_SEEDS,
+        design="results/tiny-compute-starts/design.json", notes=compute_grid.STARTS_NOTES),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
     "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
@@ -251,9 +262,11 @@ def comparisons(preset: TinyPreset) -> dict:
     Anything else a table prints is exploratory. Rows as design.json holds them:
     {"family", "task", "variant", "vs"} (variant minus vs). A per-base preset (`arms="bases"`) plans
     bases_grid.planned_comparisons: primary = each base's DACA row vs its baseline, secondary = the rest."""
-    if preset.arms in ("bases", "compute"):
-        per = [planned_comparisons(label, fam.task, preset.bases) if preset.arms == "bases" else
-               compute_grid.planned_comparisons(label, fam.task, preset.rl_steps) for label, fam in preset.families.items()]
+    if preset.arms in ("bases", "compute", "compute-starts"):
+        plan = {"bases": lambda label, fam: planned_comparisons(label, fam.task, preset.bases),
+                "compute": lambda label, fam: compute_grid.planned_comparisons(label, fam.task, preset.rl_steps),
+                "compute-starts": lambda label, fam: compute_grid.starts_comparisons(label, fam.task, preset.rl_steps)}
+        per = [plan[preset.arms](label, fam) for label, fam in preset.families.items()]
         return {k: [c for p in per for c in p[k]] for k in ("primary", "secondary")}
     primary, secondary = [], []
     for label, fam in preset.families.items():
