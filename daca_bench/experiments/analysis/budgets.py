@@ -114,9 +114,10 @@ def by_start(d: np.ndarray, groups, clusters=None, n_boot: int = 2000) -> Compar
 
 
 def starts_line(df: pd.DataFrame) -> str:
-    """The footer's count of SFT starts: '' with one."""
-    if "start" not in df or df["start"].nunique() < 2:
-        return ""
-    return (f" Every interval rests on {df['start'].nunique()} SFT starts (axes.json sft_start), the start a random "
-            "effect: seeds pair within a start and the SE carries the between-start variance of the difference "
-            "(its df from the starts where that term is above zero).")
+    """The footer's count of SFT starts the intervals generalise over ("conditional on one checkpoint")."""
+    n = int(df["start"].nunique()) if "start" in df and len(df) else 1
+    if n < 2:
+        return (" SFT starts: one; every interval is conditional on that checkpoint (it generalises over RL seeds "
+                "and test prompts, not over SFT starts).")
+    return (f" SFT starts: {n} (axes.json sft_start); every interval generalises over them, the start a random effect "
+            f"always in the model (analysis/power.py: seeds pair within a start; df at most {n - 1}).")

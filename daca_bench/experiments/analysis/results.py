@@ -47,6 +47,7 @@ from .budgets import LEDGER, budget_rows, by_start, compute_lines, ledger_column
 from .stats import adjust
 from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines  # noqa: F401
 START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
+ASIDE = "design.registered.json"  # a design registered before the cells, set aside as chosen after looking
 
 
 def locate(folder: str | Path) -> tuple[Path, Path]:
@@ -361,13 +362,25 @@ def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format="%.4g")
 
 
-def design_line(design: dict | None, configs: list[dict], folder) -> str:
-    """The table's first line: confirmatory (the cells ran under design.json), not confirmatory (why),
-    or exploratory (no design.json)."""
+def design_line(design: dict | None, configs: list[dict], folder, aside: dict | None = None) -> str:
+    """The table's first line: confirmatory (the cells ran under design.json), exploratory with its
+    reason (a design that says `exploratory`, or one registered and set aside, ASIDE), not confirmatory
+    (why), or exploratory (no design at all)."""
+    if design is None and aside is not None:
+        why = aside.get("exploratory", "chosen after looking at these seeds")
+        return (f"**Exploratory** ({why}): a design was registered before the first cell (kept as "
+                f"{folder}/design.registered.json, commit {aside['commit']}), but chosen after looking at these "
+                f"seeds' cells (its notes: {aside.get('notes', '').split('. ')[0]}); the decision rule is reported, "
+                "nothing here is confirmed.")
     if design is None:
         return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
                 "the families below are the preset's declared ones.")
     problems = disagreements(design, configs)
+    if design.get("exploratory"):
+        ran = "the cells did not all run under it" if problems else "every cell ran under it"
+        return (f"**Exploratory** ({design['exploratory']}): {folder}/design.json was registered before the first "
+                f"cell (commit {design['commit']}) and {ran}, but the design was chosen after looking; the decision "
+                "rule is reported, nothing here is confirmed.")
     if problems:
         more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
         return f"**Not confirmatory**: the cells did not run under {folder}/design.json ({'; '.join(problems[:3])}{more})."
@@ -412,7 +425,8 @@ def load_table(folder: str | Path | list, seeds: dict | None = None) -> pd.DataF
     built = build_table(df, start, declared(design, spec), **kw)
     table = built.reindex(columns=CSV_COLUMNS + [c for c in LEDGER if c in built])  # the ledger where cells have one
     table.attrs.update(built.attrs)
-    table.attrs.update(design=design_line(design, list(df["config"]), out.name))
+    aside = json.loads((out / ASIDE).read_text()) if design is None and (out / ASIDE).is_file() else None
+    table.attrs.update(design=design_line(design, list(df["config"]), out.name, aside))
     return table
 
 
