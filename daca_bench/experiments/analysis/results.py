@@ -251,7 +251,7 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
                              and (not r["seed_dropped"] or r["seeds_ok"])) if isinstance(r["plan"], str) else math.nan
                         for _, r in table.iterrows()]
     table.attrs.update(regime=regime(df), variants=variants_lines(df), alpha=alpha, multiplicity=multiplicity,
-                       starts=starts_line(df))
+                       starts=starts_line(df), n_starts=int(df["start"].nunique()) if "start" in df else 1)
     return table
 
 
@@ -324,7 +324,10 @@ def to_markdown(table: pd.DataFrame) -> str:
     prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
     footer = FOOTER.format(method=table.attrs.get("multiplicity", "holm").capitalize(),
                            alpha=table.attrs.get("alpha", 0.05))
-    lines.append(f"{_count(seeds, 'seed', 'per cell')}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
+    k = table.attrs.get("n_starts", 1)  # several SFT starts: a row's cells are starts x seeds
+    units = _count(seeds, "seed", "per cell") if k < 2 else \
+        f"{_count(seeds, 'cell', 'per arm')} ({k} SFT starts x {int(seeds.max()) // k} seeds)"
+    lines.append(f"{units}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
                  f"{_clusters(table)}. " + footer + table.attrs.get("starts", "") +
                  (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
     return "\n".join(lines) + "\n"
