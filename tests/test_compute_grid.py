@@ -143,7 +143,7 @@ def test_a_budget_cell_is_one_row_per_budget_with_its_ledger_and_pairs_by_start_
     assert arms_.loc["baseline@4", "flops_train"] == 80 and arms_.loc["+DACA@2", "flops_train"] == 100
     assert arms_.loc["baseline@2", "completions"] == 16 and arms_.loc["baseline@4", "completions"] == 32
     md = to_markdown(table)
-    assert "compute per arm" in md and "rests on 2 SFT starts" in md
+    assert "compute per arm" in md and "SFT starts: 2 (axes.json sft_start)" in md and "(2 SFT starts x 3 seeds)" in md
 
 
 # ---- tiny-compute-starts (issue 58) ------------------------------------------------------------
