@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: set up the venv, then `daca-bench reproduce`: SFT the
-# tiny diffusion LM on the default's family, run the grpo x {baseline, +DPS, +SML, +DACA} x
-# family x seed grid, print the table and write it to a folder of its own (runs/PRESET-DATE,
+# tiny diffusion LM on the default's family, run its grpo x {baseline, +DACA} x seed grid (the
+# ablation of every variant is --preset tiny-ablation), print the table (exploratory: its design was
+# chosen after looking at these seeds) and write it to a folder of its own (runs/PRESET-DATE,
 # never the committed results/PRESET it prints how to compare with). Extra arguments go to
 # `daca-bench reproduce`.
 set -euo pipefail

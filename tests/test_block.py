@@ -231,14 +231,14 @@ def test_the_tiny_block_preset_is_fresh_and_its_committed_design_is_what_it_make
     cells = tiny_cells(preset, {f: {"folder": "a"} for f in preset.families})
     assert {c.axes["variant"] for c in cells} == {"baseline", "+DPS", "+SML", "+DACA"} and len(cells) == 4 * (32 + 16)
     seeds = {c.config.train.seed for c in cells}
-    assert seeds == set(range(48, 80)) and not seeds & committed_seeds(skip="tiny-block")
+    assert seeds == set(range(120, 152)) and not seeds & committed_seeds(skip="tiny-block")
     for fam in preset.families.values():
         sft = sft_config(preset, fam)
         assert sft.model.block_size == fam.block and sft.sampler.block_length == fam.block
         assert (sft.sampler.steps // (sft.sampler.gen_length // fam.block)) >= 2  # more than one step per block
         for c in (c for c in cells if c.config.train.task == fam.task):
             assert c.config.rollout.block_length == fam.block and c.config.rollout.cache == "block"
-            assert c.config.dps.scope == "block" and c.config.train.test_seed == 3
+            assert c.config.dps.scope == "block" and c.config.train.test_seed == 4
     committed = Path(__file__).resolve().parents[1] / "results" / "tiny-block" / "design.json"
     assert main(["reproduce", "--preset", "tiny-block", "--design-only", "--output-dir", str(tmp_path), "--allow-dirty"]) == 0
     now, fixed = read_design(tmp_path), read_design(committed.parent)

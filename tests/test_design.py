@@ -134,3 +134,30 @@ def test_the_table_says_confirmatory_only_when_every_cell_ran_under_the_design(t
     later = _grid(tmp_path / "later", steps=64)
     write_design(later, design)
     assert "steps 64 where the design says 32" in to_markdown(load_table(later))
+
+
+def test_the_default_rerun_says_exploratory_with_its_reason_never_confirmatory():
+    """Issue 58: `bash scripts/main.sh` runs preset tiny, whose design was chosen after looking at these
+    seeds: its design.json says so, and the table's first line prints the reason, never "Confirmatory";
+    the committed results/tiny (its design kept aside as design.registered.json) states the same."""
+    from pathlib import Path
+
+    from daca_bench.experiments.analysis.results import design_line
+    from daca_bench.experiments.grid.pipeline import tiny_cells
+    from daca_bench.experiments.grid.presets import PRESETS
+    from daca_bench.experiments.grid.preregister import design_of
+
+    cells = tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "a"}})
+    design = validate(design_of("tiny", PRESETS["tiny"], cells, commit="abc1234"))
+    assert design["exploratory"] == "reproduces results/tiny; chosen after looking at these seeds"
+    configs = [{"train": {"task": c.config.train.task, "seed": c.config.train.seed, "steps": c.config.train.steps,
+                          "n_eval": c.config.train.n_eval, "test_seed": c.config.train.test_seed},
+                "git": "abc1234", "loss": {"base": "grpo"}} for c in cells]
+    line = design_line(design, configs, "tiny-2026")
+    assert line.startswith("**Exploratory** (reproduces results/tiny; chosen after looking at these seeds)")
+    assert "Confirmatory" not in line and design_line({k: v for k, v in design.items() if k != "exploratory"},
+                                                      configs, "x").startswith("**Confirmatory**")
+    committed = Path(__file__).resolve().parents[1] / "results" / "tiny" / "table.md"
+    if committed.is_file():
+        first = committed.read_text().splitlines()[0]
+        assert first.startswith("**Exploratory** (chosen after looking at these seeds): a design was registered")

@@ -11,15 +11,14 @@
 - `by_start`: cells of several SFT starts (axes.json `sft_start`) pair by (start, seed); the SE of a
   difference then has a start term, Var(mean) = s2_start/T + s2_seed/N + s2_prompt/P + s2_e/(N P)
   (T starts, N start x seed units, P clusters), from the between-start mean square of the units'
-  means (T - 1 df) in place of the units' own, with a Satterthwaite df; a start term estimated at
-  or below zero drops out (the plain seed x cluster model over all units).
+  means (T - 1 df) in place of the units' own, always (no pretest: analysis/power.py, whose
+  simulations check the null rate and the power at the stated MDE at 2 and 8 starts).
 
     rows = budget_rows(row, cell, axes, summary)   # in load_results: one row per budget
     c = by_start(d, groups, clusters=keys)         # stats.compare, with the start's term
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,7 +27,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from ...rl.ledger import read_rows, run_ledger
-from .stats import Comparison, by_cluster, compare, mde, mean_squares, p_value
+from .power import start_se_df
+from .stats import Comparison, by_cluster, compare, mde, p_value
 
 
 def evaluations(cell: Path, summary: dict) -> dict[int, tuple[float, dict]]:
@@ -99,39 +99,25 @@ def compute_lines(table: pd.DataFrame) -> list[str]:
 
 
 def by_start(d: np.ndarray, groups, clusters=None, n_boot: int = 2000) -> Comparison:
-    """`compare` of a (units, prompts) matrix whose units (rows) come from the SFT starts GROUPS
-    (one label per row): the start's term in the SE and df where it is estimated above zero."""
+    """`compare` of a (units, prompts) matrix whose units (rows) come from the SFT starts GROUPS (one
+    label per row): with two or more starts the start term is always in its SE and df (power.py: no
+    pretest; two starts give one df). One start: `compare` as it is, conditional on that checkpoint."""
     c = compare(d, n_boot=n_boot, clusters=clusters)
     labels = list(groups)
     if len(set(labels)) < 2 or not c.se > 0:
         return c
     x = by_cluster(np.asarray(d, dtype=float), clusters) if clusters is not None else np.asarray(d, dtype=float)
-    N, P = x.shape
-    sizes = {g: labels.count(g) for g in set(labels)}
-    if len(set(sizes.values())) != 1 or min(sizes.values()) < 2:
-        raise ValueError(f"every SFT start needs the same number (>= 2) of seeds, got {sizes}")
-    T, n = len(sizes), next(iter(sizes.values()))
-    rows, group = x.mean(axis=1), np.array(labels)
-    by_group = [rows[group == t] for t in sorted(sizes)]
-    means = np.array([r.mean() for r in by_group])
-    ms_b = P * n * float(((means - rows.mean()) ** 2).sum()) / (T - 1)  # two-way scale: E = P(n s2_t + s2_s) + s2_e
-    ms_w = P * sum(float(((r - m) ** 2).sum()) for r, m in zip(by_group, means)) / (T * (n - 1))
-    if ms_b <= ms_w:  # the start term is estimated at zero: the plain model over every unit
-        return c
-    _, ms_p, ms_e = mean_squares(x)
-    prompt_on = ms_p > ms_e
-    total = ms_b + (ms_p - ms_e if prompt_on else 0.0)
-    den = ms_b ** 2 / (T - 1) + ((ms_p ** 2 / (P - 1) + ms_e ** 2 / ((N - 1) * (P - 1))) if prompt_on else 0.0)
-    se, df = math.sqrt(total / (N * P)), max(1.0, total * total / den)
+    se, df = start_se_df(x, labels)
     half = float(sps.t.ppf(0.975, df) * se)
     return replace(c, lo=c.mean - half, hi=c.mean + half, se=se, df=df, mde=float(mde(se, df)),
                    p=p_value(c.mean, se, df), seed_dropped=False)
 
 
 def starts_line(df: pd.DataFrame) -> str:
-    """The footer's count of SFT starts: '' with one."""
-    if "start" not in df or df["start"].nunique() < 2:
-        return ""
-    return (f" Every interval rests on {df['start'].nunique()} SFT starts (axes.json sft_start), the start a random "
-            "effect: seeds pair within a start and the SE carries the between-start variance of the difference "
-            "(its df from the starts where that term is above zero).")
+    """The footer's count of SFT starts the intervals generalise over ("conditional on one checkpoint")."""
+    n = int(df["start"].nunique()) if "start" in df and len(df) else 1
+    if n < 2:
+        return (" SFT starts: one; every interval is conditional on that checkpoint (it generalises over RL seeds "
+                "and test prompts, not over SFT starts).")
+    return (f" SFT starts: {n} (axes.json sft_start); every interval generalises over them, the start a random effect "
+            f"always in the model (analysis/power.py: seeds pair within a start; df at most {n - 1}).")

@@ -62,6 +62,9 @@ def validate(d: dict, where: str = FILE) -> dict:
                      "secondary": [...]}}        # optional "base" in a comparison (else every base)
     A `vs` of two words, "<base> <variant>" (e.g. "grpo +DACA"), names another base's row: a cross-base
     comparison, paired by seed and prompt like every other (results.extra_rows computes it).
+    Optional "exploratory": "<reason>" (a design registered before its cells but chosen after looking):
+    the table says so on its first line and is never confirmatory. Optional "power": its power analysis
+    (analysis/power.py power_block: the MDE of every planned comparison under assumed variance components).
     Extra keys (a date, notes) are allowed and ignored."""
     _fields(d, _TOP, where)
     if d["schema"] != SCHEMA:
@@ -89,7 +92,24 @@ def validate(d: dict, where: str = FILE) -> dict:
                 raise _bad(where, f"comparisons.{fam_name}[{i}] names family {c['family']!r}, not in families")
             if len(c["vs"].split()) > 2 or not c["vs"].strip() or c["vs"] != " ".join(c["vs"].split()):
                 raise _bad(where, f"comparisons.{fam_name}[{i}].vs {c['vs']!r} is not '<variant>' or '<base> <variant>'")
+    if "exploratory" in d and not (isinstance(d["exploratory"], str) and d["exploratory"].strip()):
+        raise _bad(where, f"exploratory must be a non-empty reason, got {d['exploratory']!r}")
     return d
+
+
+MIN_STARTS = 5  # fewer SFT starts give the start term under 4 df: an MDE several times the seed-only one
+
+
+def starts_warning(d: dict) -> str:
+    """One line when a design's comparisons generalise over SFT starts (compute.random_effect "sft_start")
+    and it has fewer than MIN_STARTS of them ('' otherwise)."""
+    compute = d.get("compute") or {}
+    starts = compute.get("sft_starts") or []
+    if compute.get("random_effect") != "sft_start" or len(starts) >= MIN_STARTS:
+        return ""
+    return (f"warning: {d.get('preset', 'this design')} generalises over SFT starts with {len(starts)} of them (fewer "
+            f"than {MIN_STARTS}): the start term has {max(len(starts) - 1, 0)} df, so its intervals are wide and a null "
+            "says little (analysis/power.py; tiny-compute-starts has 20)")
 
 
 def read_design(folder: str | Path) -> dict | None:

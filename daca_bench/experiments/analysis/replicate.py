@@ -8,22 +8,19 @@ both (base, task, variant) the report puts the two side by side and tests the on
 replication is about, whether the two runs' estimates differ:
 
 - `diff_pp` with `diff_lo`/`diff_hi` and `diff_p`: this run's Δpp minus the reference's, its 95 %
-  interval and two-sided p from both runs' uncertainty, SE = sqrt(se_here^2 + se_ref^2) (each
-  run's SE is its table's mixed-model SE, the one behind its own interval) on a t with the
-  Welch-Satterthwaite df of the two tables' Satterthwaite df (stats.difference);
-- `diff_p_adj`: that p adjusted within each family of the table (primary, secondary; any other
-  rows as one more family) by the table's own method (Holm) at its alpha;
-- `pooled_pp` with `pooled_lo`/`pooled_hi`: the inverse-variance pooled estimate of the runs and
-  its 95 % t interval (stats.pool), where the runs share no seed (independent replications);
-  with more than one reference also Cochran's `Q` (`Q_p`), the DerSimonian-Laird `tau2`, `I2` and
-  the random-effects estimate (`re_pp`, `re_lo`, `re_hi`);
-- `status`: `identical` (same estimate and interval; for the RL start, the same accuracy, else
-  `accuracy differs`), `differs` (the difference's adjusted p is below alpha, against any
-  reference), `replicates` (it is not), `only here` / `only in reference`.
+  interval and p, SE = sqrt(se_here^2 + se_ref^2) (each table's own SE) on a Welch-Satterthwaite t;
+- `diff_p_adj`: that p adjusted (Holm) within each family of the table, for `differs` only;
+  `diff_mde`: the difference's MDE; `tost_p`: two one-sided tests against the equivalence margin
+  (design.json `equivalence_margin_pp` or `--margin`; agreement.py);
+- `pooled_pp` with `pooled_lo`/`pooled_hi`: the random-effects estimate of independent runs (no
+  shared seed) with its Hartung-Knapp t interval on runs - 1 df; with more than one reference also
+  Cochran's `Q` (`Q_p`), the DerSimonian-Laird `tau2` and `I2`;
+- `status`: `identical`, `differs` (adjusted p below alpha against any reference), `equivalent
+  within ±m` (TOST p below alpha against every reference), else `no difference detected (difference
+  MDE x pp)`, which is no evidence of agreement; the RL start's row is judged on the prompt ids both
+  runs scored (`different test set` where none); `only here` / `only in reference`.
 
-A comparison significant in one run and not in the other is not, by that alone, a different
-result (the difference between significant and not significant is not itself significant): the
-stars of the two tables stay in the report as each run's own reading and are never compared.
+The two tables' stars stay each run's own reading and are never compared.
 
 `verdict` sums these up in one line. Runs with different seeds are judged on the seeds both
 share (each table rebuilt from those cells alone, and the report says so; such runs are not
@@ -43,11 +40,12 @@ import pandas as pd
 from ...errors import ConfigError
 from .design import PRIMARY, SECONDARY, across
 from .results import START, VARIANT_ORDER, load_table, locate, num as _num
-from .stats import adjust, difference, pool
+from .agreement import hartung_knapp, run_starts, shared_note, start_agreement, tost_p
+from .stats import adjust, difference, mde, pool
 
 KEYS = ["base", "family", "task", "variant"]
 SIDE = ["acc", "vs", "delta_pp", "lo", "hi", "se", "df", "MDE", "sig", "plan", "seeds", "prompts"]
-DIFF = ["diff_pp", "diff_lo", "diff_hi", "diff_se", "diff_df", "diff_p", "diff_p_adj"]
+DIFF = ["diff_pp", "diff_lo", "diff_hi", "diff_se", "diff_df", "diff_p", "diff_p_adj", "diff_mde", "tost_p"]
 POOLED = ["pooled_pp", "pooled_lo", "pooled_hi", "pooled_se", "pooled_df"]
 HETEROGENEITY = ["Q", "Q_p", "tau2", "I2", "re_pp", "re_lo", "re_hi"]
 
@@ -74,19 +72,21 @@ def csv_columns(n_refs: int = 1) -> list[str]:
     sides = _sides(n_refs)
     return [*KEYS, *(f"{c}_{s}" for c in SIDE for s in sides), "acc_diff",
             *(_dcol(c, j) for j in range(1, n_refs + 1) for c in DIFF), *POOLED,
-            *(HETEROGENEITY if n_refs > 1 else []), "status"]
+            *(HETEROGENEITY if n_refs > 1 else []), "start_shared", "start_agree", "status"]
 
 
 CSV_COLUMNS = csv_columns(1)
 
 
 def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, alpha: float | None = None,
-                   multiplicity: str | None = None, independent: bool = True) -> pd.DataFrame:
+                   multiplicity: str | None = None, independent: bool = True, margin: float | None = None,
+                   starts: dict | None = None) -> pd.DataFrame:
     """One row per (base, family, task, variant[, cross-base vs]) of any table: each side (`*_ours`,
     `*_ref`, `*_ref2`, ...), the difference against each reference with its interval and (adjusted)
     p, the pooled estimate where the runs are INDEPENDENT (no shared seed), heterogeneity with more
     than one reference, and a status. ALPHA and MULTIPLICITY: OURS's table's (attrs), else 0.05 and
-    Holm."""
+    Holm. MARGIN (pp): the equivalence margin of the TOST; STARTS: task -> start_agreement of the two
+    runs' RL starts (the start row is then judged on the prompts both scored)."""
     alpha = float(ours.attrs.get("alpha", 0.05) if alpha is None else alpha)
     method = str(ours.attrs.get("multiplicity", "holm") if multiplicity is None else multiplicity)
     tables = [ours, ref, *more]
@@ -109,6 +109,14 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
         if not (here and there):
             both = _finite(r["acc_ours"]) and _finite(r["acc_ref"])
             anywhere = any(_finite(r[f"acc_{s}"]) for s in sides[1:])
+            shared = (starts or {}).get(r["task"]) if r["variant"] == START else None
+            if both and shared is not None:
+                n, agree = shared[0], shared[1]
+                row.update(start_shared=n, start_agree=agree)
+                row["status"] = "different test set" if n == 0 else f"identical on {n} shared prompts" if agree == n \
+                    else f"differs on {n - agree} of {n} shared prompts"
+                rows.append(row)
+                continue
             row["status"] = ("identical" if r["acc_ours"] == r["acc_ref"] else "accuracy differs") if both else \
                 "only here" if here or (_finite(r["acc_ours"]) and not anywhere) else \
                 "only in reference" if anywhere else ""
@@ -120,19 +128,23 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
             s = sides[j]
             d = difference(r["delta_pp_ours"], r["se_ours"], r["df_ours"], r[f"delta_pp_{s}"], r[f"se_{s}"], r[f"df_{s}"])
             row.update({_dcol("diff_pp", j): d.diff, _dcol("diff_lo", j): d.lo, _dcol("diff_hi", j): d.hi,
-                        _dcol("diff_se", j): d.se, _dcol("diff_df", j): d.df, _dcol("diff_p", j): d.p})
+                        _dcol("diff_se", j): d.se, _dcol("diff_df", j): d.df, _dcol("diff_p", j): d.p,
+                        _dcol("diff_mde", j): float(mde(d.se, d.df)) if math.isfinite(d.df) and d.se > 0 else math.nan,
+                        _dcol("tost_p", j): tost_p(d.diff, d.se, d.df, margin or 0.0)})
             identical = all(r[f"{c}_ours"] == r[f"{c}_{s}"] for c in ("delta_pp", "lo", "hi"))
             same.append(identical)
             if identical:  # the same cells: nothing to test (an interval from two runs' noise would mislead)
-                row.update({_dcol(c, j): math.nan for c in ("diff_lo", "diff_hi", "diff_p")})
+                row.update({_dcol(c, j): math.nan for c in ("diff_lo", "diff_hi", "diff_p", "diff_mde", "tost_p")})
             elif math.isfinite(d.p):
                 tests.append((i, j, fam, d.p))
         if independent:
             runs = ["ours", *(sides[j] for j in there)]
-            pl = pool([r[f"delta_pp_{s}"] for s in runs], [r[f"se_{s}"] for s in runs], [r[f"df_{s}"] for s in runs])
-            row.update(pooled_pp=pl.mean, pooled_lo=pl.lo, pooled_hi=pl.hi, pooled_se=pl.se, pooled_df=pl.df)
+            x, se = [r[f"delta_pp_{s}"] for s in runs], [r[f"se_{s}"] for s in runs]
+            hk = hartung_knapp(x, se)  # random effects, a t on runs - 1 df (agreement.py)
+            row.update(pooled_pp=hk["mean"], pooled_lo=hk["lo"], pooled_hi=hk["hi"], pooled_se=hk["se"], pooled_df=hk["df"])
             if len(sides) > 2:
-                row.update(Q=pl.q, Q_p=pl.q_p, tau2=pl.tau2, I2=pl.i2, re_pp=pl.re_mean, re_lo=pl.re_lo, re_hi=pl.re_hi)
+                pl = pool(x, se, [r[f"df_{s}"] for s in runs])
+                row.update(Q=pl.q, Q_p=pl.q_p, tau2=pl.tau2, I2=pl.i2, re_pp=hk["mean"], re_lo=hk["lo"], re_hi=hk["hi"])
         row["status"] = "identical" if all(same) else ""
         rows.append(row)
     for fam in dict.fromkeys(t[2] for t in tests):  # the table's families, each adjusted on its own
@@ -142,9 +154,13 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
     for row in rows:
         if row["status"] == "":
             adj = [row.get(_dcol("diff_p_adj", j), math.nan) for j in range(1, len(sides))]
-            if any(_finite(p) for p in adj) or any(_finite(row.get(_dcol("diff_pp", j))) for j in range(1, len(sides))):
+            js = range(1, len(sides))
+            if any(_finite(p) for p in adj) or any(_finite(row.get(_dcol("diff_pp", j))) for j in js):
+                tost = [row.get(_dcol("tost_p", j), math.nan) for j in js if _finite(row.get(_dcol("diff_pp", j)))]
+                mdes = [row.get(_dcol("diff_mde", j)) for j in js if _finite(row.get(_dcol("diff_mde", j)))]
                 row["status"] = "differs" if any(_finite(p) and p < alpha for p in adj) else \
-                    "replicates" if any(_finite(p) for p in adj) else "no spread"
+                    f"equivalent within ±{margin:g}" if tost and all(_finite(p) and p < alpha for p in tost) else \
+                    f"no difference detected (difference MDE {max(mdes):.1f} pp)" if mdes else "no spread"
     out = pd.DataFrame(rows)
     if not out.empty:
         order = {v: i for i, v in enumerate([START, *VARIANT_ORDER])}
@@ -152,7 +168,8 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
         out = out.assign(_rank=rank).sort_values(["base", "family", "task", "_rank", "variant"]) \
             .drop(columns="_rank").reset_index(drop=True)
     out = out.reindex(columns=csv_columns(len(sides) - 1))
-    out.attrs.update(alpha=alpha, multiplicity=method, references=len(sides) - 1, independent=independent)
+    out.attrs.update(alpha=alpha, multiplicity=method, references=len(sides) - 1, independent=independent,
+                     margin=margin)
     return out
 
 
@@ -196,14 +213,29 @@ def verdict(report: pd.DataFrame) -> str:
             f"adj. p {_p(largest[_dcol('diff_p_adj', j)])})")
     missing = report[report["status"].isin(["only here", "only in reference"])]
     extra = f"; {len(missing)} row(s) in one table only" if len(missing) else ""
-    for _, r in report[(report["variant"] == START) & (report["status"] == "accuracy differs")].iterrows():
-        extra += f"; the RL start of {r['task']} differs ({r['acc_ours']:.1f} % here, {r['acc_ref']:.1f} % in the reference)"
+    for _, r in report[report["variant"] == START].iterrows():
+        status = str(r["status"])
+        if status == "different test set" or status.startswith(("differs on", "identical on", "accuracy differs")):
+            extra += f"; the RL start of {r['task']}: {status}" if status != "accuracy differs" else \
+                f"; the RL start of {r['task']} differs ({r['acc_ours']:.1f} % here, {r['acc_ref']:.1f} % in the reference)"
     if (done["status"] == "identical").all():
         return f"Identical: all {n} comparisons have the same estimate and interval as the reference{extra}."
     differs = done[done["status"] == "differs"]
     if differs.empty:
-        return (f"Replicated: none of the {n} comparisons differs between the runs (the difference of the two "
-                f"estimates, tested with both runs' uncertainty; {rule}); {size}{extra}.")
+        margin = report.attrs.get("margin")
+        equal = done["status"].astype(str).str.startswith(("equivalent", "identical")).sum()
+        mdes = done[done["status"].astype(str).str.startswith("no difference")]
+        if equal == n:
+            return (f"Replicated: all {n} comparisons are equivalent within ±{margin:g} pp between the runs (two "
+                    f"one-sided tests at alpha {alpha:g}); none differs ({rule}); {size}{extra}.")
+        cols = [c for c in report.columns if c.startswith("diff_mde")]
+        span = mdes[cols].max(axis=1) if len(mdes) else pd.Series(dtype=float)
+        tost = (f"{equal} equivalent within ±{margin:g} pp (TOST), " if margin else
+                "no equivalence margin declared (design.json equivalence_margin_pp or --margin), so none is shown "
+                "equivalent; ")
+        mde_span = f" (difference MDE {span.min():.1f}-{span.max():.1f} pp)" if len(span) else ""
+        return (f"No difference detected: none of the {n} comparisons differs between the runs ({rule}); {tost}"
+                f"{len(mdes)} with no difference detected, which is not evidence of equivalence{mde_span}; {size}{extra}.")
 
     def one(r) -> str:
         parts = []
@@ -242,14 +274,14 @@ def _diff(r, j: int, side: str) -> str:
     return f"acc {_num(r['acc_ours'] - acc, '+.1f')}" if _finite(r.get("acc_ours")) and _finite(acc) else "-"
 
 
-def to_markdown(report: pd.DataFrame, ours: str, ref: str | list[str], note: str = "") -> str:
+def to_markdown(report: pd.DataFrame, ours: str, ref: str | list[str], note: str = "", shared: str = "") -> str:
     refs = ref if isinstance(ref, list) else [ref]
     n_refs = len(refs)
     sides = _sides(n_refs)
     if n_refs == 1:
         head = ["task", "variant", "vs", "acc % here", "acc % ref", "Δpp here [95 % CI]", "Δpp ref [95 % CI]",
-                "difference [95 % CI]", "p", "adj. p", "pooled [95 % CI]", "status"]
-        align = "|---|---|---|" + "---:|" * 8 + "---|"
+                "difference [95 % CI]", "p", "adj. p", "TOST p", "pooled [95 % CI]", "status"]
+        align = "|---|---|---|" + "---:|" * 9 + "---|"
         title = f"### replication: {ours} against {refs[0]}"
     else:
         head = ["task", "variant", "vs", "Δpp here [95 % CI]"]
@@ -271,7 +303,7 @@ def to_markdown(report: pd.DataFrame, ours: str, ref: str | list[str], note: str
             if n_refs == 1:
                 cells = [r["task"], r["variant"], vs, _num(r["acc_ours"], ".1f"), _num(r["acc_ref"], ".1f"),
                          _delta(r, "ours"), _delta(r, "ref"), _diff(r, 1, "ref"), _p(r.get("diff_p")),
-                         _p(r.get("diff_p_adj")), pooled, status]
+                         _p(r.get("diff_p_adj")), _p(r.get("tost_p")), pooled, status]
             else:
                 cells = [r["task"], r["variant"], vs, _delta(r, "ours")]
                 for j in range(1, n_refs + 1):
@@ -290,20 +322,27 @@ def to_markdown(report: pd.DataFrame, ours: str, ref: str | list[str], note: str
     alpha, method = report.attrs.get("alpha", 0.05), str(report.attrs.get("multiplicity", "holm"))
     adj = f"{method.capitalize()} within each family of the table (primary, secondary; any other rows as one more)" \
         if method != "none" else "unadjusted"
-    pooled_note = ("Pooled: the inverse-variance mean of the runs' estimates with its 95 % t interval "
-                   "(Satterthwaite df)" if report.attrs.get("independent", True) else
-                   "No pooled estimate: the runs share seeds, so they are not independent")
+    pooled_note = ("Pooled: the random-effects mean of the runs' estimates (DerSimonian-Laird τ²) with its "
+                   "Hartung-Knapp 95 % interval, a t on runs - 1 df (agreement.py)" if report.attrs.get("independent", True)
+                   else "No pooled estimate: the runs share seeds, so they are not independent")
+    margin = report.attrs.get("margin")
+    equiv = (f"TOST p: two one-sided t tests of |true difference| >= {margin:g} pp (the margin declared in the design "
+             f"or with --margin); status `equivalent within ±{margin:g}` where it is below {alpha:g}" if margin else
+             "TOST p: none, no equivalence margin was declared (design.json equivalence_margin_pp or --margin), so "
+             "no row is called equivalent")
     hetero = (" Q: Cochran's Q over the runs (chi² p, runs - 1 df); I²: the share of their spread beyond "
               "sampling error; τ²: the DerSimonian-Laird between-run variance (pp²)." if n_refs > 1 else "")
     lines += ["", f"**{verdict(report)}**", "", *([note, ""] if note else []),
               f"({'; '.join(sizes)}. Δpp: each run's own estimate and 95 % interval; * = significant in that run's "
               "own table. difference: here minus the reference, its 95 % interval and p from both runs' "
               "uncertainty (SE = √(SE here² + SE ref²), t on the Welch-Satterthwaite df of the two tables' df); "
-              f"adj. p: {adj}; status `differs` where the adjusted p is below {alpha:g}, `replicates` where it is "
-              "not. A comparison significant in one run only is no verdict: the difference between significant "
-              f"and not significant is not itself significant. {pooled_note}.{hetero} Where both runs scored the "
-              "same test prompts, the prompt term is shared: the difference's interval is then conservative and "
-              "the pooled one somewhat narrow.)"]
+              f"adj. p: {adj}, for `differs` only (status `differs` where it is below {alpha:g}); {equiv}; "
+              "otherwise `no difference detected`, with the difference's MDE (80 % power, two-sided 5 %): not "
+              "evidence that the runs agree. The RL start's row compares the two starts on the prompt ids both runs "
+              "scored (`different test set` where none). A comparison significant in one run only is no verdict: the "
+              f"difference between significant and not significant is not itself significant. {pooled_note}.{hetero} "
+              "Where both runs scored the same test prompts, the prompt term is shared: the difference's interval is "
+              f"then conservative and the pooled one somewhat narrow.{shared})"]
     return "\n".join(lines) + "\n"
 
 
@@ -364,10 +403,11 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path | list,
-                 more: list | tuple = ()) -> tuple[str, list[Path]]:
+                 more: list | tuple = (), margin: float | None = None) -> tuple[str, list[Path]]:
     """Compare OURS (its table already built) with REF's cells (a list: one run assembled from parts,
     results.union) on the seeds both share, or whole when they share none; MORE: further independent
-    runs (each a folder or a list of parts), pooled with the two, with heterogeneity. Write
+    runs (each a folder or a list of parts), pooled with the two, with heterogeneity. MARGIN: the TOST's
+    equivalence margin in pp (else OURS's design.json `equivalence_margin_pp`, else none). Write
     replication.md/.csv beside OURS's tables and return the Markdown."""
     _, out = locate(ours)
     paths = [out / "replication.md", out / "replication.csv"]
@@ -396,8 +436,15 @@ def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path | l
             what = "" if more else f" from {_name(r)}"
             note = (note + " " if note else "") + (f"{who} is one run assembled{what}: each task's cells and RL "
                                                    "start from the last folder that has the task.")
-    report = compare_tables(ours_table, *tables, independent=independent)
-    text = to_markdown(report, str(ours), [_name(r) for r in runs] if more else _name(ref), note)
+    if margin is None:
+        from .design import read_design
+
+        margin = (read_design(out) or {}).get("equivalence_margin_pp")
+    here = run_starts(ours)
+    starts = {t: start_agreement(here[t], there) for t, there in run_starts(ref).items() if t in here} if not more else {}
+    report = compare_tables(ours_table, *tables, independent=independent, margin=margin, starts=starts)
+    text = to_markdown(report, str(ours), [_name(r) for r in runs] if more else _name(ref), note,
+                       shared_note(ours, runs, starts))
     paths[0].write_text(text)
     report.to_csv(paths[1], index=False, float_format="%.4g")
     return text, paths

@@ -47,6 +47,7 @@ from .budgets import LEDGER, budget_rows, by_start, compute_lines, ledger_column
 from .stats import adjust
 from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines  # noqa: F401
 START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
+ASIDE = "design.registered.json"  # a design registered before the cells, set aside as chosen after looking
 
 
 def locate(folder: str | Path) -> tuple[Path, Path]:
@@ -250,7 +251,7 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
                              and (not r["seed_dropped"] or r["seeds_ok"])) if isinstance(r["plan"], str) else math.nan
                         for _, r in table.iterrows()]
     table.attrs.update(regime=regime(df), variants=variants_lines(df), alpha=alpha, multiplicity=multiplicity,
-                       starts=starts_line(df))
+                       starts=starts_line(df), n_starts=int(df["start"].nunique()) if "start" in df else 1)
     return table
 
 
@@ -323,7 +324,10 @@ def to_markdown(table: pd.DataFrame) -> str:
     prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
     footer = FOOTER.format(method=table.attrs.get("multiplicity", "holm").capitalize(),
                            alpha=table.attrs.get("alpha", 0.05))
-    lines.append(f"{_count(seeds, 'seed', 'per cell')}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
+    k = table.attrs.get("n_starts", 1)  # several SFT starts: a row's cells are starts x seeds
+    units = _count(seeds, "seed", "per cell") if k < 2 else \
+        f"{_count(seeds, 'cell', 'per arm')} ({k} SFT starts x {int(seeds.max()) // k} seeds)"
+    lines.append(f"{units}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
                  f"{_clusters(table)}. " + footer + table.attrs.get("starts", "") +
                  (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
     return "\n".join(lines) + "\n"
@@ -361,13 +365,25 @@ def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format="%.4g")
 
 
-def design_line(design: dict | None, configs: list[dict], folder) -> str:
-    """The table's first line: confirmatory (the cells ran under design.json), not confirmatory (why),
-    or exploratory (no design.json)."""
+def design_line(design: dict | None, configs: list[dict], folder, aside: dict | None = None) -> str:
+    """The table's first line: confirmatory (the cells ran under design.json), exploratory with its
+    reason (a design that says `exploratory`, or one registered and set aside, ASIDE), not confirmatory
+    (why), or exploratory (no design at all)."""
+    if design is None and aside is not None:
+        why = aside.get("exploratory", "chosen after looking at these seeds")
+        return (f"**Exploratory** ({why}): a design was registered before the first cell (kept as "
+                f"{folder}/design.registered.json, commit {aside['commit']}), but chosen after looking at these "
+                f"seeds' cells (its notes: {aside.get('notes', '').split('. ')[0]}); the decision rule is reported, "
+                "nothing here is confirmed.")
     if design is None:
         return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
                 "the families below are the preset's declared ones.")
     problems = disagreements(design, configs)
+    if design.get("exploratory"):
+        ran = "the cells did not all run under it" if problems else "every cell ran under it"
+        return (f"**Exploratory** ({design['exploratory']}): {folder}/design.json was registered before the first "
+                f"cell (commit {design['commit']}) and {ran}, but the design was chosen after looking; the decision "
+                "rule is reported, nothing here is confirmed.")
     if problems:
         more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
         return f"**Not confirmatory**: the cells did not run under {folder}/design.json ({'; '.join(problems[:3])}{more})."
@@ -412,7 +428,8 @@ def load_table(folder: str | Path | list, seeds: dict | None = None) -> pd.DataF
     built = build_table(df, start, declared(design, spec), **kw)
     table = built.reindex(columns=CSV_COLUMNS + [c for c in LEDGER if c in built])  # the ledger where cells have one
     table.attrs.update(built.attrs)
-    table.attrs.update(design=design_line(design, list(df["config"]), out.name))
+    aside = json.loads((out / ASIDE).read_text()) if design is None and (out / ASIDE).is_file() else None
+    table.attrs.update(design=design_line(design, list(df["config"]), out.name, aside))
     return table
 
 

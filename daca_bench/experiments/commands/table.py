@@ -26,6 +26,10 @@ def configure(parser) -> None:
                              "they share none. Several folders after one --against are one run in parts (each task "
                              "from the last folder that has it); --against again adds another independent run, "
                              "pooled with heterogeneity (Cochran's Q, tau^2, I^2)")
+    parser.add_argument("--margin", metavar="PP", type=float, default=None,
+                        help="with --against: the equivalence margin in pp; a comparison is `equivalent within ±PP` "
+                             "only where two one-sided tests say so (else design.json's equivalence_margin_pp; "
+                             "without one, no row is called equivalent)")
     parser.add_argument("--plan", metavar="PP", type=float, default=None,
                         help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
                              "MDE to PP percentage points, from the spread this run measured (experiments/analysis/plan.py)")
@@ -38,7 +42,7 @@ def run(args) -> int:
     print(paths[0].read_text())
     if args.against:
         ref, *others = [one[0] if len(one) == 1 else one for one in args.against]
-        text, more = write_report(table, args.results, ref, others)
+        text, more = write_report(table, args.results, ref, others, margin=args.margin)
         print(text)
         paths += more
     if args.plan is not None:

@@ -104,13 +104,14 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
     variants (bases_grid.confirmatory_arms, with PICKS: the sweep's picks over the preset's)."""
     if preset.arms == "bases":
         return _base_cells(preset, sft, steps, seeds, lambda rl: _confirmatory(preset, picks, rl["train.steps"]))
-    if preset.arms == "compute":  # every arm from each SFT start (compute_grid.py)
-        from .compute_grid import compute_arms
+    if preset.arms in ("compute", "compute-starts"):  # every arm from each SFT start (compute_grid.py)
+        from .compute_grid import compute_arms, seeds_by_start, starts_arms
 
-        arms = compute_arms(preset.picks, steps or preset.rl_steps)
+        arms = (compute_arms if preset.arms == "compute" else starts_arms)(preset.picks, steps or preset.rl_steps)
+        per = seeds_by_start(preset.sft_seeds, seeds or preset.seeds, preset.arms)
         return [c for k in preset.sft_seeds for c in _base_cells(
             preset, {label: sft.get(start_key(preset, label, k)) or sft[label] for label in preset.families},
-            steps, seeds, lambda rl: arms, start=k)]
+            steps, per[k], lambda rl: arms, start=k)]
     if preset.readings:
         arms = [(reading_name(r, lr, preset.lrs[0]), READINGS[r][1], {**READINGS[r][2], "train.lr": lr},
                  {"reading": r, "train.lr": lr}) for r in preset.readings for lr in preset.lrs]

@@ -11,10 +11,11 @@ cell's ratio and steps (`other_steps` beside the family's), and its lr sweep's s
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ...errors import ConfigError
-from ..analysis.design import write_design
+from ..analysis.design import starts_warning, write_design
 from .presets import TinyPreset, comparisons
 
 ALPHA = 0.05
@@ -77,17 +78,37 @@ def design_of(name: str, preset: TinyPreset, cells: list, commit: str, tree: str
               **({"notes": preset.notes} if preset.notes else {})}
     if preset.arms == "bases":
         design.update(per_base(preset, cells, matched))
-    if preset.arms == "compute":
+    if preset.arms in ("compute", "compute-starts"):
         from . import compute_grid as g
 
+        steps = max(c.config.train.steps for c in cells)
         design.update(question=g.QUESTION, compute={
-            "measure": g.MEASURE, "base_steps": g.base_of(cells[0].config.train.steps),
-            "matched_steps": cells[0].config.train.steps, "eval_every": cells[0].config.train.eval_every,
+            "measure": g.MEASURE, "base_steps": g.base_of(steps), "matched_steps": steps,
+            "eval_every": cells[0].config.train.eval_every,
             "flops_ratio": g.FLOPS_RATIO, "ratio": "daca-bench cost: +DACA over baseline training FLOPs per step "
                                                    "(cost.matched_steps), before any cell",
             "sft_starts": sorted({c.axes["sft_start"] for c in cells}), "random_effect": "sft_start",
             "lr": "fixed in advance: the committed readings picks, the same at both budgets"})
+    if preset.arms == "compute-starts":
+        design.update(question=g.STARTS_QUESTION, power=starts_power(preset, cells), cpu=g.cpu_estimate(cells))
+    if preset.exploratory:
+        design["exploratory"] = preset.exploratory
     return design
+
+
+def starts_power(preset: TinyPreset, cells: list) -> dict:
+    """The power analysis of a design over SFT starts (compute_grid.assumed_power), at its own numbers of
+    starts, seeds per start and test clusters."""
+    from ...resources import data_dir
+    from . import compute_grid as g
+
+    ROOT = data_dir("configs").parent  # noqa: N806 - the repository (or the wheel's data): results/ beside configs/
+
+    label, fam = next(iter(preset.families.items()))
+    starts = sorted({c.axes["sft_start"] for c in cells})
+    units = {(c.axes["sft_start"], c.config.train.seed) for c in cells}
+    return g.assumed_power(ROOT, label, fam.task, max(c.config.train.steps for c in cells), len(starts),
+                           len(units) // len(starts), g.test_clusters(fam.task, {**preset.rl, **fam.rl}))
 
 
 def per_base(preset: TinyPreset, cells: list, matched: dict) -> dict:

@@ -67,6 +67,8 @@ class TinyPreset:
     settings: dict = field(default_factory=dict)  # label -> config keys: every arm once per setting (axis
     # "setting"; the table gives each its own block: start, baseline vs start, each variant vs that baseline)
     sft_seeds: tuple = (0,)  # SFT starts (sft.seed): every arm runs from each (axis "sft_start": a random effect)
+    exploratory: str = ""  # why a registered design is exploratory all the same (design.json "exploratory"): its
+    # table's first line says so and never "Confirmatory"
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,11 @@ ROLLOUT_SETTINGS = {f"{cache}{'' if th is None else f' th={th}'}":
 # their full-attention families (two tokens a step), cut into blocks: sudoku's 18 into 3 blocks of 6 (3 steps
 # each: the only cut with more than one step per block), json's 28 into 7 of 4 (2 steps each: SDAR's and TraDo's
 # block of 4). Exact block cache in rollouts and evaluation (identical to uncached decoding, tested), DPS
-# normalised within each block (docs/method.md 12.5). Fresh: seeds 48-79 ran in no committed table (0-47 and
-# 100-103 did); test prompts drawn with test seed 3 skipping every prompt a committed table or a confirmatory
+# normalised within each block (docs/method.md 12.5). Fresh: seeds 120-151 ran in no committed table (0-47 and
+# 100-103 did; tiny-compute-starts registered 48-87); test prompts drawn with test seed 4 skipping every prompt a committed table or a confirmatory
 # draw scored (configs/scored/<task>.after-compute.txt: tiny-full's and tiny-compute's draws included).
 BLOCK_RL = {"rollout.cache": "block", "eval.cache": "block", "dps.scope": "block"}
-BLOCK_FRESH = {"train.test_seed": 3}
+BLOCK_FRESH = {"train.test_seed": 4}  # tiny-compute-starts draws with 3
 
 
 def block_family(label: str, block: int, seeds: tuple, n_eval: int) -> Family:
@@ -165,8 +167,8 @@ def block_family(label: str, block: int, seeds: tuple, n_eval: int) -> Family:
     return replace(fam, block=block, seeds=seeds, rl={**fam.rl, **BLOCK_RL, **BLOCK_FRESH, **skip})
 
 
-BLOCK_FAMILIES = {"sudoku": block_family("sudoku", 6, tuple(range(48, 80)), 512),
-                  "json": block_family("json", 4, tuple(range(48, 64)), 1024)}
+BLOCK_FAMILIES = {"sudoku": block_family("sudoku", 6, tuple(range(120, 152)), 512),
+                  "json": block_family("json", 4, tuple(range(120, 136)), 1024)}
 BLOCK_NOTES = ("Fixed before any cell ran (issue 57). The tiny model with a block-causal mask (model.block_size; "
                "docs/method.md section 12), SFT'd with the block-diffusion objective to the families' dev targets, "
                "decoded block by block with the exact block cache; DPS normalised within each block (dps.scope=block); "
@@ -176,8 +178,8 @@ BLOCK_NOTES = ("Fixed before any cell ran (issue 57). The tiny model with a bloc
                "blocks? Power, projected by experiments/analysis/stats.projected_mde from tiny-full's variance "
                "components for +DACA vs baseline (the nearest estimate; a block model's may differ): sudoku 32 seeds x "
                "512 puzzles (69 grid clusters): MDE 2.8 pp (80 % power at the full-attention effect; 16 seeds: 3.9); "
-               "json 16 seeds x 1,024 prompts: MDE 2.1 pp. Fresh: seeds 48-79 (sudoku) and 48-63 (json) ran in no "
-               "committed table; test prompts drawn with test seed 3 skipping configs/scored/<task>.after-compute.txt "
+               "json 16 seeds x 1,024 prompts: MDE 2.1 pp. Fresh: seeds 120-151 (sudoku) and 120-135 (json) ran in no "
+               "committed table (tiny-compute-starts registered 48-87); test prompts drawn with test seed 4 skipping configs/scored/<task>.after-compute.txt "
                "(every prompt a committed table scored, and tiny-full's and tiny-compute's draws); sudoku's 4x4 "
                "universe has about 72 test grids, all seen before: its fresh puzzles are new puzzles of seen grids. "
                "Decision: Holm-adjusted p < 0.05 within each family of comparisons; MDE (2.8 SE, clustered) reported.")
@@ -230,7 +232,8 @@ PRESETS = {
                        "d1-like regime with the readings tiny-readings picked (under 15 min on 2 cores; the full "
                        "ablation: tiny-ablation)", {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(7)),
                        rl={**TINY_RL, "train.n_eval": DEFAULT_EVAL}, variants=("baseline", "+DACA"), picks=PICKS,
-                       confirmatory=True, notes=DEFAULT_NOTES),
+                       confirmatory=True, notes=DEFAULT_NOTES,
+                       exploratory="reproduces results/tiny; chosen after looking at these seeds"),
     "tiny-ablation": TinyPreset("the ablation on the default's regime (results/tiny-ablation): grpo x {baseline, +DPS, "
                                 "+SML, +DACA, +DPS-random} x sudoku x 8 seeds (about 30 min on 2 cores without AMX)",
                                 {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
@@ -280,6 +283,14 @@ PRESETS = {
                              "committed first (about 2.5 h on 2 cores)", BLOCK_FAMILIES, rl_steps=32,
                              seeds=tuple(range(48, 64)), rl=TINY_RL, picks=PICKS, confirmatory=True,
                              design="results/tiny-block/design.json", notes=BLOCK_NOTES),
+    "tiny-compute-starts": TinyPreset(
+        "the compute question over SFT starts: grpo baseline to 80 steps and +DACA to 32 (+DACA@32 spends baseline@80's "
+        f"FLOPs), {len(compute_grid.STARTS_SFT_SEEDS)} fresh SFT starts x {compute_grid.SEEDS_PER_START} fresh seeds "
+        "each, sudoku on fresh prompts, eval every 16 steps, its design and power analysis committed first (about "
+        "100 min on 2 cores)", {"sudoku": replace(FIVE["sudoku"], rl={**FIVE["sudoku"].rl, **compute_grid.STARTS_TEST})},
+        rl_steps=compute_grid.MATCHED_STEPS, seeds=compute_grid.STARTS_SEEDS, rl=TINY_RL, variants=("baseline", "+DACA"),
+        picks=PICKS, confirmatory=True, arms="compute-starts", sft_seeds=compute_grid.STARTS_SFT_SEEDS,
+        design="results/tiny-compute-starts/design.json", notes=compute_grid.STARTS_NOTES),
     **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
                                                    (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
     "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
@@ -293,9 +304,11 @@ def comparisons(preset: TinyPreset) -> dict:
     Anything else a table prints is exploratory. Rows as design.json holds them:
     {"family", "task", "variant", "vs"} (variant minus vs). A per-base preset (`arms="bases"`) plans
     bases_grid.planned_comparisons: primary = each base's DACA row vs its baseline, secondary = the rest."""
-    if preset.arms in ("bases", "compute"):
-        per = [planned_comparisons(label, fam.task, preset.bases) if preset.arms == "bases" else
-               compute_grid.planned_comparisons(label, fam.task, preset.rl_steps) for label, fam in preset.families.items()]
+    if preset.arms in ("bases", "compute", "compute-starts"):
+        plan = {"bases": lambda label, fam: planned_comparisons(label, fam.task, preset.bases),
+                "compute": lambda label, fam: compute_grid.planned_comparisons(label, fam.task, preset.rl_steps),
+                "compute-starts": lambda label, fam: compute_grid.starts_comparisons(label, fam.task, preset.rl_steps)}
+        per = [plan[preset.arms](label, fam) for label, fam in preset.families.items()]
         return {k: [c for p in per for c in p[k]] for k in ("primary", "secondary")}
     primary, secondary = [], []
     for label, fam in preset.families.items():

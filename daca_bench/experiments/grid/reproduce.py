@@ -77,7 +77,7 @@ def _preset(args):
             raise ConfigError("--families works on the tiny presets")
         preset = replace(preset, families={f: preset.families.get(f) or task_family(f, preset, args.preset)
                                            for f in args.families})
-    if args.steps and getattr(preset, "arms", "") == "compute":  # its arms and comparisons are named by budget
+    if args.steps and getattr(preset, "arms", "").startswith("compute"):  # its arms and comparisons are named by budget
         preset = replace(preset, rl_steps=args.steps)
     if args.bases:
         if not isinstance(preset, TinyPreset):
