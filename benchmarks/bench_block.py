@@ -20,9 +20,9 @@ import torch
 
 from daca_bench.config import RLConfig, apply, load_config
 from daca_bench.registry import get_task
-from daca_bench.rl.policy import load_initial
+from daca_bench.engine.policy import load_initial
 from daca_bench.rl.sampler import sample
-from daca_bench.rl.trainer import PassCounter, train_step
+from daca_bench.train.trainer import PassCounter, train_step
 
 PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
 
