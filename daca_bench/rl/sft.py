@@ -44,7 +44,7 @@ from ..config import (
 )
 from ..models import ModelAdapter, default_device, load_model, load_pretrained
 from ..runfolder import RESUMABLE_SFT, refuse_changed, set_aside
-from .evaluate import evaluate
+from .evaluate import evaluate, mean_reward_beside
 from .parallel import Parallel
 from .sampler import pad_prompts
 
@@ -189,7 +189,8 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         par.barrier()
     else:
         write_folder(out / "final", adapter.save)
-    summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
+    summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], **mean_reward_beside(result),
+               "n_eval": result["n"],
                "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
                "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
                "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else math.nan,
@@ -252,4 +253,8 @@ def run(args) -> int:
     early = ", stopped early at the dev target" if summary["stopped_early"] else ""
     print(f"{summary['task']}: greedy test accuracy {summary['accuracy']:.3f} on {summary['n_eval']} held-out "
           f"prompts after {summary['steps']} SFT steps ({speed}{early}); model in {out}/final")
+    if summary["accuracy"] == 0:  # an RL start that answers nothing: every group's rewards are equal, no signal
+        print(f"warning: the SFT model answers none of the {summary['n_eval']} test prompts correctly; RL from it "
+              "sees no reward to learn from (a grid's cells would all stay at 0 %): train longer (sft.steps=...) or "
+              "check the task's targets (`daca-bench tasks --show`) before a grid", file=sys.stderr)
     return 0

@@ -23,6 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import stats as sps
 
+from .accuracy import checked_accuracy
 from .budgets import evaluations
 from .layout import colour, facets, grid_of, legend_outside, variant_rank
 
@@ -53,7 +54,9 @@ def load_curves(folder: str | Path) -> pd.DataFrame:
             last = m["step"]
             rows.append({**common, "step": m["step"], **{k: _number(m.get(k)) for k in LOGGED}, "final": False})
         summary = metrics.parent / "summary.json"
-        acc = json.loads(summary.read_text()).get("test_accuracy") if summary.exists() else None
+        s = json.loads(summary.read_text()) if summary.exists() else {}
+        acc = s.get("test_accuracy")
+        acc = checked_accuracy(acc, statuses=s.get("statuses"), where=str(summary)) if acc is not None else None
         if acc is not None and last:
             rows.append({**common, "step": last, **{k: math.nan for k in LOGGED}, "test_accuracy": acc, "final": True})
     return pd.DataFrame(rows)

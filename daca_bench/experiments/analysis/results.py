@@ -6,7 +6,8 @@ its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND 
 resampled by the task's cluster of prompts (experiments/analysis/clusters.py: sudoku puzzles by solution
 grid, python_tiny's instances by target function). The table has one row per (base, task, variant):
 
-- `acc`: test accuracy (%, exact match), mean over seeds;
+- `acc`: test accuracy (%, the share of answers whose status is correct; never a mean reward: accuracy.py),
+  mean over seeds;
 - `delta_pp` with `lo`/`hi`: the paired difference against the row's reference (`vs`: the
   baseline for a variant; the RL start, i.e. the SFT model on the same prompts, for the
   baseline), with its 95 % mixed-model interval over seeds x clusters (experiments/analysis/stats.py);
@@ -40,6 +41,7 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...jsonl import column_means
+from .accuracy import checked_accuracy
 from .clusters import cluster_keys, recorded, registered
 from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagreements, family_of, read_design,
                      reference)
@@ -85,16 +87,18 @@ def load_results(folder: str | Path) -> pd.DataFrame:
         family = record.get("family") or registered(cfg["train"]["task"], "its family", str(cell)).family
         if "setting" in axes:  # a grid over one more axis (tiny-cache's rollout settings): a block per setting
             family = f"{family} [{axes['setting']}]"
+        prompts = read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None  # id -> 1/0/None
         m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "clip_frac_any", "kl"))  # one read
         # the table's clip column is the share of ratios outside [1-eps, 1+eps] whatever the advantage's
         # sign: `clip_frac_any` since clip_frac became TRL's region mean; older cells logged it as clip_frac
         m["clip_frac"] = m["clip_frac_any"] if math.isfinite(m["clip_frac_any"]) else m["clip_frac"]
         row = {"cell": cell.name, "task": cfg["train"]["task"], "family": family,
                "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
-               "seed": cfg["train"]["seed"], "start": axes.get("sft_start", 0), "test_accuracy": s["test_accuracy"],
+               "seed": cfg["train"]["seed"], "start": axes.get("sft_start", 0),
+               "test_accuracy": checked_accuracy(s["test_accuracy"], prompts, s.get("statuses"), str(cell)),
                "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
                **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
-               "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None,
+               "prompts": prompts,
                "recorded": {**record.get("clusters", {}),
                             **(recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {})},
                "task_record": record or None, "config": cfg}
