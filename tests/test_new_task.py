@@ -50,7 +50,7 @@ def test_new_task_check_and_show_on_a_task_folder(tmp_path, fresh, capsys):
     assert rows == [{"id": s.id, "cluster": s.target, "prompt": s.prompt, "target": s.target} for s in dev]
     assert main(["tasks", "--show", "sort4", "--split", "dev", "-n", "2"]) == 0
     text = capsys.readouterr().out
-    assert f"[1] {dev[0].id}  (cluster {dev[0].target})" in text and f"    sort {dev[0].id.split('/')[1]}⏎" in text
+    assert f"[1] {dev[0].id}  (cluster {dev[0].target})" in text and f"    {dev[0].prompt.rstrip()}⏎" in text
 
 
 def test_the_written_test_passes_and_the_generator_cannot_loop_forever(tmp_path, fresh):

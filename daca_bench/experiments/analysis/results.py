@@ -365,12 +365,15 @@ def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format="%.4g")
 
 
-def design_line(design: dict | None, configs: list[dict], folder) -> str:
+def design_line(design: dict | None, configs: list[dict], folder, preset: str | None = "") -> str:
     """The table's first line: confirmatory (the cells ran under design.json), not confirmatory (why),
-    or exploratory (no design.json)."""
+    or exploratory (no design.json): a preset's folder (PRESET) has its declared families, a grid of
+    one's own the default ones (design.DEFAULT_COMPARISONS)."""
     if design is None:
         return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
-                "the families below are the preset's declared ones.")
+                + ("the families below are the preset's declared ones." if preset else
+                   "the families below are the default ones: +DACA vs baseline and baseline vs start primary, "
+                   "+DPS and +SML vs baseline secondary."))
     problems = disagreements(design, configs)
     if problems:
         more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
@@ -416,7 +419,7 @@ def load_table(folder: str | Path | list, seeds: dict | None = None) -> pd.DataF
     built = build_table(df, start, declared(design, spec), **kw)
     table = built.reindex(columns=CSV_COLUMNS + [c for c in LEDGER if c in built])  # the ledger where cells have one
     table.attrs.update(built.attrs)
-    table.attrs.update(design=design_line(design, list(df["config"]), out.name))
+    table.attrs.update(design=design_line(design, list(df["config"]), out.name, meta.get("preset")))
     return table
 
 
