@@ -26,6 +26,11 @@ class UnknownTaskError(UserError, KeyError):
     """A task name the registry does not know (a KeyError, as registry lookups always were)."""
 
 
+class RewardError(UserError, ValueError):
+    """A verifier returned a value its task does not allow (outside [0, 1], or a partial score the task
+    never declared): never turned into a score, nor into an infrastructure failure."""
+
+
 class UnavailableError(UserError, RuntimeError):
     """Something the run needs is not on this machine: a model's weights, a GPU."""
 

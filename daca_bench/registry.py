@@ -13,7 +13,9 @@ system prompt, prefill, rewards and verdict); get_task(name, protocol=...) build
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.metadata
+import inspect
 import importlib.util
 import os
 import sys
@@ -24,11 +26,18 @@ from typing import Callable
 
 from .errors import ConfigError, UnknownTaskError
 from .resources import data_dir
-from .types import Sample, Task
+from .types import CheckedVerify, Sample, Task
 
 TASKS_DIR = data_dir("tasks")
 ENTRY_POINT_GROUP = "daca_bench.tasks"
 FAMILIES = ("math", "code", "constraint", "json")
+# The tasks daca-bench ships (the files of its tasks/ folder): a fixed list, never where a file lives, so that
+# a task of one's own written into tasks/ (where `new-task` writes by default) is never taken for one of these
+# (the paper's gains stand beside these only: experiments/analysis/variants.py). tests/test_accuracy.py checks
+# that it names exactly the tasks the shipped folder registers.
+SHIPPED_TASKS = frozenset({
+    "arithmetic", "arithmetic_tiny", "countdown", "countdown_d1", "countdown_tiny", "gsm8k", "gsm8k_d1", "humaneval",
+    "json_schema", "json_tiny", "math500", "math500_d1", "mbpp", "python_tiny", "sudoku", "sudoku_d1", "sudoku_tiny"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,8 @@ class TaskSpec:
     tiny: bool = False  # one of the tiny synthetic families of the CPU default
     description: str = ""
     cluster: str | Callable[[Sample], object] | None = None  # what items cluster on (None: each item alone)
+    partial_credit: bool = False  # wrong / no_answer / timeout may score in [0, 1] (else exactly 0)
+    shaped_range: tuple[float, float] | None = None  # a shaped reward's range (None: types.SHAPED_RANGES)
 
     def cluster_of(self, sample: Sample) -> str:
         """The key SAMPLE's cluster is known by: what the task's split is keyed on where several items
@@ -58,10 +69,15 @@ _loaded: frozenset | None = None  # the task folders loaded (None: nothing yet, 
 
 
 def register_task(name: str, *, family: str, version: int, splits=("train", "test"),
-                  tiny: bool = False, description: str = "", cluster=None):
+                  tiny: bool = False, description: str = "", cluster=None, partial_credit: bool = False,
+                  shaped_range: tuple[float, float] | None = None):
     """Decorator: register a builder `f(split, n, seed, **kw) -> Task` under `name`. `cluster`: the
     metadata field (or a function of the sample) that items cluster on, where several items share
-    what the split is keyed on (sudoku: the solution grid); None where every item stands alone."""
+    what the split is keyed on (sudoku: the solution grid); None where every item stands alone.
+    `partial_credit`: a wrong answer may score between 0 and 1 (accuracy still counts correct ones
+    only); `shaped_range`: the (low, high) of a shaped reward where types.SHAPED_RANGES's is not it.
+    Every Task the builder returns verifies through types.CheckedVerify: a value outside these is a
+    RewardError naming the task and the completion, never a number in a table."""
     if family not in FAMILIES:
         raise ValueError(f"task {name!r}: family {family!r} not in {FAMILIES}")
 
@@ -70,8 +86,9 @@ def register_task(name: str, *, family: str, version: int, splits=("train", "tes
             raise ConfigError(f"task {name!r} is registered twice: in {_source(_REGISTRY[name].build)} and in "
                               f"{_source(fn)}; task names are global: rename one, or drop one of the two folders "
                               "or plug-ins")
-        _REGISTRY[name] = TaskSpec(name, family, version, tuple(splits), fn, tiny,
-                                   description or (fn.__doc__ or "").strip().split("\n")[0], cluster)
+        _REGISTRY[name] = TaskSpec(name, family, version, tuple(splits), _checked(fn, name, partial_credit, shaped_range),
+                                   tiny, description or (fn.__doc__ or "").strip().split("\n")[0], cluster,
+                                   bool(partial_credit), tuple(shaped_range) if shaped_range else None)
         return fn
 
     return wrap
@@ -122,8 +139,22 @@ def protocol_wording(protocol: str, task: str, split: str, ours: str) -> str:
     return text if isinstance(text, str) else ours
 
 
+def _checked(fn, name: str, partial_credit: bool, shaped_range):
+    """FN with its Tasks' verifiers checked (types.CheckedVerify); signature, module and file are FN's."""
+
+    @functools.wraps(fn)
+    def build(*args, **kw) -> Task:
+        task = fn(*args, **kw)
+        if not isinstance(task, Task) or isinstance(task.verify, CheckedVerify):
+            return task
+        return replace(task, verify=CheckedVerify(task.verify, name, partial_credit, shaped_range))
+
+    return build
+
+
 def _source(fn) -> str:
     """Where a builder was written: its file, else its module."""
+    fn = inspect.unwrap(fn)
     return getattr(getattr(fn, "__code__", None), "co_filename", None) or fn.__module__
 
 

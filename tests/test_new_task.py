@@ -39,8 +39,8 @@ def test_new_task_check_and_show_on_a_task_folder(tmp_path, fresh, capsys):
     assert f"--tasks-dir {folder} --check sort4" in out and (folder / "sort4.py").is_file()
     assert main(["tasks", "--tasks-dir", str(folder), "--check", "sort4"]) == 0
     out = capsys.readouterr().out
-    assert f"from {folder / 'sort4.py'}" in out and "sort4: 7 of 7 checks pass" in out
-    for name in ("spec", "gold", "empty", "ids", "disjoint", "deterministic", "lengths"):
+    assert f"from {folder / 'sort4.py'}" in out and "sort4: 9 of 9 checks pass" in out
+    for name in ("spec", "gold", "empty", "values", "junk", "ids", "disjoint", "deterministic", "lengths"):
         assert f"ok    {name}" in out
     assert main(["tasks", "--show", "sort4", "--split", "dev", "-n", "5", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -50,7 +50,7 @@ def test_new_task_check_and_show_on_a_task_folder(tmp_path, fresh, capsys):
     assert rows == [{"id": s.id, "cluster": s.target, "prompt": s.prompt, "target": s.target} for s in dev]
     assert main(["tasks", "--show", "sort4", "--split", "dev", "-n", "2"]) == 0
     text = capsys.readouterr().out
-    assert f"[1] {dev[0].id}  (cluster {dev[0].target})" in text and f"    sort {dev[0].id.split('/')[1]}⏎" in text
+    assert f"[1] {dev[0].id}  (cluster {dev[0].target})" in text and f"    {dev[0].prompt.rstrip()}⏎" in text
 
 
 def test_the_written_test_passes_and_the_generator_cannot_loop_forever(tmp_path, fresh):
@@ -87,7 +87,7 @@ def test_check_names_each_failing_check_and_exits_1(tmp_path, fresh, capsys):
     out = capsys.readouterr().out
     assert "FAIL  gold" in out and "its gold target" in out and "scores wrong" in out
     assert "FAIL  disjoint" in out and "share" in out and "ok    empty" in out
-    assert "bad4: 5 of 7 checks pass; failed: gold, disjoint" in out
+    assert "bad4: 7 of 9 checks pass; failed: gold, disjoint" in out
 
 
 PLUGIN_DIST = "[daca_bench.tasks]\nsorting = my_sorting.sort4p\n"
@@ -108,7 +108,7 @@ def test_check_and_show_an_installed_plug_in(tmp_path, fresh):
                                     capture_output=True, text=True, env=env, timeout=300)
     r = run("--check", "sort4p")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"from {pkg / 'sort4p.py'}" in r.stdout and "sort4p: 7 of 7 checks pass" in r.stdout
+    assert f"from {pkg / 'sort4p.py'}" in r.stdout and "sort4p: 9 of 9 checks pass" in r.stdout
     r = run("--show", "sort4p", "--split", "dev", "-n", "5")
     assert r.returncode == 0 and r.stdout.count("\n[") == 5 and "sort4p dev: 5 sample(s)" in r.stdout, r.stderr
 

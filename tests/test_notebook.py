@@ -48,6 +48,8 @@ def test_the_documented_command_is_in_the_notebook_and_the_docs():
     assert command in (ROOT / "docs" / "ablations.md").read_text()
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and "results =" in tagged[0].source and "tasks_dir =" in tagged[0].source
+    # papermill parses every parameter (no "Passed unknown parameter: tasks_dir" warning at -p tasks_dir)
+    assert set(papermill.inspect_notebook(str(NOTEBOOK))) == {"results", "tasks_dir"}
 
 
 def test_committed_notebook_shows_its_outputs_from_tiny_full():

@@ -24,6 +24,13 @@ def test_pyproject_packages_name_every_folder_and_map_the_data():
     assert folders <= set(tool["packages"])
     assert {tool["package-dir"][f"daca_bench._data.{n}"] for n in ("tasks", "sandbox", "configs")} == {
         "tasks", "sandbox", "configs"}
+    # every folder that ships files is a package of its own (else setuptools warns "Package would be ignored"
+    # at set-up): daca_verify's metric script, the configs' paper/ and scored/ folders, the sandbox's worker/
+    shipped = {"daca_bench.metrics.daca_verify": ROOT / "daca_bench" / "metrics" / "daca_verify"}
+    for name, folder in tool["package-dir"].items():
+        shipped |= {f"{name}.{p.name}": p for p in (ROOT / folder).iterdir()
+                    if p.is_dir() and not p.name.startswith((".", "_")) and any(f.is_file() for f in p.iterdir())}
+    assert set(shipped) <= set(tool["packages"]), sorted(set(shipped) - set(tool["packages"]))
 
 
 def test_data_dirs_resolve_in_the_checkout():

@@ -102,7 +102,7 @@ def _cells(folder: Path, with_record: bool) -> None:
                        **({"task_record": record} if with_record else {})}
             (cell / "summary.json").write_text(json.dumps(summary))
             (cell / "eval.jsonl").write_text("".join(json.dumps({"id": i, "completion": "", "reward": r,
-                                                                 "status": "x"}) + "\n" for i, r in rewards.items()))
+                                                                 "status": "correct" if r else "wrong"}) + "\n" for i, r in rewards.items()))
 
 
 def test_a_table_of_the_same_cells_is_the_same_with_the_task_registered_or_not(sort4, tmp_path, monkeypatch):

@@ -68,3 +68,13 @@ def test_tiny_families_fit_a_tiny_char_model(spec):
 
 def test_the_tiny_default_covers_every_family():
     assert {s.family for s in SPECS if s.tiny} == set(FAMILIES)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_each_status_scores_its_value(spec):
+    _check("values", spec)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_never_raises_on_junk(spec):
+    _check("junk", spec)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from ..config import RLConfig, SamplerConfig
 from ..models import ModelAdapter, task_prompts
-from ..types import Task
+from ..types import Task, correct_share, mean_reward, record_correct
 from ..rl.sampler import sample
 
 
@@ -30,19 +30,28 @@ def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict
 
 
 def summarize(rewards: list) -> dict:
-    """Accuracy (d1's too, for d1-protocol tasks), counts and statuses of a list of rewards."""
+    """Accuracy (the share of scored rewards whose status is correct; d1's too, for d1-protocol tasks),
+    the mean reward beside it, counts and statuses of a list of rewards."""
     from ..rewards.scoring import d1_accuracy
 
     scored = [r.value for r in rewards if r.scored]
     d1 = d1_accuracy(rewards)
     return {
-        "accuracy": sum(scored) / len(scored) if scored else math.nan,
+        "accuracy": correct_share(rewards),  # the share of correct answers, never the mean reward
+        "mean_reward": mean_reward(rewards),  # differs from accuracy only under partial credit or shaping
         **({"accuracy_d1": d1} if d1 is not None else {}),  # d1's own verdict, beside ours (d1-protocol tasks)
         "n": len(rewards),
         "infra_failures": len(rewards) - len(scored),
         "statuses": dict(Counter(r.status for r in rewards)),
         "rewards": rewards,
     }
+
+
+def mean_reward_beside(result: dict, key: str = "mean_reward") -> dict:
+    """{KEY: the mean reward} where it differs from the accuracy (partial credit or shaping on), else {}: a
+    summary shows the mean reward under its own name, never in place of the share of correct answers."""
+    m, acc = result.get("mean_reward", math.nan), result.get("accuracy", math.nan)
+    return {} if m == acc or (math.isnan(m) and math.isnan(acc)) else {key: m}
 
 
 def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
@@ -112,11 +121,12 @@ def write_eval_records(path: str | Path, result: dict) -> None:
 
 
 def read_eval_records(path: str | Path) -> dict[str, float | None]:
-    """id -> exact reward (None for an unscorable one) from an eval.jsonl."""
+    """id -> 1.0 for a correct answer, 0.0 for any other scored one, None for an unscorable one, from an
+    eval.jsonl: what a table pairs by prompt (types.record_correct: the status decides, never the reward)."""
     out = {}
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             if line.strip():
                 row = json.loads(line)
-                out[row["id"]] = row["reward"]
+                out[row["id"]] = record_correct(row, f"{path}:{number}")
     return out

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..config import SamplerConfig
 from ..errors import ConfigError
+from ..types import record_correct
 
 COLUMNS = ["protocol", "gen_length", "n", "accuracy", "acc_d1", "infra_failures", "block_length", "steps", "decoding"]
 
@@ -105,10 +106,12 @@ def summarise(rows: list[dict], cfgs: dict[int, SamplerConfig], name: str = "d1"
     for length, cfg in cfgs.items():
         mine = [r for r in rows if r["gen_length"] == length]
         scored = [r["reward"] for r in mine if r["reward"] is not None]
+        correct = [record_correct(r, "samples.jsonl") for r in mine if r["reward"] is not None]  # the status decides
         d1 = [r["d1"] for r in mine if r["reward"] is not None and r.get("d1")]  # d1's verdict: [correct, total]
         d1_total = sum(t for _, t in d1)
         out.append({"protocol": name, "gen_length": length, "n": len(mine),
-                    "accuracy": round(sum(scored) / len(scored), 4) if scored else math.nan,
+                    "accuracy": round(sum(correct) / len(correct), 4) if correct else math.nan,
+                    "mean_reward": round(sum(scored) / len(scored), 4) if scored else math.nan,
                     "acc_d1": round(sum(c for c, _ in d1) / d1_total, 4) if d1_total and name == "d1" else "",
                     "infra_failures": len(mine) - len(scored), "block_length": cfg.block_length, "steps": cfg.steps,
                     "decoding": (f"threshold {cfg.threshold}" if cfg.threshold is not None else "greedy")
@@ -116,9 +119,16 @@ def summarise(rows: list[dict], cfgs: dict[int, SamplerConfig], name: str = "d1"
     return out
 
 
+def columns(table: list[dict]) -> list[str]:
+    """COLUMNS, with the mean reward beside the accuracy where a row's differs (partial credit or shaping)."""
+    differs = any(str(r.get("mean_reward")) != str(r["accuracy"]) for r in table if "mean_reward" in r)
+    return COLUMNS[:4] + ["mean_reward"] + COLUMNS[4:] if differs else COLUMNS
+
+
 def markdown(table: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in table]
+    cols = columns(table)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in table]
     return "\n".join(lines)
 
 
@@ -138,7 +148,7 @@ def versions() -> dict:
 def write_summary(out: Path, table: list[dict], record: dict | None = None) -> None:
     (out / "summary.md").write_text(markdown(table) + "\n" + ("\n" + describe(record) + "\n" if record else ""))
     with open(out / "summary.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns(table), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(table)
     if record:

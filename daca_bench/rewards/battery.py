@@ -8,10 +8,13 @@ registered task, `daca-bench tasks --check NAME` on any one (a file of tasks/, a
 
 Each check returns the problems it found (none: it passes): the spec is complete; the gold
 completion of every sample scores 1 (`correct`) on each split; the empty completion is
-`no_answer`; ids are unique, stable over two builds and prefixed with the task's name, metadata
+`no_answer`; every status scores its value (correct 1; wrong, no_answer, timeout 0 unless the task
+declares partial credit, then in [0, 1]) on gold, near-gold and junk completions; the verifier never
+raises on junk; ids are unique, stable over two builds and prefixed with the task's name, metadata
 is JSON; the splits share no id; verification is deterministic; a tiny family fits the tiny
-character model (ASCII prompts of at most 64 characters, gold completions of at most 48). An
-exception a task raises is a problem of the check that met it, never a crash of the battery.
+character model (ASCII prompts of at most 64 characters, gold completions of at most 48). The checks
+call the task's own verifier (types.CheckedVerify.inner), so a value it must not give is reported, not
+raised. An exception a task raises is a problem of the check that met it, never a crash of the battery.
 """
 from __future__ import annotations
 
@@ -21,11 +24,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from ..registry import FAMILIES, TaskSpec
-from ..types import STATUSES
+from ..types import STATUSES, Reward, reward_problem
 
 N = 6  # samples per split the checks score
 TINY_PROMPT, TINY_TARGET = 64, 48  # the tiny character model's room (characters)
 PROBES = ["<answer>1</answer>", "garbage 12 {", "```python\nx = 1\n```"]
+JUNK = PROBES + ["", " ", "\n\n", "<answer></answer>", "<answer>", "}{][", "0" * 200, "\u00e9\u4e2d\x00", "-1e999", "nan"]
 
 
 @dataclass
@@ -44,10 +48,23 @@ def _build(spec: TaskSpec, split: str, n: int, kw: dict):
     return spec.build(split=split, n=n, seed=0, **kw)
 
 
+def _own(task):
+    """The task's own verifier, unchecked (a registered task's is wrapped in types.CheckedVerify)."""
+    return getattr(task.verify, "inner", task.verify)
+
+
 def _verify_all(task, samples, completions):
-    if hasattr(task.verify, "batch"):
-        return task.verify.batch(samples, completions)
-    return [task.verify(s, c) for s, c in zip(samples, completions)]
+    verify = _own(task)
+    if hasattr(verify, "batch"):
+        return verify.batch(samples, completions)
+    return [verify(s, c) for s, c in zip(samples, completions)]
+
+
+def near(gold: str) -> list[str]:
+    """Completions close to a gold one: every digit one lower, one higher, the first half, the text reversed."""
+    down = "".join(str((int(c) - 1) % 10) if c.isdigit() else c for c in gold)
+    up = "".join(str((int(c) + 1) % 10) if c.isdigit() else c for c in gold)
+    return [c for c in dict.fromkeys([down, up, gold[:len(gold) // 2], gold[::-1]]) if c != gold]
 
 
 def _splits(spec: TaskSpec, kw: dict) -> tuple[str, ...]:
@@ -126,15 +143,58 @@ def check_disjoint(spec: TaskSpec, kw: dict | None = None, n: int = 50) -> list[
             if ids[a] & ids[b]]
 
 
+def _try(verify, sample, completion):
+    """verify(sample, completion), or the exception it raised (check_junk reports those)."""
+    try:
+        return verify(sample, completion)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
 def check_deterministic(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str]:
     task = _build(spec, spec.splits[-1] if kw else spec.splits[0], n, kw or {})
     samples = list(task.samples) + [task.samples[0]] * len(PROBES)
     probes = [s.target for s in task.samples] + PROBES
-    once = [task.verify(s, c) for s, c in zip(samples, probes)]
-    twice = [task.verify(s, c) for s, c in zip(samples, probes)]
+    verify = _own(task)
+    once = [_try(verify, s, c) for s, c in zip(samples, probes)]
+    twice = [_try(verify, s, c) for s, c in zip(samples, probes)]
     return [f"{s.id}: {c[:30]!r} scores {r1.status} {r1.value}, then {r2.status} {r2.value}"
             for s, c, r1, r2 in zip(samples, probes, once, twice)
-            if r1.status != r2.status or not ((math.isnan(r1.value) and math.isnan(r2.value)) or r1.value == r2.value)]
+            if not isinstance(r1, Exception) and not isinstance(r2, Exception) and
+            (r1.status != r2.status or not ((math.isnan(r1.value) and math.isnan(r2.value)) or r1.value == r2.value))]
+
+
+def check_values(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str]:
+    """Each status's value (types.reward_problem) on every sample's gold, near-gold, empty and probe completions."""
+    task = _build(spec, spec.splits[-1] if kw else spec.splits[0], n, kw or {})
+    pairs = [(s, c) for s in task.samples for c in [s.target, *near(s.target or ""), "", *PROBES]]
+    verify, out = _own(task), []
+    rewards = _verify_all(task, [s for s, _ in pairs], [c for _, c in pairs]) if hasattr(verify, "batch") else \
+        [_try(verify, s, c) for s, c in pairs]
+    for (s, c), r in zip(pairs, rewards):
+        if isinstance(r, Exception):
+            continue  # check_junk's
+        if not isinstance(r, Reward):
+            out.append(f"{s.id}: {c[:30]!r} returns {type(r).__name__}, not a Reward")
+            continue
+        problem = reward_problem(r, spec.partial_credit, spec.shaped_range)
+        if problem:
+            out.append(f"{s.id}: {c[:30]!r} scores {r.status} {r.value}: the value {problem}")
+    return list(dict.fromkeys(out))[:10]
+
+
+def check_junk(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str]:
+    """The verifier returns a Reward (wrong, no_answer, bad_input...) for junk completions, never an exception."""
+    task = _build(spec, spec.splits[-1] if kw else spec.splits[0], n, kw or {})
+    sample, verify, out = task.samples[0], _own(task), []
+    for c in JUNK:
+        r = _try(verify, sample, c)
+        if isinstance(r, Exception):
+            out.append(f"{c[:30]!r} raises {type(r).__name__}: {' '.join(str(r).split())[:120]} (a completion it "
+                       "cannot read is wrong or no_answer: rewards.scoring.wrong / no_answer)")
+        elif not hasattr(r, "status"):
+            out.append(f"{c[:30]!r} returns {type(r).__name__}, not a Reward")
+    return out
 
 
 def check_lengths(spec: TaskSpec, kw: dict | None = None, n: int = 300) -> list[str]:
@@ -154,6 +214,9 @@ CHECKS = {  # name -> (what it checks, function)
     "empty": ("the empty completion is no_answer (0)", check_empty),
     "ids": ("ids unique, stable over two builds, prefixed NAME/; metadata is JSON", check_ids),
     "disjoint": ("no id in two splits", check_disjoint),
+    "values": ("each status scores its value: correct 1; wrong, no_answer, timeout 0 (or partial credit "
+               "in [0, 1], where the task declares it)", check_values),
+    "junk": ("the verifier never raises on junk completions", check_junk),
     "deterministic": ("the same completion scores the same twice", check_deterministic),
     "lengths": (f"tiny: ASCII prompts <= {TINY_PROMPT} and gold <= {TINY_TARGET} characters", check_lengths),
 }

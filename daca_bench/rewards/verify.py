@@ -22,6 +22,7 @@ import warnings
 from collections import Counter
 from typing import Any, Callable, Sequence
 
+from ..errors import RewardError
 from ..jsonl import dumps_line, read_jsonl
 from ..registry import task_spec
 from ..types import BAD_INPUT, INFRA_ERROR, STATUSES, Reward, Sample
@@ -104,6 +105,8 @@ def _verify_chunk(pairs):
 def _safe_verify(verify, sample: Sample, completion: str) -> Reward:
     try:
         return verify(sample, completion)
+    except RewardError:  # a value the task does not allow: refused, never an infrastructure failure
+        raise
     except Exception as exc:  # a verifier bug must not pass for a wrong answer
         return infra_error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}")
 
@@ -115,6 +118,8 @@ def verify_many(verify, samples: Sequence[Sample], completions: Sequence[str], w
     if hasattr(verify, "batch"):
         try:
             return verify.batch(samples, completions, workers=workers)
+        except RewardError:
+            raise
         except Exception as exc:
             return [infra_error(f"batch verifier raised {type(exc).__name__}: {exc}")] * len(samples)
     pairs = list(zip(samples, completions))
@@ -194,6 +199,8 @@ def reward_function(name: str, *, workers: int = 1, **task_kw) -> Callable[..., 
                               f"(nor could they be read as records: {record_error}); their reward is None",
                               stacklevel=3)
             return None
+        except RewardError:
+            raise
         except TypeError:  # a completion that is neither text nor chat messages
             return None
         except Exception as exc:
@@ -282,8 +289,8 @@ def run(args) -> int:
     elif not values:
         print(f"{args.task}: {len(lines)} lines, none could be scored, so there is no mean reward; {shown}")
     else:
-        print(f"{args.task}: {len(lines)} lines, mean reward {sum(values) / len(values):.4f} over {len(values)} "
-              f"scored; {shown}")
+        print(f"{args.task}: {len(lines)} lines, accuracy {statuses['correct'] / len(values):.4f} (the share "
+              f"correct), mean reward {sum(values) / len(values):.4f} over {len(values)} scored; {shown}")
     if statuses[INFRA_ERROR]:
         print(f"warning: {statuses[INFRA_ERROR]} lines could not be scored (infrastructure failure, "
               "reward null); see their details with --details", file=sys.stderr)

@@ -32,7 +32,7 @@ from ..config import ConfigError, RunConfig, to_dict
 from ..engine.checkpoint import is_sharded
 from ..engine.parallel import Parallel
 from ..models import ModelAdapter, default_device, load_model, load_pretrained
-from ..eval.evaluate import evaluate
+from ..eval.evaluate import evaluate, mean_reward_beside
 from ..rl.sampler import pad_prompts
 from ..runfolder import RESUMABLE_SFT
 from .loop import Loop
@@ -132,7 +132,8 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         seconds = time.perf_counter() - t0
         test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed, protocol=s.protocol)
         result = evaluate(adapter, test, cfg.sampler, n=s.n_eval, par=par)
-        summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], "n_eval": result["n"],
+        summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], **mean_reward_beside(result),
+                   "n_eval": result["n"],
                    "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
                    "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
                    "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else math.nan,

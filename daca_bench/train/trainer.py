@@ -35,7 +35,7 @@ from ..models import DTYPES, default_device, require_available, task_prompts
 from ..registry import task_record
 from ..rl.bases import check as check_base, estimator_for, fresh_masks, ratio_free
 from ..rl.credit import dps_weights, weight_stats
-from ..eval.evaluate import eval_task, evaluate, score, write_eval_records
+from ..eval.evaluate import eval_task, evaluate, mean_reward_beside, score, write_eval_records
 from ..rl.ledger import PHASES, Ledger, run_ledger
 from ..rl.likelihood import STRATA, keyed_generator, sml_logprobs
 from ..rl.losses import ADVANTAGES, AGGREGATIONS, LOSSES
@@ -123,7 +123,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             before = counter.snapshot()
             with counter("eval"):  # its per-prompt records too: a budget's arm (eval-stepN.jsonl, issue 48)
                 mid = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
-            metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval, test_accuracy=mid["accuracy"])
+            metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval, test_accuracy=mid["accuracy"],
+                           **mean_reward_beside(mid, "test_mean_reward"))
             if rank == 0:
                 write_eval_records(out / f"eval-step{run.step}.jsonl", mid)
         return metrics
@@ -147,6 +148,8 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
                    "sml_k": cfg.sml.k, "sml_partition": cfg.sml.partition,
                    "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
                    **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
+                   **mean_reward_beside(result, "test_mean_reward"),
+                   **mean_reward_beside(result, "test_mean_reward"),
                    "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
                    "statuses": result["statuses"], "task_record": task_record(t.task, test_task.samples[:result["n"]]),
                    **({"ledger": run_ledger(out / "metrics.jsonl", final_eval, result["n"])} if rank == 0 else {})}

@@ -1,5 +1,5 @@
 """Reading finished cells: the cell table and its paired statistics (`results`, `stats`,
-`clusters`), what each variant ran and the paper's gain beside it (`variants`), what a
+`clusters`), a cell's accuracy as the share of correct answers (`accuracy`), what each variant ran and the paper's gain beside it (`variants`), what a
 confirmatory table registered before its first cell (`design`), sizing a design (`plan`), two
 runs compared (`replicate`), the plots (`plots`) and one-answer tasks' wrong tokens (`gold`).
 

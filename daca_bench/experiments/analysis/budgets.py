@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ...rl.ledger import read_rows, run_ledger
+from .accuracy import checked_accuracy
 from .power import start_se_df
 from .stats import Comparison, by_cluster, compare, mde, p_value
 
@@ -36,7 +37,8 @@ def evaluations(cell: Path, summary: dict) -> dict[int, tuple[float, dict]]:
     one during training (train.eval_every) and the final one, metrics.jsonl read once."""
     rows = read_rows(cell / "metrics.jsonl")
     out = {r["step"]: (r["test_accuracy"], run_ledger(rows, upto=r["step"])) for r in rows if "test_accuracy" in r}
-    out[summary["steps"]] = (summary["test_accuracy"], summary.get("ledger"))
+    out[summary["steps"]] = (checked_accuracy(summary["test_accuracy"], statuses=summary.get("statuses"), where=str(cell)),
+                             summary.get("ledger"))
     return out
 
 
@@ -57,8 +59,9 @@ def budget_rows(row: dict, cell: Path, axes: dict, summary: dict) -> list[dict]:
             raise FileNotFoundError(f"{cell}: no evaluation at step {n} (train.eval_every must divide the budgets "
                                     f"{budgets}; the run has {steps} steps)")
         acc, ledger = evaluated[n]
-        out.append({**row, "variant": f"{row['variant']}@{n}", "test_accuracy": acc,
-                    "prompts": read_eval_records(path), "ledger": ledger})
+        prompts = read_eval_records(path)
+        out.append({**row, "variant": f"{row['variant']}@{n}", "test_accuracy": checked_accuracy(acc, prompts, where=str(path)),
+                    "prompts": prompts, "ledger": ledger})
     return out
 
 

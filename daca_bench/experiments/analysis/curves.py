@@ -23,6 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import stats as sps
 
+from .accuracy import checked_accuracy
 from .budgets import evaluations
 from .layout import colour, facets, grid_of, legend_outside, variant_rank
 
@@ -53,7 +54,9 @@ def load_curves(folder: str | Path) -> pd.DataFrame:
             last = m["step"]
             rows.append({**common, "step": m["step"], **{k: _number(m.get(k)) for k in LOGGED}, "final": False})
         summary = metrics.parent / "summary.json"
-        acc = json.loads(summary.read_text()).get("test_accuracy") if summary.exists() else None
+        s = json.loads(summary.read_text()) if summary.exists() else {}
+        acc = s.get("test_accuracy")
+        acc = checked_accuracy(acc, statuses=s.get("statuses"), where=str(summary)) if acc is not None else None
         if acc is not None and last:
             rows.append({**common, "step": last, **{k: math.nan for k in LOGGED}, "test_accuracy": acc, "final": True})
     return pd.DataFrame(rows)
@@ -110,12 +113,29 @@ def _band(ax, stats: pd.DataFrame, variant: str, **kw) -> None:
     """The mean over seeds as a line, ± 1 s.d. as a band around it, kept within the seeds' range (a
     KL or a share never drawn below 0)."""
     x, m = stats.index.to_numpy(), stats["mean"].to_numpy()
-    ax.plot(x, m, color=colour(variant), label=variant, lw=1.4, **kw)
+    under = _hidden_by(ax, x, m)
+    if under:  # the same line as one drawn: dashed over it, and said on the axes, so that neither hides the other
+        kw = {**kw, "ls": (0, (3, 3)), "lw": 1.8}
+        notes = sum(t.get_gid() == "same-line" for t in ax.texts)
+        ax.text(0.99, 0.03 + 0.1 * notes, f"{variant} = {under} (dashed)", transform=ax.transAxes, ha="right",
+                va="bottom", fontsize=6, color=colour(variant), gid="same-line")
+    kw = {"lw": 1.4, **kw}
+    ax.plot(x, m, color=colour(variant), label=variant, **kw)
     sd = stats["sd"].to_numpy()
     if np.isfinite(sd).any():
         lo = np.maximum(m - np.nan_to_num(sd), stats["min"].to_numpy())
         hi = np.minimum(m + np.nan_to_num(sd), stats["max"].to_numpy())
         ax.fill_between(x, lo, hi, color=colour(variant), alpha=0.14, lw=0)
+
+
+def _hidden_by(ax, x, m) -> str | None:
+    """The label of a line already on AX with the same points (x, m), which a new line would hide; else None."""
+    for line in ax.lines:
+        lx, ly = np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)
+        if not str(line.get_label()).startswith("_") and lx.shape == np.shape(x) and np.allclose(lx, x) and \
+                np.allclose(ly, np.asarray(m, dtype=float), equal_nan=True):
+            return str(line.get_label())
+    return None
 
 
 def _handles(variants: list[str], extra: list) -> list:

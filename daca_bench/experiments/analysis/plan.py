@@ -7,7 +7,9 @@ A comparison's uncertainty has three sources (experiments/analysis/stats.py): se
 go differently), prompts (some test prompts gain, others lose) and their interaction. More
 prompts shrink only the prompt and interaction terms, more seeds shrink all three. When the seed
 term alone holds the MDE above the target, no test set is large enough, and the plan says so:
-the `floor` column is the MDE with these seeds and unlimited prompts. The projection assumes
+the `floor` column is the MDE with these seeds and unlimited prompts. A comparison whose paired
+differences are all the same (both arms 0 %) measured no spread: its row says "no spread: nothing
+to plan from" and advises no count. The projection assumes
 the variance components stay what this run measured (the MDE column is the table's, at this run's
 design; the projections are the mixed model's MDE, which is the table's wherever the seed term is
 estimated above 0); the prompt unit is the task's cluster
@@ -29,6 +31,7 @@ from .results import START, comparisons, load_results, load_start, locate
 from .stats import by_cluster, components, projected_mde, smallest, table_mde
 
 MAX_SEEDS, MAX_PROMPTS = 1024, 1_000_000
+NO_SPREAD = "no spread: nothing to plan from"
 
 
 def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) -> pd.DataFrame:
@@ -44,14 +47,19 @@ def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) 
         S, P = d.shape
         comps = components(d)
         parts = np.array([comps[0] / S, comps[1] / P, comps[2] / (S * P)])
-        share = 100 * parts / parts.sum() if parts.sum() > 0 else np.full(3, math.nan)
+        spread = bool(np.ptp(d) > 0 and np.isfinite(parts).all() and parts.sum() > 0)
+        share = 100 * parts / parts.sum() if spread else np.full(3, math.nan)
         kw = {"alpha": alpha, "power": power}
-        rows.append({"family": common["family"], "task": common["task"], "base": common["base"], "variant": variant,
-                     "vs": vs, "delta_pp": float(d.mean()), "seeds": S, "prompts": prompts, "clusters": P,
-                     "MDE": table_mde(d, **kw), "seed_share": share[0], "prompt_share": share[1],
-                     "resid_share": share[2], "floor": projected_mde(comps, S, MAX_PROMPTS, **kw),
-                     "seeds_needed": smallest(comps, target, prompts=P, cap=MAX_SEEDS, **kw),
-                     "clusters_needed": smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw)})
+        row = {"family": common["family"], "task": common["task"], "base": common["base"], "variant": variant,
+               "vs": vs, "delta_pp": float(d.mean()), "seeds": S, "prompts": prompts, "clusters": P, "spread": spread,
+               "MDE": table_mde(d, **kw), "seed_share": share[0], "prompt_share": share[1], "resid_share": share[2]}
+        if spread:
+            row.update(floor=projected_mde(comps, S, MAX_PROMPTS, **kw),
+                       seeds_needed=smallest(comps, target, prompts=P, cap=MAX_SEEDS, **kw),
+                       clusters_needed=smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw))
+        else:  # every paired difference the same (both arms 0 %, say): no spread, nothing to plan from
+            row.update(floor=math.nan, seeds_needed=None, clusters_needed=None)
+        rows.append(row)
     out = pd.DataFrame(rows)
     out.attrs.update(target=target, alpha=alpha, power=power)
     return out
@@ -70,6 +78,10 @@ def plan_markdown(plan: pd.DataFrame) -> str:
              "| " + " | ".join(head) + " |", "|---|---|---|---|" + "---:|" * 7]
     for _, r in plan.iterrows():
         base = "" if r["base"] == "grpo" else f" ({r['base']})"
+        if not r.get("spread", True):
+            lines.append("| " + " | ".join([r["family"], r["task"], r["variant"] + base, r["vs"], f"{r['delta_pp']:+.1f}",
+                                            f"{r['seeds']} x {r['clusters']}", *[NO_SPREAD] * 5]) + " |")
+            continue
         lines.append("| " + " | ".join([
             r["family"], r["task"], r["variant"] + base, r["vs"], f"{r['delta_pp']:+.1f}",
             f"{r['seeds']} x {r['clusters']}" + (f" ({r['prompts']})" if r["prompts"] != r["clusters"] else ""),
@@ -79,6 +91,10 @@ def plan_markdown(plan: pd.DataFrame) -> str:
             + " (at these clusters)",
             ("none: seeds set the floor" if _unreached(r["clusters_needed"]) else f"{int(r['clusters_needed']):,}")
             + " (at these seeds)"]) + " |")
+    if len(plan) and not plan["spread"].any():
+        lines[1:1] = ["", f"{NO_SPREAD}: every paired difference of every comparison is the same (both arms at the same "
+                      "accuracy on every prompt and seed, 0 % say), so this run measured no variance to project a design "
+                      "from; first get a start the model can improve on (check the SFT start's accuracy), then plan."]
     lines += ["", f"MDE: the smallest true difference found with {100 * plan.attrs.get('power', 0.8):.0f} % power at a "
               f"two-sided {100 * plan.attrs.get('alpha', 0.05):.0f} % level, as in the table. Variance: each source's share of the "
               "variance of the mean difference at this design. MDE floor: the MDE with these seeds and unlimited "

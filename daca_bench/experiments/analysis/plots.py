@@ -34,7 +34,7 @@ from ...errors import ConfigError
 from .curves import load_curves, plot_curves, plot_training
 from .design import across
 from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
-from .layout import PALETTE, SAVE, colour, facets, grid_of, legend_outside, paper_area, variant_rank
+from .layout import PALETTE, SAVE, builtin_task, colour, facets, grid_of, legend_outside, paper_area, variant_rank
 from .results import START, comparisons, load_results, load_start, load_table, locate
 
 __all__ = ["PALETTE", "colour", "figures", "load_curves", "notebook_folder", "plot_all", "plot_curves", "plot_dps", "plot_gains",
@@ -88,7 +88,8 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
     base ran (none drawn for a variant it does not admit): a bar to the estimate with a dot on it
     (a 0.0 bar stays visible), its 95 % interval, each seed's paired change as a tick (SEEDS:
     `seed_deltas`), the MDE as a grey band (a gain inside it could not have been told from noise) and
-    the paper's headline gain dashed. All facets share the x-axis, fitted to the measured values; a
+    the paper's headline gain dashed. A row with nothing to draw but its dot says why on the figure
+    (both arms 0 %, no spread), and the legend names only what is drawn. All facets share the x-axis, fitted to the measured values; a
     paper gain beyond it is written under the facet's title instead of drawn. Only a shipped task
     of one of the paper's areas gets a paper mark (layout.paper_area)."""
     t = _gain_rows(table)
@@ -102,7 +103,9 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
     most = max(int(_of(t, k).sum()) for k in keys)
     fig, stacks = facets(len(keys), 1, (3.9, 0.42 * most + 1.1), ax=ax)
     lo, hi = _x_range(t, seeds)
-    cols, paper_drawn = grid_of(len(keys))[1], False
+    cols, paper_drawn, drawn = grid_of(len(keys))[1], False, set()
+    base_acc = {tuple(k): a for *k, a in table[table["variant"] == "baseline"][[*GAIN_KEYS, "acc"]].itertuples(index=False)} \
+        if "acc" in table else {}
     for i, (key, (a,)) in enumerate(zip(keys, stacks)):
         base, family, task = key
         rows = t[_of(t, key)]
@@ -110,13 +113,23 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
         for y, r in enumerate(rows.itertuples()):
             if not math.isnan(r.MDE):
                 a.fill_betweenx([y - 0.42, y + 0.42], -r.MDE, r.MDE, color="grey", alpha=0.15, lw=0)
+                drawn.add("mde")
             a.barh(y, r.delta_pp, 0.55, color=colour(r.variant), label=r.variant)
-            a.errorbar([r.delta_pp], [y], xerr=[[max(0, r.delta_pp - r.lo)], [max(0, r.hi - r.delta_pp)]], fmt="none",
-                       ecolor="black", elinewidth=1, capsize=3)
+            if math.isfinite(r.lo) and math.isfinite(r.hi) and r.hi > r.lo:
+                a.errorbar([r.delta_pp], [y], xerr=[[max(0, r.delta_pp - r.lo)], [max(0, r.hi - r.delta_pp)]],
+                           fmt="none", ecolor="black", elinewidth=1, capsize=3)
+                drawn.add("interval")
             a.plot([r.delta_pp], [y], "o", ms=5, color=colour(r.variant), markeredgecolor="black", markeredgewidth=0.6)
+            drawn.add("estimate")
             if seeds is not None and len(seeds):
                 s = seeds[_of(seeds, key) & (seeds["variant"] == r.variant)]["delta_pp"]
                 a.plot(s, [y + 0.33] * len(s), "|", ms=6, color="black", alpha=0.6)
+                if len(s):
+                    drawn.add("seeds")
+            note = _degenerate(r, base_acc.get(key))
+            if note:
+                a.text(0.98, y, note, transform=a.get_yaxis_transform(), ha="right", va="center", fontsize=6.5,
+                       color="dimgrey")
         a.set_yticks(range(len(rows)), list(rows["variant"]), fontsize=8)
         a.set_ylim(len(rows) - 0.5, -0.5)  # the first variant on top
         a.set_xlim(lo, hi)
@@ -132,14 +145,27 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
         a.tick_params(axis="x", labelsize=8)
         if i >= len(keys) - cols:
             a.set_xlabel("test accuracy change vs baseline (pp)", fontsize=8)
-    handles = [Line2D([], [], marker="o", color="black", mfc="white", ls="-", lw=1, label="Δ and its 95 % interval"),
-               Patch(color="grey", alpha=0.25, label="± MDE (80 % power)")]
-    if seeds is not None and len(seeds):
+    handles = [Line2D([], [], marker="o", color="black", mfc="white", ls="-", lw=1, label="Δ and its 95 % interval")
+               if "interval" in drawn else Line2D([], [], marker="o", color="black", mfc="white", ls="", label="Δ")]
+    if "mde" in drawn:
+        handles.append(Patch(color="grey", alpha=0.25, label="± MDE (80 % power)"))
+    if "seeds" in drawn:
         handles.append(Line2D([], [], marker="|", ms=8, ls="", color="black", label="one seed's paired Δ"))
     if paper_drawn:
         handles.append(Line2D([], [], color="black", ls="--", lw=1, label="paper's gain, up to (LLaDA-8B)"))
     legend_outside(fig, handles, stacks)
     return fig
+
+
+def _degenerate(r, baseline_acc) -> str:
+    """What the gains figure writes beside a row whose data leave nothing to draw but a dot: both arms at
+    0 % (or at 100 %), or no spread (every paired difference the same: no interval, no MDE)."""
+    acc = getattr(r, "acc", math.nan)
+    if baseline_acc is not None and acc == baseline_acc and acc in (0, 100):
+        return f"both arms {acc:.0f} %: nothing to compare"
+    if not (math.isfinite(r.lo) and math.isfinite(r.hi) and r.hi > r.lo) and math.isnan(r.MDE):
+        return "no spread: no interval, no MDE"
+    return ""
 
 
 def _cell_label(cell: Path) -> tuple[str, str | None]:
@@ -225,8 +251,10 @@ def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | Non
     if known:
         handles.append(Patch(facecolor="none", edgecolor="tab:red", hatch="///", label="wrong token (differs from the solution)"))
     legend_outside(fig, handles, stacks, ncol=len(handles))
-    note = ("" if known else " (no single right answer known: wrong tokens not marked)" if task not in UNIQUE_TARGET
-            else " (the solution of these prompts was not found: wrong tokens not marked)")
+    note = ("" if known else " (the solution of these prompts was not found: wrong tokens not marked)"
+            if task in UNIQUE_TARGET else " (no single right answer known: wrong tokens not marked)"
+            if builtin_task(task) else f" (a task of one's own: whether {task} has one right answer is not known "
+            "here, so wrong tokens are not marked)")
     fig.suptitle(f"DPS weights ({examples[0]['score']}) over the tokens of real completions:\n{label}{note}", fontsize=9)
     return fig
 

@@ -6,7 +6,8 @@ its per-prompt results (`eval.jsonl`), so each comparison is paired by seed AND 
 resampled by the task's cluster of prompts (experiments/analysis/clusters.py: sudoku puzzles by solution
 grid, python_tiny's instances by target function). The table has one row per (base, task, variant):
 
-- `acc`: test accuracy (%, exact match), mean over seeds;
+- `acc`: test accuracy (%, the share of answers whose status is correct; never a mean reward: accuracy.py),
+  mean over seeds;
 - `delta_pp` with `lo`/`hi`: the paired difference against the row's reference (`vs`: the
   baseline for a variant; the RL start, i.e. the SFT model on the same prompts, for the
   baseline), with its 95 % mixed-model interval over seeds x clusters (experiments/analysis/stats.py);
@@ -40,6 +41,7 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...jsonl import column_means
+from .accuracy import checked_accuracy
 from .clusters import cluster_keys, recorded, registered
 from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagreements, family_of, read_design,
                      reference)
@@ -86,16 +88,18 @@ def load_results(folder: str | Path) -> pd.DataFrame:
         family = record.get("family") or registered(cfg["train"]["task"], "its family", str(cell)).family
         if "setting" in axes:  # a grid over one more axis (tiny-cache's rollout settings): a block per setting
             family = f"{family} [{axes['setting']}]"
+        prompts = read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None  # id -> 1/0/None
         m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "clip_frac_any", "kl"))  # one read
         # the table's clip column is the share of ratios outside [1-eps, 1+eps] whatever the advantage's
         # sign: `clip_frac_any` since clip_frac became TRL's region mean; older cells logged it as clip_frac
         m["clip_frac"] = m["clip_frac_any"] if math.isfinite(m["clip_frac_any"]) else m["clip_frac"]
         row = {"cell": cell.name, "task": cfg["train"]["task"], "family": family,
                "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
-               "seed": cfg["train"]["seed"], "start": axes.get("sft_start", 0), "test_accuracy": s["test_accuracy"],
+               "seed": cfg["train"]["seed"], "start": axes.get("sft_start", 0),
+               "test_accuracy": checked_accuracy(s["test_accuracy"], prompts, s.get("statuses"), str(cell)),
                "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
                **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
-               "prompts": read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None,
+               "prompts": prompts,
                "recorded": {**record.get("clusters", {}),
                             **(recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {})},
                "task_record": record or None, "config": cfg}
@@ -365,10 +369,12 @@ def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format="%.4g")
 
 
-def design_line(design: dict | None, configs: list[dict], folder, aside: dict | None = None) -> str:
+def design_line(design: dict | None, configs: list[dict], folder, aside: dict | None = None,
+                preset: str | None = "") -> str:
     """The table's first line: confirmatory (the cells ran under design.json), exploratory with its
     reason (a design that says `exploratory`, or one registered and set aside, ASIDE), not confirmatory
-    (why), or exploratory (no design at all)."""
+    (why), or exploratory (no design at all: a preset's folder (PRESET) has its declared families, a grid
+    of one's own the default ones, design.DEFAULT_COMPARISONS)."""
     if design is None and aside is not None:
         why = aside.get("exploratory", "chosen after looking at these seeds")
         return (f"**Exploratory** ({why}): a design was registered before the first cell (kept as "
@@ -377,7 +383,9 @@ def design_line(design: dict | None, configs: list[dict], folder, aside: dict | 
                 "nothing here is confirmed.")
     if design is None:
         return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
-                "the families below are the preset's declared ones.")
+                + ("the families below are the preset's declared ones." if preset else
+                   "the families below are the default ones: +DACA vs baseline and baseline vs start primary, "
+                   "+DPS and +SML vs baseline secondary."))
     problems = disagreements(design, configs)
     if design.get("exploratory"):
         ran = "the cells did not all run under it" if problems else "every cell ran under it"
@@ -429,7 +437,7 @@ def load_table(folder: str | Path | list, seeds: dict | None = None) -> pd.DataF
     table = built.reindex(columns=CSV_COLUMNS + [c for c in LEDGER if c in built])  # the ledger where cells have one
     table.attrs.update(built.attrs)
     aside = json.loads((out / ASIDE).read_text()) if design is None and (out / ASIDE).is_file() else None
-    table.attrs.update(design=design_line(design, list(df["config"]), out.name, aside))
+    table.attrs.update(design=design_line(design, list(df["config"]), out.name, aside, meta.get("preset")))
     return table
 
 

@@ -11,9 +11,7 @@ reading in its regime. Nothing here imports matplotlib.
 """
 from __future__ import annotations
 
-import inspect
 import math
-from pathlib import Path
 
 import pandas as pd
 
@@ -81,14 +79,12 @@ def variants_lines(df: pd.DataFrame) -> dict[str, str]:
 
 
 def builtin_task(task: str) -> bool:
-    """Is TASK one of the tasks shipped in daca-bench's tasks/ folder (not a user's own file or plug-in)?"""
-    try:
-        from ...registry import TASKS_DIR, task_spec
+    """Is TASK one of the tasks daca-bench ships (registry.SHIPPED_TASKS: a fixed list)? Never decided by the
+    folder a file lives in: a task of one's own in tasks/ is not one, and the same cells give the same table
+    on every machine, wherever (or whether) the task is registered."""
+    from ...registry import SHIPPED_TASKS
 
-        source = inspect.getsourcefile(task_spec(task).build)
-    except Exception:  # noqa: BLE001 - a task this install does not know is not a shipped one
-        return False
-    return source is not None and Path(source).resolve().parent == Path(TASKS_DIR).resolve()
+    return task in SHIPPED_TASKS
 
 
 def paper_area(task: str, family: str) -> float:

@@ -4,13 +4,14 @@
     daca-bench tasks --tasks-dir my_tasks --check sort4      # the task battery
     daca-bench tasks --tasks-dir my_tasks --show sort4 --split dev -n 5
 
-The task file is a working task (sort four digits) with everything a task of this benchmark needs:
-train / dev / test splits by a hash of its cluster key (no cluster in two splits), a cluster key
-the tables resample by, a generator that gives up after a bounded number of draws with an error
-naming the split it could not fill, `records=` for `daca-bench verify`, and a verifier built on the
-stock scorers of daca_bench/rewards/stock.py (normalised exact match; numeric, pattern and JSON
-schema named beside it). The test runs the task battery (daca_bench/rewards/battery.py) and a
-table of verdicts. Existing files are never overwritten.
+The task file is a working task (sort four digits) shaped so that three places make a task and
+only they change: `_draw` (one item as its record: prompt, answer and the fields verify needs),
+`CLUSTER` (the record field items cluster and split on) and `verify` (built on the stock scorers of
+daca_bench/rewards/stock.py). The rest is generic: train / dev / test splits by a hash of the cluster
+key, a generator that gives up after a bounded number of draws naming the split it could not fill,
+`records=` for `daca-bench verify` (the same records). The test runs the task battery
+(daca_bench/rewards/battery.py) and a table of verdicts derived from the task's own samples (its gold,
+another item's gold, nothing), so it holds for a task of other fields. Existing files are never overwritten.
 """
 from __future__ import annotations
 
@@ -24,14 +25,21 @@ from ... import registry
 from ...errors import ConfigError, UnknownTaskError
 
 TASK = Template('''"""$name: sort the digits of a four-digit string ($family family). Written by `daca-bench new-task`
-as a working task to edit into your own: change _draw (what a prompt asks), CLUSTER (what items share
-and are split by) and verify (how an answer is scored); keep the rest.
+as a working task to edit into your own. Three places make a task, and only they change:
 
-Record field (for `daca-bench verify $name` and get_task("$name", records=[...])): `digits`.
-After each change: daca-bench tasks --check $name (with --tasks-dir and the folder of this file).
+    _draw    one random item as its record: `prompt` (what the model reads), `answer` (the gold
+             completion SFT trains on) and any field verify needs (here `digits`)
+    CLUSTER  the record field items cluster on: those sharing it share a split and, in tables, a cluster
+    verify   how a completion is scored (a stock scorer of daca_bench/rewards/stock.py, or your own:
+             correct 1, wrong / no_answer 0; partial credit only with partial_credit=True below)
+
+The records _draw returns are also what `daca-bench verify $name` and get_task("$name", records=[...])
+read; the test (written beside) derives its cases from the task. After each change:
+daca-bench tasks --check $name (with --tasks-dir and the folder of this file).
 """
 from __future__ import annotations
 
+import hashlib
 import random
 
 from daca_bench.errors import ConfigError
@@ -43,28 +51,34 @@ from daca_bench.types import Sample, Task
 NAME = "$name"
 FAMILY = "$family"  # math, code, constraint or json: the table block the task's rows go to
 VERSION = 1  # bump whenever the samples or the scoring change (results of an older version are not reused)
-CLUSTER = "answer"  # the metadata field items cluster on: those sharing it share a split and, in tables, a cluster
+CLUSTER = "answer"  # the record field items cluster on: those sharing it share a split and, in tables, a cluster
+PARTIAL_CREDIT = False  # True where verify gives a wrong answer a value between 0 and 1 (accuracy still counts correct)
 TINY = True  # the tiny character model can learn it: ASCII prompts <= 64 characters, gold <= 48 (the battery checks)
 SIZES = {"train": 2048, "dev": 128, "test": 256}  # a split's size when n is not given
 MAX_DRAWS = 50  # draws per sample asked before the generator gives up: it never loops forever
 
 
-def _sample(digits: str) -> Sample:
-    """One item from its record: the prompt, the gold completion (what SFT trains on), what verify needs."""
-    answer = "".join(sorted(digits))
-    return Sample(id=f"{NAME}/{digits}", prompt=f"sort {digits}\\n", target=answer, metadata={"answer": answer})
-
-
-def _draw(rng: random.Random) -> Sample:
-    """One random item, drawn with RNG (never the global random: the same seed gives the same samples)."""
-    return _sample("".join(rng.choice("0123456789") for _ in range(4)))
+def _draw(rng: random.Random) -> dict:
+    """One random item's record, drawn with RNG (never the global random: the same seed gives the same samples)."""
+    digits = "".join(rng.choice("0123456789") for _ in range(4))
+    return {"prompt": f"sort {digits}\\n", "answer": "".join(sorted(digits)), "digits": digits}
 
 
 def verify(sample: Sample, completion: str):
     """The answer (the last <answer>...</answer>, else the whole completion) equal to the gold once
     case and spaces are normalised; the empty completion is no_answer. For a number or expression use
-    numeric(gold, completion), for a format pattern(regex, completion), for JSON json_schema(schema, completion)."""
+    numeric(gold, completion), for a format pattern(regex, completion), for JSON json_schema(schema, completion).
+    sample.metadata is the item's record."""
     return exact(sample.metadata["answer"], completion)
+
+
+# ---- nothing below needs editing ---------------------------------------------------------------
+def _sample(record: dict) -> Sample:
+    """An item from its record (_draw's, or a user's for `daca-bench verify`): id from the prompt's text."""
+    prompt, answer = str(field(record, "prompt")), str(field(record, "answer"))
+    text = "_".join(prompt.split())
+    key = text if len(text) <= 40 else f"{text[:24]}-{hashlib.sha256(prompt.encode()).hexdigest()[:12]}"
+    return Sample(id=f"{NAME}/{key}", prompt=prompt, target=answer, metadata=dict(record))
 
 
 def _generate(split: str, n: int, seed: int) -> list[Sample]:
@@ -74,7 +88,7 @@ def _generate(split: str, n: int, seed: int) -> list[Sample]:
     for _ in range(MAX_DRAWS * n):
         if len(found) == n:
             break
-        s = _draw(rng)
+        s = _sample(_draw(rng))
         if hash_split(f"{NAME}/{s.metadata[CLUSTER]}") == split:
             found.setdefault(s.id, s)
     if len(found) < n:
@@ -84,10 +98,10 @@ def _generate(split: str, n: int, seed: int) -> list[Sample]:
 
 
 @register_task(NAME, family=FAMILY, version=VERSION, splits=HASH_SPLITS, tiny=TINY, cluster=CLUSTER,
-               description="sort four digits: `sort 3120` -> `0123` (a new task: edit me)")
+               partial_credit=PARTIAL_CREDIT, description=f"{NAME}: a task of one's own (new-task)")
 def build(split: str = "test", n: int | None = None, seed: int = 0, *, records=None) -> Task:
     if records is not None:  # what `daca-bench verify` and reward_function use
-        samples = [_sample(str(field(row, "digits"))) for row in records]
+        samples = [_sample(row) for row in records]
     else:
         count = SIZES[split] if n is None else n
         samples = LazySamples(count, lambda: _generate(split, count, seed))
@@ -95,7 +109,7 @@ def build(split: str = "test", n: int | None = None, seed: int = 0, *, records=N
 ''')
 
 TEST = Template('''"""Tests of the task `$name` (written by `daca-bench new-task`): the task battery, the bounded
-generator and a table of verdicts; add a case for every rule verify learns."""
+generator and a table of verdicts derived from the task's own samples; add a case for every rule verify learns."""
 import sys
 from pathlib import Path
 
@@ -119,12 +133,21 @@ def test_a_split_that_cannot_be_filled_is_an_error_not_a_hang(monkeypatch):
         list(get_task("$name", split="test", n=64).samples)
 
 
-CASES = [("0123", "correct"), ("<answer> 0123 </answer>", "correct"), ("3120", "wrong"), ("", "no_answer")]
+def _cases():
+    """(a test item's record, [(completion, status)]): its gold, its gold in tags, another item's gold, nothing."""
+    samples = list(get_task("$name", split="test", n=16).samples)
+    first = samples[0]
+    other = next(s.target for s in samples if s.target.strip() != first.target.strip())
+    return dict(first.metadata), [(first.target, "correct"), (f"<answer>{first.target}</answer>", "correct"),
+                                  (other, "wrong"), ("", "no_answer")]
+
+
+RECORD, CASES = _cases()
 
 
 @pytest.mark.parametrize("completion,status", CASES)
 def test_verdicts(completion, status):
-    task = get_task("$name", records=[{"digits": "3120"}])
+    task = get_task("$name", records=[RECORD])
     assert task.verify(task.samples[0], completion).status == status
 ''')
 
@@ -141,7 +164,8 @@ def run(args) -> int:
     task_file, test_file = write(args.name, Path(args.dir), Path(args.test_dir), args.family)
     loaded = {p.resolve() for p in registry._task_dirs() if p.is_dir()}
     where = "" if task_file.parent.resolve() in loaded else f" --tasks-dir {args.dir}"
-    print(f"wrote {task_file} (the task: edit _draw, CLUSTER and verify) and {test_file} (its tests)\nnext:\n"
+    print(f"wrote {task_file} (the task: edit _draw, CLUSTER and verify, nothing else) and {test_file} (its tests, "
+          f"derived from the task)\nnext:\n"
           f"  daca-bench tasks{where} --check {args.name}\n"
           f"  daca-bench tasks{where} --show {args.name} --split dev -n 5\n"
           f"  python -m pytest -q {test_file}")

@@ -42,4 +42,8 @@ def run(args) -> int:
     early = ", stopped early at the dev target" if summary["stopped_early"] else ""
     print(f"{summary['task']}: greedy test accuracy {summary['accuracy']:.3f} on {summary['n_eval']} held-out "
           f"prompts after {summary['steps']} SFT steps ({speed}{early}); model in {out}/final")
+    if summary["accuracy"] == 0:  # an RL start that answers nothing: every group's rewards are equal, no signal
+        print(f"warning: the SFT model answers none of the {summary['n_eval']} test prompts correctly; RL from it "
+              "sees no reward to learn from (a grid's cells would all stay at 0 %): train longer (sft.steps=...) or "
+              "check the task's targets (`daca-bench tasks --show`) before a grid", file=sys.stderr)
     return 0

@@ -54,7 +54,8 @@ def summary_line(s: dict) -> str:
     """The run's one line: what it trained (DPS score, SML strata and partition) and its accuracy."""
     dps = f"dps={s['dps_score']}" if s["dps"] and s.get("dps_score") else f"dps={'on' if s['dps'] else 'off'}"
     sml = f"sml.k={s['sml_k']}" + (f" ({s['sml_partition']})" if s["sml_k"] > 1 and s.get("sml_partition") else "")
-    return (f"{s['task']} {s['base']} {dps} {sml}: greedy test accuracy {s['test_accuracy']:.3f} "
+    mean = f" (mean reward {s['test_mean_reward']:.3f})" if "test_mean_reward" in s else ""
+    return (f"{s['task']} {s['base']} {dps} {sml}: greedy test accuracy {s['test_accuracy']:.3f}{mean} "
             f"after {s['steps']} steps")
 
 

@@ -70,6 +70,19 @@ def slug(key: str, value) -> str:
     return re.sub(r"[^A-Za-z0-9=.+_-]", "_", text)
 
 
+def grid_base(base, root: Path = Path(".")) -> RLConfig:
+    """A grid's `base:`: a config file (relative to the grid's folder), a mapping of keys taken as overrides
+    on the default config ({train.steps: 4} or {train: {steps: 4}}), or nothing (the default config)."""
+    if not base:
+        return load_config(None, [], RLConfig)
+    if isinstance(base, dict):
+        return apply(load_config(None, [], RLConfig), base)
+    if isinstance(base, (str, Path)):
+        return load_config(root / base, [], RLConfig)
+    raise ConfigError(f"grid base: {base!r} is neither a config file (base: configs/tiny.yaml) nor a mapping of keys "
+                      "(base: {train.steps: 4}); give one of the two")
+
+
 def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
     """Grid mapping -> cells (the Cartesian product of the axes), each with its resolved config. A
     variant of VARIANTS applies its bundle where its axis stands; a preset's cell (`headline:+DACA`,
@@ -79,7 +92,7 @@ def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
     unknown = set(grid) - {"base", "overrides", "axes"}
     if unknown:
         raise ConfigError(f"unknown grid keys {sorted(unknown)}; a grid has base, overrides and axes")
-    base = load_config(root / grid["base"] if grid.get("base") else None, [], RLConfig)
+    base = grid_base(grid.get("base"), root)
     overrides = grid.get("overrides") or {}
     axes = grid.get("axes") or {}
     meaning = {}
