@@ -142,7 +142,7 @@ def test_the_default_rerun_says_exploratory_with_its_reason_never_confirmatory()
     the committed results/tiny (its design kept aside as design.registered.json) states the same."""
     from pathlib import Path
 
-    from daca_bench.experiments.analysis.results import design_line
+    from daca_bench.experiments.analysis.design import design_line
     from daca_bench.experiments.grid.pipeline import tiny_cells
     from daca_bench.experiments.grid.presets import PRESETS
     from daca_bench.experiments.grid.preregister import design_of

@@ -19,6 +19,7 @@ from pathlib import Path
 from ...errors import ConfigError
 
 FILE = "design.json"
+ASIDE = "design.registered.json"  # a design registered before the cells, set aside as chosen after looking
 SCHEMA = 1
 PRIMARY, SECONDARY, EXPLORATORY = "primary", "secondary", "exploratory"
 MULTIPLICITY = ("holm", "bonferroni", "none")
@@ -230,3 +231,33 @@ def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] 
                 continue
             return fam
     return EXPLORATORY
+
+
+def design_line(design: dict | None, configs: list[dict], folder, aside: dict | None = None,
+                preset: str | None = "") -> str:
+    """The table's first line: confirmatory (the cells ran under design.json), exploratory with its
+    reason (a design that says `exploratory`, or one registered and set aside, ASIDE), not confirmatory
+    (why), or exploratory (no design at all: a preset's folder (PRESET) has its declared families, a grid
+    of one's own the default ones, design.DEFAULT_COMPARISONS)."""
+    if design is None and aside is not None:
+        why = aside.get("exploratory", "chosen after looking at these seeds")
+        return (f"**Exploratory** ({why}): a design was registered before the first cell (kept as "
+                f"{folder}/design.registered.json, commit {aside['commit']}), but chosen after looking at these "
+                f"seeds' cells (its notes: {aside.get('notes', '').split('. ')[0]}); the decision rule is reported, "
+                "nothing here is confirmed.")
+    if design is None:
+        return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
+                + ("the families below are the preset's declared ones." if preset else
+                   "the families below are the default ones: +DACA vs baseline and baseline vs start primary, "
+                   "+DPS and +SML vs baseline secondary."))
+    problems = disagreements(design, configs)
+    if design.get("exploratory"):
+        ran = "the cells did not all run under it" if problems else "every cell ran under it"
+        return (f"**Exploratory** ({design['exploratory']}): {folder}/design.json was registered before the first "
+                f"cell (commit {design['commit']}) and {ran}, but the design was chosen after looking; the decision "
+                "rule is reported, nothing here is confirmed.")
+    if problems:
+        more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        return f"**Not confirmatory**: the cells did not run under {folder}/design.json ({'; '.join(problems[:3])}{more})."
+    return (f"**Confirmatory**: every cell ran under {folder}/design.json (commit {design['commit']}, "
+            f"{design['multiplicity']} at alpha {design['alpha']:g}); bar: {design['bar']}")

@@ -43,13 +43,12 @@ from ...errors import ConfigError
 from ...jsonl import column_means
 from .accuracy import checked_accuracy
 from .clusters import cluster_keys, recorded, registered
-from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagreements, family_of, read_design,
-                     reference)
+from .design import (ASIDE, PRIMARY, SECONDARY, across, block_family, declared, disagreements, design_line,
+                     family_of, read_design, reference)
 from .budgets import LEDGER, budget_rows, by_start, compute_lines, ledger_columns, starts_line
 from .stats import adjust
 from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines  # noqa: F401
 START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
-ASIDE = "design.registered.json"  # a design registered before the cells, set aside as chosen after looking
 
 
 def locate(folder: str | Path) -> tuple[Path, Path]:
@@ -367,36 +366,6 @@ CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo
 
 def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format="%.4g")
-
-
-def design_line(design: dict | None, configs: list[dict], folder, aside: dict | None = None,
-                preset: str | None = "") -> str:
-    """The table's first line: confirmatory (the cells ran under design.json), exploratory with its
-    reason (a design that says `exploratory`, or one registered and set aside, ASIDE), not confirmatory
-    (why), or exploratory (no design at all: a preset's folder (PRESET) has its declared families, a grid
-    of one's own the default ones, design.DEFAULT_COMPARISONS)."""
-    if design is None and aside is not None:
-        why = aside.get("exploratory", "chosen after looking at these seeds")
-        return (f"**Exploratory** ({why}): a design was registered before the first cell (kept as "
-                f"{folder}/design.registered.json, commit {aside['commit']}), but chosen after looking at these "
-                f"seeds' cells (its notes: {aside.get('notes', '').split('. ')[0]}); the decision rule is reported, "
-                "nothing here is confirmed.")
-    if design is None:
-        return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
-                + ("the families below are the preset's declared ones." if preset else
-                   "the families below are the default ones: +DACA vs baseline and baseline vs start primary, "
-                   "+DPS and +SML vs baseline secondary."))
-    problems = disagreements(design, configs)
-    if design.get("exploratory"):
-        ran = "the cells did not all run under it" if problems else "every cell ran under it"
-        return (f"**Exploratory** ({design['exploratory']}): {folder}/design.json was registered before the first "
-                f"cell (commit {design['commit']}) and {ran}, but the design was chosen after looking; the decision "
-                "rule is reported, nothing here is confirmed.")
-    if problems:
-        more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
-        return f"**Not confirmatory**: the cells did not run under {folder}/design.json ({'; '.join(problems[:3])}{more})."
-    return (f"**Confirmatory**: every cell ran under {folder}/design.json (commit {design['commit']}, "
-            f"{design['multiplicity']} at alpha {design['alpha']:g}); bar: {design['bar']}")
 
 
 def union(folders: list) -> tuple[pd.DataFrame, dict[str, dict]]:
