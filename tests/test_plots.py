@@ -4,7 +4,6 @@ figures a reader can read: bounded in size, facets wrapping after four columns, 
 the data, no text over another, no variant drawn for a base that does not admit it, the paper's gain
 only beside a shipped task, seeds as bands, evaluations during training, the training panel."""
 import json
-import shutil
 import subprocess
 import sys
 from itertools import combinations
@@ -18,6 +17,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from daca_bench.cli import main
+from daca_bench.experiments.analysis.cellstore import cells
 from daca_bench.experiments.analysis.gold import wrong_tokens_of
 from daca_bench.experiments.analysis.plots import (PALETTE, colour, load_curves, plot_curves, plot_dps, plot_gains,
                                                    plot_training, seed_deltas)
@@ -273,9 +273,11 @@ def test_dps_marks_wrong_tokens_only_where_the_task_has_one_answer(tmp_path):
     fig = plot_dps(FULL / "cells")
     assert "arithmetic_tiny" in fig._suptitle.get_text() and "no single right answer" not in fig._suptitle.get_text()
     assert all("tokens wrong" in ax.get_title() for ax in fig.axes)
-    source = sorted((FULL / "cells").glob("*/dps_examples.json"))[0].parent
+    source = next(c for c in cells(FULL / "cells") if c.has("dps_examples.json"))  # packed or not
     cell = tmp_path / source.name
-    shutil.copytree(source, cell, ignore=lambda d, names: [n for n in names if n not in ("config.json", "dps_examples.json")])
+    cell.mkdir()
+    for name in ("config.json", "dps_examples.json"):
+        (cell / name).write_text(source.text(name))
     cfg = json.loads((cell / "config.json").read_text())
     cfg["train"]["task"] = "json_tiny"
     (cell / "config.json").write_text(json.dumps(cfg))
