@@ -6,8 +6,9 @@ the lrs). Two grids side by side when given two folders (e.g. the mu = 1 default
 d1-like regime). With --workers N ...: a cost model, not a measurement: the grid's makespan on N
 single-thread workers, each cell taking its measured wall-clock (longest cells first, as
 `reproduce` orders them, each to the first free worker; no contention between workers modelled).
+It reads a grid's work folder (its files' times are the wall-clock): not a packed results folder.
 
-    .venv/bin/python benchmarks/cell_cost.py results/tiny-ablation/cells [runs/reproduce/tiny-readings]
+    .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-ablation [runs/reproduce/tiny-readings]
     .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-full --workers 2 16
     .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-bases-selection --by-base
     .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-cache --guards    # a row per variant and setting

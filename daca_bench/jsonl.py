@@ -49,7 +49,11 @@ def parse_line(raw: bytes, number: int) -> Line:
 
 def read_jsonl(path: str | Path) -> list[Line]:
     """Every line of the file, in order (a final newline ends the last line; it adds none)."""
-    data = Path(path).read_bytes()
+    return parse_jsonl(Path(path).read_bytes())
+
+
+def parse_jsonl(data: bytes) -> list[Line]:
+    """read_jsonl of a file's bytes already read (a packed run's record, say)."""
     chunks = data.split(b"\n")
     if chunks and chunks[-1] == b"":
         chunks.pop()
@@ -82,12 +86,12 @@ def dumps_line(record: Any) -> str:
     return text + "\n"
 
 
-def column_means(path: str | Path, keys) -> dict[str, float]:
+def column_means(path: str | Path | list[Line], keys) -> dict[str, float]:
     """key -> mean of its numeric values over a metrics JSONL file's records (one read; NaN where the
-    file or the key is missing): a run's metrics.jsonl summarised."""
+    file or the key is missing): a run's metrics.jsonl summarised. PATH: the file, or its Lines read."""
     vals: dict[str, list[float]] = {k: [] for k in keys}
-    if Path(path).exists():
-        for line in read_jsonl(path):
+    if isinstance(path, list) or Path(path).exists():
+        for line in path if isinstance(path, list) else read_jsonl(path):
             if isinstance(line.record, dict):
                 for k in keys:
                     v = line.record.get(k)

@@ -5,7 +5,7 @@ prompt text (`train.test_exclude`, registry.draw_test).
     python scripts/scored_prompts.py                 # rewrite the lists from results/*/cells
     python scripts/scored_prompts.py --check         # exit 1 when a list misses a scored prompt
 
-Read: every eval.jsonl under results/*/cells scored on the test split (the cells and their RL
+Read: every eval.jsonl of results/*'s cells (packed in cells.parquet or not) scored on the test split (the cells and their RL
 starts; the readings sweep scored dev), except the folders
 given with --skip (a confirmatory run's own folder, whose prompts the list exists to avoid), and
 the rescorings that were looked at but not committed (RESCORED: the first N prompts of a task's
@@ -34,28 +34,28 @@ DRAWN_AGAINST = ("tiny-full", "tiny-compute", "tiny-block")
 POOL = 4096  # the seed-0 draw that holds every scored prompt (the largest draw scored was 1,536)
 
 
-def split_of(folder: Path) -> str:
+def split_of(cell) -> str:
     """The split a cell (its config.json) or an RL start (its summary.json key) was scored on."""
-    if (folder / "config.json").is_file():
-        return json.loads((folder / "config.json").read_text())["train"].get("eval_split", "test")
-    key = json.loads((folder / "summary.json").read_text()).get("key")
+    if cell.has("config.json"):
+        return cell.json("config.json")["train"].get("eval_split", "test")
+    key = cell.json("summary.json").get("key")
     return json.loads(key).get("split", "test") if key else "test"
 
 
 def scored(skip: set[str]) -> dict[str, dict[str, str]]:
     """task -> {id: prompt digest} of the prompts scored by the committed tables (and the rescorings)."""
     sys.path.insert(0, str(ROOT))
+    from daca_bench.experiments.analysis.cellstore import all_cells, is_run
     from daca_bench.registry import get_task, prompt_digest
 
     ids: dict[str, set[str]] = {t: set() for t in TASKS}
-    for f in sorted(ROOT.glob("results/*/cells/**/eval.jsonl")):
-        if f.relative_to(ROOT).parts[1] in skip or split_of(f.parent) != "test":
-            continue
-        for line in f.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                i = json.loads(line)["id"]
-                if i.split("/", 1)[0] in ids:
-                    ids[i.split("/", 1)[0]].add(i)
+    for run in sorted(p for p in (ROOT / "results").iterdir() if is_run(p) and p.name not in skip):
+        for cell in all_cells(run / "cells").values():  # the cells and their RL starts
+            if not cell.has("eval.jsonl") or split_of(cell) != "test":
+                continue
+            for row in cell.rows("eval.jsonl"):
+                if row["id"].split("/", 1)[0] in ids:
+                    ids[row["id"].split("/", 1)[0]].add(row["id"])
     out = {}
     for task in TASKS:
         pool = get_task(task, split="test", n=POOL, seed=0).samples

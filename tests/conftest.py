@@ -35,10 +35,13 @@ def tiny():
 def committed_seeds():
     """committed_seeds(skip): the training seeds of every cell in the committed results folders but
     the folder SKIP (a design's own folder holds its own seeds once its cells are committed)."""
+    from daca_bench.experiments.analysis.cellstore import cells, is_run
+
     root = Path(__file__).resolve().parents[1] / "results"
+    runs = {p.name: cells(p / "cells") for p in sorted(root.iterdir()) if is_run(p)}  # packed or not
 
     def seeds(skip: str) -> set:
-        return {json.loads(cfg.read_text())["train"]["seed"] for cfg in root.glob("*/cells/*/config.json")
-                if cfg.parts[-4] != skip}
+        return {c.json("config.json")["train"]["seed"] for name, run in runs.items() if name != skip
+                for c in run if c.has("config.json")}
 
     return seeds

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from daca_bench.experiments.analysis.budgets import by_start
+from daca_bench.experiments.analysis.cellstore import cells, is_run
 from daca_bench.experiments.analysis.results import build_table, load_results, to_markdown
 from daca_bench.experiments.analysis.stats import compare
 from daca_bench.experiments.grid import compute_grid
@@ -62,9 +63,10 @@ def test_seeds_and_test_prompts_are_fresh_against_every_committed_table(committe
     assert not mine & {prompt_digest(s.prompt) for s in theirs.samples}
     root = Path(__file__).resolve().parents[1]
     scored = set()
-    for f in root.glob("results/*/cells/*/eval.jsonl"):  # every committed cell's prompts of this task, by id
-        if f.parts[-4] not in ("tiny-full", "tiny-compute"):
-            scored |= {json.loads(x)["id"] for x in f.read_text().splitlines() if x.startswith('{"id": "sudoku')}
+    for run in (p for p in sorted((root / "results").iterdir()) if is_run(p)):  # every committed cell's prompts
+        for cell in (c for c in cells(run / "cells") if c.has("eval.jsonl")):  # of this task, by id
+            if run.name not in ("tiny-full", "tiny-compute"):
+                scored |= {r["id"] for r in cell.rows("eval.jsonl") if r["id"].startswith("sudoku")}
     seed0 = {s.id: prompt_digest(s.prompt) for s in draw_test(fam.task, "test", 4096, 0).samples}
     assert scored and not mine & {seed0[i] for i in scored if i in seed0}
 

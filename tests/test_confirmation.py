@@ -10,6 +10,7 @@ import pytest
 
 from daca_bench.cli import main
 from daca_bench.errors import ConfigError
+from daca_bench.experiments.analysis.cellstore import is_run
 from daca_bench.experiments.analysis.design import disagreements, read_design
 from daca_bench.experiments.grid.preregister import register
 from daca_bench.experiments.grid.provenance import CODE_PATHS, code_tree
@@ -145,7 +146,7 @@ def test_a_reference_in_parts_takes_each_task_from_the_last_folder_that_has_it()
     from daca_bench.experiments.analysis.results import load_table, union
 
     parts = [ROOT / "results" / n for n in ("tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64")]
-    if not all((p / "cells").is_dir() for p in parts):
+    if not all(is_run(p) for p in parts):
         pytest.skip("the exploratory tiny-full folders are not in this checkout")
     df, start = union(parts)
     steps = {t: set(g["config"].map(lambda c: c["train"]["steps"])) for t, g in df.groupby("task")}
@@ -166,7 +167,7 @@ def test_the_committed_tiny_full_design_is_current_while_no_cell_has_run():
     root = Path(__file__).resolve().parents[1]
     folder = root / "results" / "tiny-full"
     tree = code_tree(root / "daca_bench")
-    if not tree or (folder / "cells").is_dir():
+    if not tree or is_run(folder):
         pytest.skip("not a git checkout, or the run has started (its cells name their own code)")
     design = json.loads((folder / "design.json").read_text())
     assert design["code_tree"] == tree, "results/tiny-full/design.json is stale: rewrite it (this test's docstring)"

@@ -4,7 +4,6 @@ figures a reader can read: bounded in size, facets wrapping after four columns, 
 the data, no text over another, no variant drawn for a base that does not admit it, the paper's gain
 only beside a shipped task, seeds as bands, evaluations during training, the training panel."""
 import json
-import shutil
 import subprocess
 import sys
 from itertools import combinations
@@ -18,6 +17,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from daca_bench.cli import main
+from daca_bench.experiments.analysis.cellstore import cells
 from daca_bench.experiments.analysis.gold import wrong_tokens_of
 from daca_bench.experiments.analysis.plots import (PALETTE, colour, load_curves, plot_curves, plot_dps, plot_gains,
                                                    plot_training, seed_deltas)
@@ -30,7 +30,7 @@ FULL = ROOT / "results" / "tiny-full"  # 4 families: four paper notes side by si
 
 
 def test_plots_return_figures_and_draw_on_given_axes():
-    before = sorted(CELLS.rglob("*"))
+    before = sorted(CELLS.parent.rglob("*"))  # the run's folder: its cells, packed or not, and its figures
     table, curves = build_table(load_results(CELLS)), load_curves(CELLS)
     for fig in (plot_gains(table), plot_curves(curves), plot_training(curves), plot_dps(CELLS)):
         assert isinstance(fig, Figure) and fig.axes
@@ -39,7 +39,7 @@ def test_plots_return_figures_and_draw_on_given_axes():
     assert plot_gains(table, ax=ax) is mine and ax.patches  # the bars went onto my axes
     with pytest.raises(ValueError, match=r"draws on 2 x \d+ axes; ax= gave 1"):
         plot_curves(curves, ax=ax)
-    assert sorted(CELLS.rglob("*")) == before  # nothing written
+    assert sorted(CELLS.parent.rglob("*")) == before  # nothing written
 
 
 def test_library_leaves_the_matplotlib_backend_alone():
@@ -130,13 +130,11 @@ def test_a_variant_has_one_colour_in_every_figure():
 def test_dps_figure_names_the_run_marks_wrong_tokens_and_rounds_rewards():
     fig = plot_dps(CELLS)
     title = fig._suptitle.get_text()
-    examples_file = sorted(CELLS.glob("*/dps_examples.json"))[0]
-    cell = examples_file.parent
+    cell = next(c for c in cells(CELLS) if c.has("dps_examples.json"))  # the first, packed or not
     assert "constraint/sudoku_tiny" in title and cell.name not in title
-    variant = json.loads((cell / "axes.json").read_text())["variant"]
-    assert variant in title
+    assert cell.json("axes.json")["variant"] in title
     assert any("w > 1" in t.get_text() for legend in fig.legends for t in legend.get_texts())
-    examples = json.loads(examples_file.read_text())
+    examples = cell.json("dps_examples.json")
     for ax, ex in zip(fig.axes, examples):
         assert str(ex["reward"]) not in ax.get_title() or len(str(ex["reward"])) <= 4
         assert f"reward {ex['reward']:.2f}" in ax.get_title()
@@ -273,9 +271,11 @@ def test_dps_marks_wrong_tokens_only_where_the_task_has_one_answer(tmp_path):
     fig = plot_dps(FULL / "cells")
     assert "arithmetic_tiny" in fig._suptitle.get_text() and "no single right answer" not in fig._suptitle.get_text()
     assert all("tokens wrong" in ax.get_title() for ax in fig.axes)
-    source = sorted((FULL / "cells").glob("*/dps_examples.json"))[0].parent
+    source = next(c for c in cells(FULL / "cells") if c.has("dps_examples.json"))  # packed or not
     cell = tmp_path / source.name
-    shutil.copytree(source, cell, ignore=lambda d, names: [n for n in names if n not in ("config.json", "dps_examples.json")])
+    cell.mkdir()
+    for name in ("config.json", "dps_examples.json"):
+        (cell / name).write_text(source.text(name))
     cfg = json.loads((cell / "config.json").read_text())
     cfg["train"]["task"] = "json_tiny"
     (cell / "config.json").write_text(json.dumps(cfg))

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from daca_bench.config import RLConfig, apply
+from daca_bench.experiments.analysis.cellstore import cells as committed_cells, is_run
 from daca_bench.experiments.grid import readings
 from daca_bench.registry import get_task
 
@@ -111,7 +112,7 @@ def test_the_sweep_never_uses_the_confirmatory_seeds_or_the_test_split():
 # ---- what was committed: the sweep, its picks, and the confirmatory default ---------------------
 def _committed(name):
     folder = ROOT / "results" / name
-    if not (folder / "cells").exists():
+    if not is_run(folder):
         pytest.skip(f"results/{name} is not in this checkout")
     return folder
 
@@ -126,7 +127,7 @@ def test_the_confirmatory_presets_carry_the_committed_picks():
 
 
 def test_the_committed_sweep_has_the_control_and_causal_on_selection_seeds_and_dev():
-    cells = [json.loads(p.read_text()) for p in (_committed("tiny-readings") / "cells").glob("*/config.json")]
+    cells = [c.json("config.json") for c in committed_cells(_committed("tiny-readings") / "cells")]
     assert {c["train"]["eval_split"] for c in cells} == {"dev"}
     assert {c["train"]["seed"] for c in cells} & set(range(8)) == set()
     assert any(c["dps"]["enabled"] and c["dps"]["score"] == "random" for c in cells)
@@ -134,13 +135,13 @@ def test_the_committed_sweep_has_the_control_and_causal_on_selection_seeds_and_d
 
 
 def test_the_committed_default_ran_in_the_regime():
-    cells = sorted((_committed("tiny-ablation") / "cells").glob("base=*"))
+    cells = [c for c in committed_cells(_committed("tiny-ablation") / "cells") if c.name.startswith("base=")]
     assert len(cells) >= 40
     clipped = 0
     for cell in cells:
-        cfg = json.loads((cell / "config.json").read_text())
+        cfg = cell.json("config.json")
         assert cfg["train"]["mu"] >= 2 and cfg["sml"]["p_mask_prompt"] > 0 and cfg["train"]["eval_split"] == "test"
-        rows = [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines()]
+        rows = cell.rows("metrics.jsonl")
         clipped += any(r["clip_frac"] > 0 for r in rows)
         assert max(r["kl"] for r in rows) > 0  # the ratio and the KL term acted
     assert clipped > 0

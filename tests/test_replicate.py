@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import t as stats_t
 
 from daca_bench.cli import main
+from daca_bench.experiments.analysis.cellstore import PACKED, is_run
 from daca_bench.experiments.analysis.replicate import compare_tables, verdict
 from daca_bench.experiments.analysis.stats import difference, pool
 from daca_bench.experiments.analysis.results import load_table, locate, to_csv, to_markdown
@@ -284,12 +285,12 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-ablation", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
-                                  "tiny-cache", "tiny-bases", "tiny-compute"])  # tiny-full: with its replication report
+                                  "tiny-cache", "tiny-bases", "tiny-compute", "tiny-readings"])  # tiny-full: with its report
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""
     folder = Path(__file__).resolve().parents[1] / "results" / name
-    if not (folder / "cells").is_dir():
+    if not is_run(folder):
         pytest.skip(f"results/{name} is not in this checkout")
     table = load_table(folder)
     assert to_markdown(table) == (folder / "table.md").read_text()
@@ -303,11 +304,13 @@ def test_the_committed_tiny_full_replication_report_rebuilds_to_the_byte(tmp_pat
     repository's, so nothing there is touched)."""
     results = Path(__file__).resolve().parents[1] / "results"
     refs = ["tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64"]
-    if not all((results / n / "cells").is_dir() for n in ["tiny-full", *refs]):
+    if not all(is_run(results / n) for n in ["tiny-full", *refs]):
         pytest.skip("results/tiny-full or its reference is not in this checkout")
     run = tmp_path / "results" / "tiny-full"
     run.mkdir(parents=True)
-    (run / "cells").symlink_to(results / "tiny-full" / "cells")
+    for name in ("cells", PACKED):  # the committed cells, packed or not
+        if (results / "tiny-full" / name).exists():
+            (run / name).symlink_to(results / "tiny-full" / name)
     shutil.copy(results / "tiny-full" / "design.json", run / "design.json")
     for n in refs:
         (tmp_path / "results" / n).symlink_to(results / n)
@@ -378,7 +381,7 @@ def test_two_seed_cells_never_star_what_their_seeds_cannot_support():
     +DACA vs baseline drops out (df jumps to clusters - 1); its seeds-only interval includes 0, so it
     carries no star whatever its adjusted p, and the table prints that interval beside the mixed one."""
     folder = Path(__file__).resolve().parents[1] / "results" / "tiny-ablation"
-    if not (folder / "cells").is_dir():
+    if not is_run(folder):
         pytest.skip("results/tiny-ablation is not in this checkout")
     table = load_table(folder, {"sudoku_tiny": {0, 1}})
     done = table[table["delta_pp"].notna()]
@@ -410,7 +413,7 @@ def test_sudoku_tables_count_solution_grids_not_puzzles():
     from daca_bench.experiments.analysis.stats import compare
 
     folder = Path(__file__).resolve().parents[1] / "results" / "tiny-full-sudoku16"
-    if not (folder / "cells").is_dir():
+    if not is_run(folder):
         pytest.skip("results/tiny-full-sudoku16 is not in this checkout")
     table = load_table(folder)
     assert (table.loc[table["delta_pp"].notna(), "clusters"] == 69).all()

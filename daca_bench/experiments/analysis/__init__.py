@@ -1,4 +1,5 @@
-"""Reading finished cells: the cell table and its paired statistics (`results`, `stats`,
+"""Reading finished cells: a run's records from its cell folders or packed in one Parquet file
+(`cellstore`, `daca-bench pack`), the cell table and its paired statistics (`results`, `stats`,
 `clusters`), a cell's accuracy as the share of correct answers (`accuracy`), what each variant ran and the paper's gain beside it (`variants`), what a
 confirmatory table registered before its first cell (`design`), sizing a design (`plan`), two
 runs compared (`replicate`), the plots (`plots`) and one-answer tasks' wrong tokens (`gold`).

@@ -20,33 +20,31 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ...rl.ledger import read_rows, run_ledger
+from ...rl.ledger import run_ledger
 from .accuracy import checked_accuracy
+from .cellstore import Cell, eval_records
 from .power import start_se_df
 from .stats import Comparison, by_cluster, compare, mde, p_value
 
 
-def evaluations(cell: Path, summary: dict) -> dict[int, tuple[float, dict]]:
+def evaluations(cell: Cell, summary: dict) -> dict[int, tuple[float, dict]]:
     """step -> (test accuracy, ledger up to that step) for every evaluation of a finished cell: each
     one during training (train.eval_every) and the final one, metrics.jsonl read once."""
-    rows = read_rows(cell / "metrics.jsonl")
+    rows = cell.rows("metrics.jsonl")
     out = {r["step"]: (r["test_accuracy"], run_ledger(rows, upto=r["step"])) for r in rows if "test_accuracy" in r}
     out[summary["steps"]] = (checked_accuracy(summary["test_accuracy"], statuses=summary.get("statuses"), where=str(cell)),
                              summary.get("ledger"))
     return out
 
 
-def budget_rows(row: dict, cell: Path, axes: dict, summary: dict) -> list[dict]:
+def budget_rows(row: dict, cell: Cell, axes: dict, summary: dict) -> list[dict]:
     """ROW (a finished cell's table row) once per budget in axes["budgets"] (else once, as it is),
     each with its variant "<variant>@<N>", accuracy, per-prompt records and ledger at step N."""
-    from ...eval.evaluate import read_eval_records
-
     budgets = axes.get("budgets")
     if not budgets:
         return [{**row, "ledger": summary.get("ledger")}]
@@ -54,13 +52,14 @@ def budget_rows(row: dict, cell: Path, axes: dict, summary: dict) -> list[dict]:
     evaluated = evaluations(cell, summary)
     out = []
     for n in budgets:
-        path = cell / ("eval.jsonl" if n == steps else f"eval-step{n}.jsonl")
-        if not path.exists() or n not in evaluated:
-            raise FileNotFoundError(f"{cell}: no evaluation at step {n} (train.eval_every must divide the budgets "
+        path = "eval.jsonl" if n == steps else f"eval-step{n}.jsonl"
+        if not cell.has(path) or n not in evaluated:
+            raise FileNotFoundError(f"{cell.where}: no evaluation at step {n} (train.eval_every must divide the budgets "
                                     f"{budgets}; the run has {steps} steps)")
         acc, ledger = evaluated[n]
-        prompts = read_eval_records(path)
-        out.append({**row, "variant": f"{row['variant']}@{n}", "test_accuracy": checked_accuracy(acc, prompts, where=str(path)),
+        prompts = eval_records(cell, path)
+        out.append({**row, "variant": f"{row['variant']}@{n}",
+                    "test_accuracy": checked_accuracy(acc, prompts, where=f"{cell.name}/{path}"),
                     "prompts": prompts, "ledger": ledger})
     return out
 

@@ -14,22 +14,12 @@ with one line naming how to load it (`unregistered`).
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from ...errors import ConfigError
 
 
-def recorded(path: str | Path) -> dict[str, str]:
-    """id -> cluster for the rows of an eval.jsonl that carry one."""
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip() and '"cluster"' in line:
-                row = json.loads(line)
-                if row.get("cluster") is not None:
-                    out[row["id"]] = str(row["cluster"])
-    return out
+def recorded(rows: list[dict]) -> dict[str, str]:
+    """id -> cluster for the rows of an eval.jsonl (its records, cellstore.Cell.rows) that carry one."""
+    return {row["id"]: str(row["cluster"]) for row in rows if row.get("cluster") is not None}
 
 
 def _test_sets(configs: list[dict]) -> list[tuple[str, int | None, int, str]]:

@@ -11,7 +11,6 @@ grid of many variants (a readings sweep) gets a facet per variant, drawn against
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -25,6 +24,7 @@ from scipy import stats as sps
 
 from .accuracy import checked_accuracy
 from .budgets import evaluations
+from .cellstore import cells
 from .layout import colour, facets, grid_of, legend_outside, variant_rank
 
 TRAINING = {"kl": "KL to the\nreference", "clip_frac": "clip ratio\n(region mean)",
@@ -40,23 +40,18 @@ def load_curves(folder: str | Path) -> pd.DataFrame:
     train.eval_every), plus one row per finished cell at its last step with the final test accuracy
     (`final`: True) from summary.json. `setting`: the cell's rollout setting axis ("" when none)."""
     rows = []
-    for metrics in sorted(Path(folder).glob("*/metrics.jsonl")):
-        axes_file = metrics.parent / "axes.json"
-        axes = json.loads(axes_file.read_text()) if axes_file.exists() else {}
-        cfg = json.loads((metrics.parent / "config.json").read_text())
-        common = {"cell": metrics.parent.name, "task": cfg["train"]["task"], "setting": str(axes.get("setting", "")),
+    for cell in (c for c in cells(folder) if c.has("metrics.jsonl")):
+        axes = cell.json("axes.json") if cell.has("axes.json") else {}
+        cfg = cell.json("config.json")
+        common = {"cell": cell.name, "task": cfg["train"]["task"], "setting": str(axes.get("setting", "")),
                   "base": cfg["loss"]["base"], "variant": axes.get("variant", "run"), "seed": cfg["train"]["seed"]}
         last = 0
-        for line in metrics.read_text().splitlines():
-            if not line.strip():
-                continue
-            m = json.loads(line)
+        for m in cell.rows("metrics.jsonl"):
             last = m["step"]
             rows.append({**common, "step": m["step"], **{k: _number(m.get(k)) for k in LOGGED}, "final": False})
-        summary = metrics.parent / "summary.json"
-        s = json.loads(summary.read_text()) if summary.exists() else {}
+        s = cell.json("summary.json") if cell.has("summary.json") else {}
         acc = s.get("test_accuracy")
-        acc = checked_accuracy(acc, statuses=s.get("statuses"), where=str(summary)) if acc is not None else None
+        acc = checked_accuracy(acc, statuses=s.get("statuses"), where=f"{cell.name}/summary.json") if acc is not None else None
         if acc is not None and last:
             rows.append({**common, "step": last, **{k: math.nan for k in LOGGED}, "test_accuracy": acc, "final": True})
     return pd.DataFrame(rows)
@@ -243,13 +238,12 @@ def compute_points(folder: str | Path) -> pd.DataFrame:
     kept a ledger: its task, base, variant (without a budget), SFT start, seed, step, test accuracy
     and the training FLOPs and completions spent up to that step (budgets.evaluations)."""
     rows = []
-    for summary in sorted(Path(folder).glob("*/summary.json")):
-        cell = summary.parent
-        s = json.loads(summary.read_text())
-        if "ledger" not in s or not (cell / "metrics.jsonl").exists():
+    for cell in (c for c in cells(folder) if c.has("summary.json")):
+        s = cell.json("summary.json")
+        if "ledger" not in s or not cell.has("metrics.jsonl"):
             continue
-        axes = json.loads((cell / "axes.json").read_text()) if (cell / "axes.json").exists() else {}
-        cfg = json.loads((cell / "config.json").read_text())
+        axes = cell.json("axes.json") if cell.has("axes.json") else {}
+        cfg = cell.json("config.json")
         common = {"task": cfg["train"]["task"], "base": cfg["loss"]["base"], "variant": axes.get("variant", "run"),
                   "start": axes.get("sft_start", 0), "seed": cfg["train"]["seed"]}
         for n, (acc, led) in sorted(evaluations(cell, s).items()):

@@ -20,7 +20,6 @@ method, task and rollout setting) after four columns and keeps its legend outsid
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ...errors import ConfigError
+from .cellstore import Cell, cells, folder_cell
 from .curves import load_curves, plot_curves, plot_training
 from .design import across
 from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
@@ -168,17 +168,16 @@ def _degenerate(r, baseline_acc) -> str:
     return ""
 
 
-def _cell_label(cell: Path) -> tuple[str, str | None]:
+def _cell_label(cell: Cell) -> tuple[str, str | None]:
     """("family/task, base variant, seed N", task) from a cell's config.json, axes.json and summary.json."""
     try:
-        cfg = json.loads((cell / "config.json").read_text())
+        cfg = cell.json("config.json")
     except (OSError, ValueError):
         return cell.name, None
-    axes_file = cell / "axes.json"
-    variant = json.loads(axes_file.read_text()).get("variant") if axes_file.exists() else None
+    variant = cell.json("axes.json").get("variant") if cell.has("axes.json") else None
     task = cfg.get("train", {}).get("task")
     try:  # what the cell recorded of its task (summary.json's task_record), else the registry's
-        family = (json.loads((cell / "summary.json").read_text()).get("task_record") or {}).get("family")
+        family = (cell.json("summary.json").get("task_record") or {}).get("family")
     except (OSError, ValueError):
         family = None
     try:
@@ -193,7 +192,7 @@ def _cell_label(cell: Path) -> tuple[str, str | None]:
     return f"{where}, {base} {variant}, seed {cfg.get('train', {}).get('seed')}", task
 
 
-def _golds(cell: Path, task: str | None, examples: list[dict]) -> list[str | None]:
+def _golds(cell: Cell, task: str | None, examples: list[dict]) -> list[str | None]:
     """The gold completion of each example, for a task with one right answer (UNIQUE_TARGET): the
     target of the train prompt it was drawn from (the trainer draws them from the first ones);
     None where the task has none or the prompt is not found."""
@@ -206,7 +205,7 @@ def _golds(cell: Path, task: str | None, examples: list[dict]) -> list[str | Non
         return [targets.get(ex["prompt"].strip()) for ex in examples]
 
     try:
-        t = json.loads((cell / "config.json").read_text())["train"]
+        t = cell.json("config.json")["train"]
         first = find(len(examples))
         # a generated task's first prompts do not depend on n: the whole train set only where they were not all found
         return first if None not in first else find(t.get("n_train"))
@@ -222,11 +221,12 @@ def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | Non
     """The DPS weights over the tokens of a few real completions (None when the run saved none):
     orange bars got more than a uniform weight (w > 1), blue ones less; for a task with one right
     answer (UNIQUE_TARGET), the tokens that differ from it are hatched, with their labels in red."""
-    files = sorted(Path(folder).glob("*/dps_examples.json")) or sorted(Path(folder).glob("dps_examples.json"))
-    if not files:
+    found = [c for c in cells(folder) if c.has("dps_examples.json")] or \
+        [c for c in [folder_cell(folder)] if c.has("dps_examples.json")]  # FOLDER: one run's own folder
+    if not found:
         return None
-    cell = files[0].parent
-    examples = json.loads(files[0].read_text())[:max_examples]
+    cell = found[0]
+    examples = cell.json("dps_examples.json")[:max_examples]
     label, task = _cell_label(cell)
     golds = _golds(cell, task, examples)
     fig, stacks = facets(1, len(examples), (8, 1.3), ax=ax, share=False)

@@ -29,7 +29,6 @@ missing or holds no finished cell is refused before any table is written (`check
 """
 from __future__ import annotations
 
-import json
 import math
 from functools import reduce
 from pathlib import Path
@@ -38,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ConfigError
+from . import cellstore
 from .design import PRIMARY, SECONDARY, across
 from .results import START, VARIANT_ORDER, load_table, locate, num as _num
 from .agreement import hartung_knapp, run_starts, shared_note, start_agreement, tost_p
@@ -360,8 +360,8 @@ def seeds_of(folder: str | Path | list) -> dict[str, set]:
     for one in folder if isinstance(folder, list) else [folder]:
         cells, _ = locate(one)
         here: dict[str, set] = {}
-        for summary in cells.glob("*/summary.json"):
-            cfg = json.loads((summary.parent / "config.json").read_text())
+        for cell in (c for c in cellstore.cells(cells) if c.has("summary.json")):
+            cfg = cell.json("config.json")
             here.setdefault(cfg["train"]["task"], set()).add(cfg["train"]["seed"])
         out.update(here)
     return out

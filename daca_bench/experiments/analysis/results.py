@@ -40,29 +40,16 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ConfigError
-from ...jsonl import column_means
+from ...jsonl import column_means, parse_jsonl
+from . import cellstore
 from .accuracy import checked_accuracy
+from .cellstore import START, eval_records, locate
 from .clusters import cluster_keys, recorded, registered
-from .design import (ASIDE, PRIMARY, SECONDARY, across, block_family, declared, disagreements, design_line,
+from .design import (ASIDE, PRIMARY, SECONDARY, across, block_family, declared, design_line,
                      family_of, read_design, reference)
 from .budgets import LEDGER, budget_rows, by_start, compute_lines, ledger_columns, starts_line
 from .stats import adjust
 from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines  # noqa: F401
-START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
-
-
-def locate(folder: str | Path) -> tuple[Path, Path]:
-    """(where the cells are, where their tables go) for what a user names: a grid's output folder
-    (the cells inside it; tables there too), a preset's output folder (it holds cells/; tables
-    beside cells/) or that cells/ folder itself (tables beside it, in its parent)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ConfigError(f"{folder}: no such folder; give a grid's output folder or a preset's (it holds cells/)")
-    if (folder / "cells").is_dir() and not any(folder.glob("*/summary.json")):
-        return folder / "cells", folder
-    if folder.name == "cells":
-        return folder, folder.parent
-    return folder, folder
 
 
 def paper_gain(family: str) -> float:
@@ -72,23 +59,24 @@ def paper_gain(family: str) -> float:
 
 def load_results(folder: str | Path) -> pd.DataFrame:
     """One row per finished cell: its task, family, variant, base, seed, test accuracy, mean
-    zero-variance group fraction and per-prompt rewards (id -> 0/1, None = unscorable)."""
-    from ...eval.evaluate import read_eval_records
-
+    zero-variance group fraction and per-prompt rewards (id -> 0/1, None = unscorable). FOLDER: the
+    cells, packed or not (cellstore.cells)."""
     rows = []
-    for summary in sorted(Path(folder).glob("*/summary.json")):
-        s = json.loads(summary.read_text())
+    for cell in cellstore.cells(folder):
+        if not cell.has("summary.json"):
+            continue
+        s = cell.json("summary.json")
         if "test_accuracy" not in s:
             continue
-        cell = summary.parent
-        axes = json.loads((cell / "axes.json").read_text()) if (cell / "axes.json").exists() else {}
-        cfg = json.loads((cell / "config.json").read_text())
+        axes = cell.json("axes.json") if cell.has("axes.json") else {}
+        cfg = cell.json("config.json")
         record = s.get("task_record") or {}  # what the cell knows of its task (registry.task_record)
-        family = record.get("family") or registered(cfg["train"]["task"], "its family", str(cell)).family
+        family = record.get("family") or registered(cfg["train"]["task"], "its family", cell.where).family
         if "setting" in axes:  # a grid over one more axis (tiny-cache's rollout settings): a block per setting
             family = f"{family} [{axes['setting']}]"
-        prompts = read_eval_records(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else None  # id -> 1/0/None
-        m = column_means(cell / "metrics.jsonl", ("zero_std_groups", "clip_frac", "clip_frac_any", "kl"))  # one read
+        prompts = eval_records(cell) if cell.has("eval.jsonl") else None  # id -> 1/0/None
+        metrics = parse_jsonl(cell.text("metrics.jsonl").encode("utf-8")) if cell.has("metrics.jsonl") else []
+        m = column_means(metrics, ("zero_std_groups", "clip_frac", "clip_frac_any", "kl"))  # one read
         # the table's clip column is the share of ratios outside [1-eps, 1+eps] whatever the advantage's
         # sign: `clip_frac_any` since clip_frac became TRL's region mean; older cells logged it as clip_frac
         m["clip_frac"] = m["clip_frac_any"] if math.isfinite(m["clip_frac_any"]) else m["clip_frac"]
@@ -99,8 +87,8 @@ def load_results(folder: str | Path) -> pd.DataFrame:
                "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
                **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
                "prompts": prompts,
-               "recorded": {**record.get("clusters", {}),
-                            **(recorded(cell / "eval.jsonl") if (cell / "eval.jsonl").exists() else {})},
+               "recorded": {**record.get("clusters", {}), **(recorded(cell.rows("eval.jsonl"))
+                                                             if cell.has("eval.jsonl") else {})},
                "task_record": record or None, "config": cfg}
         rows += budget_rows(row, cell, axes, s)  # one row per budget where the cell declares budgets
     return pd.DataFrame(rows)
@@ -108,9 +96,7 @@ def load_results(folder: str | Path) -> pd.DataFrame:
 
 def load_start(folder: str | Path) -> dict[str, dict]:
     """task -> per-prompt rewards of the RL start (the SFT model) on the grid's test set."""
-    from ...eval.evaluate import read_eval_records
-
-    return {p.parent.name: read_eval_records(p) for p in sorted((Path(folder) / START).glob("*/eval.jsonl"))}
+    return {task: eval_records(c) for task, c in cellstore.starts(folder).items() if c.has("eval.jsonl")}
 
 
 def _variant_of(cfg: dict) -> str:

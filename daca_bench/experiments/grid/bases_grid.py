@@ -20,6 +20,8 @@ import json
 import statistics
 from pathlib import Path
 
+from ..analysis import cellstore
+
 FOUR = ("baseline", "+DPS", "+SML", "+DACA")
 PAPER_BASES = ("grpo", "gspo", "reinforce_pp")
 FIELD_BASES = ("wd1", "spg", "espo", "coupled_grpo", "map")
@@ -48,8 +50,9 @@ def measured_cost_ratio(cells: str | Path, base: str = "grpo", task: str = "sudo
     loading), mean over the cells of each: the compute-matched baseline's step multiplier."""
     def per_step(variant):
         out = []
-        for f in sorted(Path(cells).glob(f"base={base}_task={task}_variant={variant}_seed=*/metrics.jsonl")):
-            rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        prefix = f"base={base}_task={task}_variant={variant}_seed="
+        for cell in (c for c in cellstore.cells(cells) if c.name.startswith(prefix) and c.has("metrics.jsonl")):
+            rows = cell.rows("metrics.jsonl")
             out.append(sum(r.get(f"seconds_{p}", 0.0) for r in rows for p in PHASES) / max(1, len(rows)))
         if not out:
             raise ValueError(f"no {base} {variant} cells on {task} under {cells}")
@@ -163,14 +166,14 @@ def sweep_accuracy(cells_dir: str | Path, design: dict | None = None, seeds=None
     one of them is refused (the rule averages over every selection seed)."""
     d = design or TINY_BASES_DESIGN
     runs: dict[tuple, dict] = {}
-    for summary in sorted(Path(cells_dir).glob("*/summary.json")):
-        axes = json.loads((summary.parent / "axes.json").read_text())
+    for cell in (c for c in cellstore.cells(cells_dir) if c.has("summary.json")):
+        axes = cell.json("axes.json")
         if "variant_of" not in axes:
             continue
         base = axes["loss.base"]
         items = tuple((k, axes[k]) for k in d["tuned"].get(base, {}) if k in axes)
         key = (base, axes["variant_of"], float(axes["train.lr"]), items)
-        runs.setdefault(key, {})[axes["train.seed"]] = json.loads(summary.read_text())["test_accuracy"]
+        runs.setdefault(key, {})[axes["train.seed"]] = cell.json("summary.json")["test_accuracy"]
     short = [k for k, by_seed in runs.items() if seeds is not None and set(seeds) - set(by_seed)]
     if short:
         raise ValueError(f"the sweep's {short[0][0]} {short[0][1]} at lr {short[0][2]:g} lacks seed(s) "

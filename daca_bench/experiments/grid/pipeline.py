@@ -22,6 +22,7 @@ from .ablation import VARIANTS, Cell, evaluate_starts, expand, slug  # noqa: F40
 from .jobs import Job, run_jobs
 from .presets import Family, PaperPreset, TinyPreset
 from .readings import READINGS, overrides, reading_name
+from ..analysis import cellstore
 from ..analysis.results import START
 
 ROOT = data_dir("configs").parent  # the repository, or the installed package's _data folder
@@ -240,12 +241,9 @@ LIGHT = ("summary.json", "axes.json", "config.json", "metrics.jsonl", "eval.json
 
 
 def foreign_cells(out: Path, names: list[str]) -> list[str]:
-    """The cell folders in OUT/cells that this grid would not write (another run's, or an earlier,
-    larger grid's): publishing would delete them."""
-    light = out / "cells"
-    if not light.is_dir():
-        return []
-    return sorted(p.name for p in light.iterdir() if p.is_dir() and p.name != START and p.name not in set(names))
+    """The cells in OUT/cells (or packed in OUT/cells.parquet) that this grid would not write (another
+    run's, or an earlier, larger grid's): publishing would delete them."""
+    return sorted(c.name for c in cellstore.cells(out / "cells") if c.name not in set(names))
 
 
 def check_output(out: Path, names: list[str]) -> None:
@@ -269,12 +267,14 @@ def copy_light(cells_dir: Path, names: list[str], light: Path) -> None:
 
 def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[str, list[Path]]:
     """Copy the small files (no weights) of this grid's cells to OUT/cells, then write the tables
-    and plots there. OUT/cells holds only this grid's cells (check_output refused any other)."""
+    and plots there. OUT/cells holds only this grid's cells (check_output refused any other); a packed
+    copy of earlier ones (OUT/cells.parquet) is removed: `daca-bench pack OUT --remove` packs the new ones."""
     from ..analysis.plots import plot_all
     from ..analysis.results import write_tables
 
     check_output(out, names)
     light = out / "cells"
+    cellstore.packed_path(light).unlink(missing_ok=True)
     copy_light(cells_dir, names, light)
     if (cells_dir / START).exists():
         shutil.copytree(cells_dir / START, light / START)

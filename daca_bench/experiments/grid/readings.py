@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..analysis import cellstore
+
 RULE = (  # fixed before the sweep ran; written into picks.json
     "(1) the baseline's lr is the one with the highest mean dev accuracy over the selection seeds; (2) "
     'for DPS and for SML separately, the (reading, lr) with the highest mean dev accuracy, the random-'
@@ -76,11 +78,11 @@ def pick(acc: dict[tuple[str, float], float]) -> dict:
 def sweep_accuracy(cells_dir: str | Path) -> dict[tuple[str, float], float]:
     """Mean dev accuracy per (reading, lr) over the finished cells of a sweep."""
     sums: dict[tuple[str, float], list[float]] = {}
-    for summary in sorted(Path(cells_dir).glob("*/summary.json")):
-        axes = json.loads((summary.parent / "axes.json").read_text())
+    for cell in (c for c in cellstore.cells(cells_dir) if c.has("summary.json")):
+        axes = cell.json("axes.json")
         if "reading" not in axes:
             continue
-        s = json.loads(summary.read_text())
+        s = cell.json("summary.json")
         sums.setdefault((axes["reading"], float(axes["train.lr"])), []).append(s["test_accuracy"])
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
