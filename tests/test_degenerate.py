@@ -3,7 +3,6 @@ and the figures say so where their data leave nothing to draw, checked on the dr
 gains.png on two arms at 0 % (a note on the axes, a legend of what is drawn only), curves.png with two
 identical lines (the second dashed, and said), dps.png's title for a task of one's own."""
 import json
-import shutil
 from pathlib import Path
 
 from matplotlib.collections import PolyCollection
