@@ -31,7 +31,7 @@ SUBCOMMANDS = {
     "lm-eval": ("daca_bench.experiments.commands.lmeval", "lm-evaluation-harness with any model this project loads (lm_eval model `daca`)"),
     "ablate": ("daca_bench.experiments.grid.ablation", "run an ablation grid"),
     "table": ("daca_bench.experiments.commands.table", "build the ablation table from a results folder"),
-    "plot": ("daca_bench.experiments.analysis.plots", "draw the ablation plots from a results folder"),
+    "plot": ("daca_bench.experiments.figures.plots", "draw the ablation plots from a results folder"),
     "pack": ("daca_bench.experiments.commands.pack", "pack a run's cell records into one Parquet file (cells.parquet)"),
     "unpack": ("daca_bench.experiments.commands.pack", "write a packed run's cells back as cell folders"),
     "reproduce": ("daca_bench.experiments.grid.reproduce", "the embedded default: SFT + ablation grid + table"),

@@ -50,7 +50,7 @@ def test_cells_skip_when_finished_resume_when_not_and_failures_are_reported(tmp_
     df = load_results(tmp_path)
     assert sorted(df["variant"]) == ["+DACA", "baseline"]
     # the plots and the notebook read these real results
-    from daca_bench.experiments.analysis.plots import plot_all
+    from daca_bench.experiments.figures.plots import plot_all
 
     names = {p.name for p in plot_all(tmp_path)}
     assert {"gains.png", "gains.pdf", "curves.png", "dps.png"} <= names

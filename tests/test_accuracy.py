@@ -185,16 +185,21 @@ def test_committed_cells_store_the_share_of_correct_answers():
     reward is exactly 1 for correct and 0 otherwise: the shipped tasks give no partial credit."""
     from pathlib import Path
 
+    from daca_bench.experiments.analysis.cellstore import cells, eval_records
+
     root = Path(__file__).resolve().parents[1] / "results"
     checked = 0
-    for path in sorted(root.glob("**/eval.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        assert all(r["reward"] is None or r["reward"] == float(r["status"] == CORRECT) for r in rows), path
-        summary = path.with_name("summary.json")
-        if summary.exists() and "test_accuracy" in json.loads(summary.read_text()):
-            stored = json.loads(summary.read_text())["test_accuracy"]
-            assert checked_accuracy(stored, read_eval_records(path), where=str(path)) == stored, path
-            checked += 1
+    for packed in sorted(root.glob("**/cells.parquet")):  # every committed run's cells, packed (issue 54)
+        for cell in cells(packed.parent / "cells"):
+            if not cell.has("eval.jsonl"):
+                continue
+            rows = cell.rows("eval.jsonl")
+            assert all(r["reward"] is None or r["reward"] == float(r["status"] == CORRECT) for r in rows), cell.where
+            summary = cell.json("summary.json") if cell.has("summary.json") else {}
+            if "test_accuracy" in summary:
+                stored = summary["test_accuracy"]
+                assert checked_accuracy(stored, eval_records(cell), where=cell.where) == stored, cell.where
+                checked += 1
     assert checked > 100
 
 
@@ -208,7 +213,7 @@ def test_the_shipped_tasks_are_a_fixed_list_of_the_shipped_folder_s_tasks():
 def test_a_task_file_moved_into_tasks_gets_no_paper_gain_and_the_same_table(tmp_path, monkeypatch):
     """new-task writes to tasks/ by default: a task of one's own there is no shipped task (the table, the
     gains figure's note and its paper mark read registry.SHIPPED_TASKS, never the folder)."""
-    from daca_bench.experiments.analysis.layout import paper_area
+    from daca_bench.experiments.analysis.variants import paper_area
 
     rewards = [(1.0, "correct"), (0.0, "wrong"), (1.0, "correct"), (0.0, "wrong")]
     for seed in range(2):

@@ -93,7 +93,7 @@ def test_a_cross_base_vs_is_validated_and_matched_by_base_and_variant():
 
 
 def test_a_replication_matches_cross_rows_by_their_vs_and_the_gains_plot_leaves_them_out():
-    from daca_bench.experiments.analysis.plots import plot_gains
+    from daca_bench.experiments.figures.plots import plot_gains
     from daca_bench.experiments.analysis.replicate import compare_tables, verdict
 
     planned = declared(validate(copy.deepcopy(DESIGN)))

@@ -8,9 +8,9 @@ from pathlib import Path
 from matplotlib.collections import PolyCollection
 
 from daca_bench.cli import main
-from daca_bench.experiments.analysis.curves import load_curves, plot_curves
+from daca_bench.experiments.figures.curves import load_curves, plot_curves
 from daca_bench.experiments.analysis.plan import NO_SPREAD, plan_markdown, plan_table
-from daca_bench.experiments.analysis.plots import plot_dps, plot_gains, seed_deltas
+from daca_bench.experiments.figures.plots import plot_dps, plot_gains, seed_deltas
 from daca_bench.experiments.analysis.results import load_table
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -151,7 +151,7 @@ def test_a_task_unlike_the_example_walks_through_and_accuracy_is_the_share_corre
     assert "the families below are the default ones" in text and "preset's declared" not in text
     assert "+5.6" not in text  # no paper gain beside a task of one's own
     assert main(["plot", "runs/grid"]) == 0
-    from daca_bench.experiments.analysis.curves import load_curves
+    from daca_bench.experiments.figures.curves import load_curves
 
     finals = load_curves(grid).query("final").set_index("variant")["test_accuracy"]
     assert {v: finals[v] for v in cells} == {v: _share(c / "eval.jsonl")[0] for v, c in cells.items()}

@@ -18,8 +18,8 @@ from matplotlib.figure import Figure
 
 from daca_bench.cli import main
 from daca_bench.experiments.analysis.cellstore import cells
-from daca_bench.experiments.analysis.gold import wrong_tokens_of
-from daca_bench.experiments.analysis.plots import (PALETTE, colour, load_curves, plot_curves, plot_dps, plot_gains,
+from daca_bench.experiments.figures.gold import wrong_tokens_of
+from daca_bench.experiments.figures.plots import (PALETTE, colour, load_curves, plot_curves, plot_dps, plot_gains,
                                                    plot_training, seed_deltas)
 from daca_bench.experiments.analysis.results import build_table, load_results, load_table
 
@@ -43,7 +43,7 @@ def test_plots_return_figures_and_draw_on_given_axes():
 
 
 def test_library_leaves_the_matplotlib_backend_alone():
-    code = ("import matplotlib, daca_bench.experiments.analysis.plots, daca_bench.experiments.studies.bias, sys;"
+    code = ("import matplotlib, daca_bench.experiments.figures.plots, daca_bench.experiments.studies.bias, sys;"
             "print(matplotlib.rcParams._get_backend_or_none(), 'matplotlib.pyplot' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env={"PATH": "/usr/bin:/bin", "MPLBACKEND": "svg"})

@@ -1,8 +1,9 @@
-"""Experiments built on the RL core, in four rooms; an import only goes down this list (or into
+"""Experiments built on the RL core, in five rooms; an import only goes down this list (or into
 `daca_bench.rl` and the shared base), never up:
 
     analysis/   reading finished cells: results (the cell table), stats, clusters, design (what a
-                table registered), plan (sizing), replicate (two runs compared), plots, gold
+                table registered), plan (sizing), replicate (two runs compared), cellstore (packed)
+    figures/    the figures of a results folder: plots, curves, layout, gold
     grid/       running grids: cells and their runner (ablation, jobs), the presets and their
                 pipeline (SFT -> sweep -> grid -> table), `reproduce`, calibration, provenance
     studies/    the estimator studies: likelihood bias, estimator gradients, DPS credit

@@ -4,6 +4,6 @@ sweep -> grid -> table), `reproduce`, `calibrate`, pre-registration (`preregiste
 code a cell ran (`provenance`).
 
 May import: the shared base, `daca_bench.engine`, `daca_bench.rl`, `daca_bench.train` (a cell is a training
-run) and `analysis` (a pipeline ends in a table).
+run) `analysis` (a pipeline ends in a table) and `figures` (and in its plots).
 Never `studies` or `commands`.
 """

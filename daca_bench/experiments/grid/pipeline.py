@@ -269,7 +269,7 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
     """Copy the small files (no weights) of this grid's cells to OUT/cells, then write the tables
     and plots there. OUT/cells holds only this grid's cells (check_output refused any other); a packed
     copy of earlier ones (OUT/cells.parquet) is removed: `daca-bench pack OUT --remove` packs the new ones."""
-    from ..analysis.plots import plot_all
+    from ..figures.plots import plot_all
     from ..analysis.results import write_tables
 
     check_output(out, names)

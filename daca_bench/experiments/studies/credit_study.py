@@ -22,7 +22,7 @@ from scipy import stats
 
 from ...config import DPSConfig
 from ...rl.credit import SCORES, dps_weights
-from ..analysis.gold import ONE_ANSWER_TASKS
+from ..figures.gold import ONE_ANSWER_TASKS
 from .gradients import Rollouts, bootstrap_prompts, cosine_and_ratio, exact_estimator, gram, prompt_gradients
 from .shared import bootstrap_items, spearman
 

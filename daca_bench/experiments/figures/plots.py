@@ -30,12 +30,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ...errors import ConfigError
-from .cellstore import Cell, cells, folder_cell
+from ..analysis.cellstore import Cell, cells, folder_cell
 from .curves import load_curves, plot_curves, plot_training
-from .design import across
+from ..analysis.design import across
 from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
-from .layout import PALETTE, SAVE, builtin_task, colour, facets, grid_of, legend_outside, paper_area, variant_rank
-from .results import START, comparisons, load_results, load_start, load_table, locate
+from ..analysis.variants import builtin_task, paper_area
+from .layout import PALETTE, SAVE, colour, facets, grid_of, legend_outside, variant_rank
+from ..analysis.results import START, comparisons, load_results, load_start, load_table, locate
 
 __all__ = ["PALETTE", "colour", "figures", "load_curves", "notebook_folder", "plot_all", "plot_curves", "plot_dps", "plot_gains",
            "plot_training", "seed_deltas"]

@@ -22,9 +22,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import stats as sps
 
-from .accuracy import checked_accuracy
-from .budgets import evaluations
-from .cellstore import cells
+from ..analysis.accuracy import checked_accuracy
+from ..analysis.budgets import evaluations
+from ..analysis.cellstore import cells
 from .layout import colour, facets, grid_of, legend_outside, variant_rank
 
 TRAINING = {"kl": "KL to the\nreference", "clip_frac": "clip ratio\n(region mean)",
