@@ -252,15 +252,31 @@ def compute_points(folder: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def band(g: pd.DataFrame) -> tuple[pd.Series, pd.Series, str]:
+    """(mean %, half-width %, what the band is) per step of one arm's evaluations G. With two or more SFT
+    starts the unit is the start (its mean over seeds): the t-interval over start means, df = starts - 1,
+    carries the start term the tables' intervals carry (analysis.budgets.by_start); with one start it is
+    over seeds, conditional on that checkpoint."""
+    unit = ["step", "start"] if g["start"].nunique() > 1 else ["step", "start", "seed"]
+    per = g.groupby(unit)["test_accuracy"].mean().groupby("step")
+    m, n, sd = per.mean() * 100, per.count(), per.std() * 100
+    half = sps.t.ppf(0.975, np.maximum(n - 1, 1)) * sd.fillna(0) / np.sqrt(n)
+    what = (f"95 % t-interval over {int(n.max())} SFT starts' means (the start term in)" if len(unit) == 2 else
+            "95 % t-interval over seeds, conditional on one SFT checkpoint")
+    return m, half, what
+
+
 def plot_compute(points: pd.DataFrame):
     """Test accuracy against training FLOPs and against completions, a line per (base, variant): the
-    mean over the cells (SFT start x seed) at each evaluated step, with its 95 % t-interval as a band."""
+    mean at each evaluated step, with band()'s 95 % t-interval (over SFT starts where there are several,
+    as the tables' intervals; else over seeds), and the caption saying which."""
     fig = Figure(figsize=(10, 3.6))
     axes = fig.subplots(1, 2)
+    whats = set()
     for (task, base, variant), g in points.groupby(["task", "base", "variant"], sort=True):
         by = g.groupby("step")
-        m, n, sd = by["test_accuracy"].mean() * 100, by["test_accuracy"].count(), by["test_accuracy"].std() * 100
-        half = sps.t.ppf(0.975, np.maximum(n - 1, 1)) * sd.fillna(0) / np.sqrt(n)
+        m, half, what = band(g)
+        whats.add(what)
         for ax, x in zip(axes, ("flops", "completions")):
             xs = by[x].mean() / (1e12 if x == "flops" else 1)
             ax.plot(xs, m, marker="o", ms=3, color=colour(variant), label=f"{base} {variant} ({task})")
@@ -270,8 +286,6 @@ def plot_compute(points: pd.DataFrame):
         ax.set_ylabel("test accuracy % (exact match)")
         ax.grid(alpha=0.3)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False, fontsize=8)
-    fig.suptitle("accuracy against compute: mean over the cells (SFT start x seed) at each evaluation, 95 % t-interval "
-                 "over them",
-                 fontsize=10)
+    fig.suptitle("accuracy against compute: mean at each evaluation; band: " + "; ".join(sorted(whats)), fontsize=10)
     fig.tight_layout()
     return fig
