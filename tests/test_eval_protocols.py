@@ -28,6 +28,9 @@ def test_the_tables_hold_the_sources_settings():
     assert protocols.canvas("dare", "gsm8k", None, None, None) == (256, 8, 256)  # DARE llada_examples/
     assert protocols.canvas("dare", "math500", None, None, None) == (512, 64, 512)
     assert protocols.canvas("llada", "sudoku_tiny", 18, None, None) == (18, 18, 18)  # generic row, length given
+    assert protocols.canvas("d1", "gsm8k", None, None, None) == (128, 32, 64)  # d1 eval/eval.py:186, its default
+    assert protocols.canvas("justgrpo", "gsm8k", None, None, None) == (256, 32, 256)  # JustGRPO eval.py:236-238
+    assert protocols.ALLOWS["justgrpo"] == set() and protocols.row("justgrpo", "mbpp").decode == "skip_special"
     llada, dare = protocols.PROTOCOLS["llada"], protocols.PROTOCOLS["dare"]
     assert llada["humaneval"].never == ("eos",) and llada["gsm8k"].late == ("eos", "eot")
     assert all(r.cache == "prefix" and not (r.never or r.late) for r in dare.values())  # use_cache drops the flags
