@@ -322,6 +322,11 @@ def test_gsm8k_d1_reading_beside_ours(completion, ours, d1):
     ("\\boxed{5/6}", "correct", 1),
     ("\\boxed{10/12}", "correct", 0),  # the same value: math-verify says yes, d1's string match no
     ("<answer>\\frac{5}{6}</answer>", "correct", 0),  # no box: d1 compares the whole completion
+    # d1 eval/parse_and_get_acc.py:122-130: the first <answer> pair only where the box reading is empty or fails
+    ("\\boxed{} so <answer>\\frac{5}{6}</answer>", "correct", 1),  # an empty box
+    ("<answer>\\frac56</answer> or \\boxed{5/6", "correct", 1),  # the last box never closes
+    ("<answer>1</answer><answer>\\frac56</answer> \\boxed{", "correct", 0),  # d1: the FIRST pair; ours: the last
+    ("so \\boxed 5/6$ it is", "correct", 1),  # `\\boxed ` (space): up to the next $
 ])
 def test_math500_d1_reading_beside_ours(completion, ours, d1):
     task = get_task("math500", protocol="d1", path=FIX / "math500.jsonl")

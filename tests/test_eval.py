@@ -67,3 +67,25 @@ def test_chat_prompts_wrap_a_user_message(tiny):
         assert chat_prompts(tiny, ["2+2="]) == ["<user>2+2=>"]
     finally:
         tiny.tokenizer.chat_template = None
+
+
+def test_decode_and_template_axes_write_a_grid_with_paired_intervals(tmp_path, capsys):
+    """issue 59: one checkpoint under several decodings and templates in one run; the grid carries
+    decoding, template and temperature, each accuracy with a bootstrap interval and a paired difference."""
+    from daca_bench.eval import axes
+
+    out = tmp_path / "axes"
+    assert main(["eval", "--task", "sudoku_tiny", "--gen-length", "18", "--n", "4", "--decode", "protocol,reference",
+                 "--templates", "plain", "--output-dir", str(out), "--no-progress"]) == 0
+    grid = json.loads((out / "grid.json").read_text())
+    assert [(r["decode"], r["template"], r["steps"]) for r in grid] == [("protocol", "plain", 9), ("reference", "plain", 18)]
+    assert all(r["lo"] <= r["accuracy"] <= r["hi"] and r["temperature"] == 0.0 and r["n"] == 4 for r in grid)
+    assert grid[0]["diff"] == 0 and (out / "plain" / "reference" / "d1" / "18" / "record.json").exists()
+    assert "| decode |" in (out / "grid.md").read_text()
+    assert axes.bootstrap([1, 0, 1, 1], [1, 0, 1, 1]) == (0.0, 0.0)
+    lo, hi = axes.bootstrap([1.0] * 10 + [0.0] * 10)
+    assert lo < 0.5 < hi
+    with pytest.raises(Exception, match="unknown beam"):
+        axes.parse("protocol,beam", axes.DECODES, "--decode")
+    with pytest.raises(Exception, match="names no run"):
+        axes.overrides("rollout", "tiny", 18)

@@ -28,6 +28,9 @@ def test_the_tables_hold_the_sources_settings():
     assert protocols.canvas("dare", "gsm8k", None, None, None) == (256, 8, 256)  # DARE llada_examples/
     assert protocols.canvas("dare", "math500", None, None, None) == (512, 64, 512)
     assert protocols.canvas("llada", "sudoku_tiny", 18, None, None) == (18, 18, 18)  # generic row, length given
+    assert protocols.canvas("d1", "gsm8k", None, None, None) == (128, 32, 64)  # d1 eval/eval.py:186, its default
+    assert protocols.canvas("justgrpo", "gsm8k", None, None, None) == (256, 32, 256)  # JustGRPO eval.py:236-238
+    assert protocols.ALLOWS["justgrpo"] == set() and protocols.row("justgrpo", "mbpp").decode == "skip_special"
     llada, dare = protocols.PROTOCOLS["llada"], protocols.PROTOCOLS["dare"]
     assert llada["humaneval"].never == ("eos",) and llada["gsm8k"].late == ("eos", "eot")
     assert all(r.cache == "prefix" and not (r.never or r.late) for r in dare.values())  # use_cache drops the flags
@@ -41,11 +44,43 @@ def test_the_readings_of_the_sources_answers():
     assert readers.READERS["last_number"]("so 3 then 42.\nQuestion: 7") == "<answer>\n42\n</answer>"
     assert readers.READERS["last_number"]("none") == ""
     assert readers.READERS["boxed_or_sentence"]("x \\boxed{1} then \\boxed{\\frac{1}{2}}.") == "<answer>\n\\frac{1}{2}\n</answer>"
-    assert readers.READERS["boxed_or_sentence"]("We try. The answer is 5. Done") == "<answer>\nThe answer is 5\n</answer>"
+    assert readers.READERS["boxed_or_sentence"]("We try. The answer is 5. Done") == "<answer>\n5\n</answer>"
     assert readers.READERS["first_fence"]("a\n```py\n  x = 1\n```\n```python\ny\n```") == "```python\nx = 1\n\n```"
     assert readers.READERS["first_fence"]("  return 1") == "```python\nreturn 1\n```"
     assert readers.READERS["begin_done"]("[BEGIN]\n 'def f():\r\n  return 1' \n[DONE]") == "```python\ndef f():\n  return 1\n```"
     assert readers.READERS["begin_done"]("```python\ndef g(): pass\n```") == "```python\ndef g(): pass\n```"
+
+
+BEGIN_DONE = [  # (reply, the program OpenCompass's MBPPEvaluator reads; LLaDA's copy, datasets/mbpp.py:309-349)
+    (" 'def f():\n  return 1' \n[DONE]", "def f():\n  return 1"),  # the exemplars' format after the prefilled [BEGIN]
+    (" 'def f():\n  return 1' \n[DONE] \n\n More\n[BEGIN]\n 'x = 2' \n[DONE]", "x = 2"),  # greedy: a later block wins
+    ("[BEGIN]\n 'def f(): return 1' \n[DONE]", "def f(): return 1"),
+    ("BEGIN 'def f(): return 1' DONE", "def f(): return 1"),  # brackets optional
+    ("[BEGIN]\ndef f(): return 1\n[DONE]", "def f(): return 1"),  # quotes optional
+    ("[BEGIN] 'def f(): return 1", "def f(): return 1"),  # cut short: what follows [BEGIN]
+    ("Here:\n```python\ndef f(): return 1\n```\nDone.", "def f(): return 1"),  # a fenced block
+    ("def f(): return 1\n```", ""),  # a lone closing fence: the "open fence" pattern reads what follows it, nothing
+    (" 'def f(): return 1'", "def f(): return 1"),  # no marker at all: the quotes dropped
+    ("def my\\_f(): return 1 [DONE] junk", "def my_f(): return 1"),  # \_ unescaped, cut at DONE
+]
+
+
+@pytest.mark.parametrize("reply,program", BEGIN_DONE)
+def test_mbpp_reading_follows_opencompass_on_every_format_it_accepts(reply, program):
+    assert readers.READERS["begin_done"](reply) == f"```python\n{program}\n```"
+
+
+@pytest.mark.parametrize("reply,answer", [
+    ("so \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),  # the exemplar format
+    ("\\boxed{{7}}", "7"),  # doubled braces stripped
+    ("\\boxed{1} then \\boxed{}. The answer is 3.", "3"),  # an empty last box: the sentence
+    ("\\boxed{1} and \\boxed{2", "1and\\boxed{2"),  # the last box never closes: the first sentence, normalised
+    ("Thus the final answer is $\\frac{3}{4}$. Yes", "\\frac{3}{4}"),
+    ("no number here. nor here", "nonumberhere"),  # neither: the first sentence
+    ("x \\fbox{9}.", "x\\fbox{9}"),  # an \\fbox is no \\boxed{ for OpenCompass
+])
+def test_math_reading_follows_opencompass_math_postprocess_v2(reply, answer):
+    assert readers.READERS["boxed_or_sentence"](reply) == f"<answer>\n{answer}\n</answer>"
 
 
 def reference_llada(adapter, prompt: str, L: int, never=(), late=()) -> tuple[list[int], list[int]]:
@@ -128,6 +163,9 @@ def test_llada_poses_gsm8k_four_shot_and_mbpp_with_its_exemplars(monkeypatch, tm
     scored = prompts.protocol_task("llada", task, adapter, chat=False)
     assert readers.READERS["begin_done"]("[BEGIN]\n 'def f1():\n  return 1' \n[DONE]") == "```python\ndef f1():\n  return 1\n```"
     assert scored.verify is not task.verify
+    # the reply after the prompt's [BEGIN], in the exemplars' own format, is a correct program (issue 59)
+    assert scored.verify(scored.samples[0], " 'def f1():\n  return 1' \n[DONE] \n\n ").status == "correct"
+    assert scored.verify(scored.samples[0], " 'def f1():\n  return 2' \n[DONE]").status != "correct"
 
 
 @pytest.fixture(scope="module")

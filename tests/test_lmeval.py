@@ -2,6 +2,7 @@
 multiple-choice task on the tiny model, offline; its loglikelihood is LLaDA's Monte Carlo ELBO, checked
 against a hand computation on a fixed seed; stop strings cut the generated text; CFG; one-line errors."""
 import json
+import math
 
 import pytest
 import torch
@@ -185,3 +186,92 @@ def test_the_native_llada_and_dream_classes_and_a_saved_folder_serve_both_reques
         text = lm.generate_until([Instance("generate_until", {}, ("Hello there", {"until": ["zzz"]}), 0)])
         ll = lm.loglikelihood([Instance("loglikelihood", {}, ("Hello", " world"), 0)])
         assert isinstance(text[0], str) and math.isfinite(ll[0][0]) and ll[0][0] < 0
+
+
+# ---- issue 59: the backend honours lm_eval's request and model settings ----------------------------
+def gen(context: str, **kw) -> Instance:
+    return Instance("generate_until", {}, (context, {"until": ["zzz"], **kw}), 0)
+
+
+def test_gen_kwargs_set_the_canvas_the_temperature_and_the_stops():
+    lm = DacaLM(model="tiny", gen_length=16, block_length=8, steps=8, batch_size=2)
+    short = lm.request_sampler({"max_gen_toks": 4, "until": "\n"})
+    assert (short[0].gen_length, short[0].block_length, short[0].steps, short[1]) == (4, 4, 2, ["\n"])  # 2 tokens a step
+    cfg = lm.request_sampler({"max_gen_toks": 24})[0]
+    assert (cfg.gen_length, cfg.block_length, cfg.steps) == (24, 8, 12)
+    assert lm.request_sampler({"temperature": 0.9, "do_sample": True})[0].temperature == 0.9
+    assert lm.request_sampler({"temperature": 0.9, "do_sample": False})[0].temperature == 0.0  # lm_eval: greedy
+    assert lm.request_sampler({})[0] == lm.sampler  # nothing asked: the model_args' sampler
+    with pytest.raises(ConfigError, match="do_sample=true needs temperature > 0"):
+        lm.request_sampler({"do_sample": True})
+    prompts = ["12+5=", "3*4=", "7-2=", "9+9="]
+    plain = lm.generate_until([gen(p) for p in prompts])
+    two = lm.generate_until([gen(p, max_gen_toks=2) for p in prompts])
+    assert all(len(lm.adapter.encode([t])[0]) <= 2 for t in two) and two != plain
+    hot = lm.generate_until([gen(p, temperature=5.0, do_sample=True) for p in prompts])
+    assert hot != plain
+
+
+def test_sampled_rows_do_not_depend_on_the_batch():
+    prompts = ["12+5=", "3*4=", "7-2=", "9+9=", "1+1="]
+    reqs = [gen(p, temperature=0.9, do_sample=True) for p in prompts] + [gen(prompts[0], temperature=0.9, do_sample=True)]
+    rows = {b: DacaLM(model="tiny", gen_length=8, steps=8, batch_size=b).generate_until(reqs) for b in (1, 4)}
+    assert rows[1] == rows[4]
+    assert rows[1][0] != rows[1][5] or rows[1][1:5] != [rows[1][0]] * 4  # a repeat of a request draws anew
+
+
+def test_batch_size_from_either_place_and_auto_refused(tmp_path, capsys, monkeypatch):
+    lm = DacaLM.create_from_arg_string("model=tiny,batch_size=3", {"batch_size": 1, "device": None})
+    assert lm.batch_size == 3 and lm.sampler.batch_size == 3  # model_args win over --batch_size
+    assert DacaLM.create_from_arg_string("model=tiny", {"batch_size": "2"}).batch_size == 2
+    with pytest.raises(ConfigError, match="does not measure `auto`"):
+        DacaLM(model="tiny", batch_size="auto")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    assert main(["lm-eval", "--model_args", "model=tiny", "--tasks", "daca_mc_local", "--batch_size", "auto"]) == 2
+    assert "does not measure `auto`" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_contexts_longer_than_the_model_are_left_truncated():
+    lm = DacaLM(model="tiny", gen_length=8, steps=8, mc_num=2, batch_size=2)
+    limit = lm.max_length
+    assert limit and limit < 200
+    long = "1+2+3+4+5+6+7+8+9=" * 20  # far more tokens than tiny's positions
+    tail = lm.adapter.encode([long])[0][-(limit - 8):]
+    got = lm.generate_until([gen(long)])
+    cfg = lm.request_sampler({"until": ["zzz"]})[0]
+    expect = sample(lm.adapter, [tail], cfg, seed=[0], record=False).texts[0]  # greedy: the seed does not matter
+    assert got == [lm._plain(expect)]
+    (ll, _), = lm.loglikelihood([Instance("loglikelihood", {}, (long, "17"), 0)])
+    ctx, cont = lm._encode_pair(long, "17")
+    assert len(ctx) + len(cont) == limit and math.isfinite(ll)
+    small = DacaLM(model="tiny", mc_num=2, max_length=6)
+    text = "hello world this is a long line of text"
+    assert len(small.adapter.encode([text])[0]) > 6
+    rolled = small.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)])
+    assert math.isfinite(rolled[0]) and rolled[0] < 0  # summed over disjoint windows of 6 tokens
+
+
+def test_cfg_guides_generation_as_it_guides_the_likelihood():
+    prompts = ["12+5=", "3*4=", "7-2=", "9+9="]
+    plain = DacaLM(model="tiny", gen_length=8, steps=8, batch_size=4)
+    guided = DacaLM(model="tiny", gen_length=8, steps=8, batch_size=4, cfg=3.0)
+    got = guided.generate_until([gen(p) for p in prompts])
+    ids = [guided.adapter.encode([p])[0] for p in prompts]
+    by_hand = sample(Guided(guided.adapter, max(map(len, ids)), 3.0), ids, guided.sampler, record=False).texts
+    assert got == [guided._plain(t) for t in by_hand] and got != plain.generate_until([gen(p) for p in prompts])
+    with pytest.raises(ConfigError, match="guides the uncached passes only"):
+        DacaLM(model="tiny", cfg=1.0, cache="prefix")
+
+
+def test_lm_eval_defaults_to_daca_and_runs_the_shipped_local_tasks_offline(tmp_path, monkeypatch):
+    from daca_bench.eval.localtasks import records
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    gsm, mc = records(4)
+    assert all(r["answer"].endswith(f"#### {r['answer'].split()[-1]}") for r in gsm)
+    assert all(r["choices"][r["label"]] == g["answer"].split()[-1] for r, g in zip(mc, gsm))
+    out = tmp_path / "out"
+    assert main(["lm-eval", "--model_args", "model=tiny,gen_length=8,steps=8,mc_num=2", "--tasks",
+                 "daca_gsm8k_local,daca_mc_local", "--limit", "3", "--output_path", str(out)]) == 0  # no --model
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    assert set(results) == {"daca_gsm8k_local", "daca_mc_local"} and "exact_match,strict-match" in results["daca_gsm8k_local"]

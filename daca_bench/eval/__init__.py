@@ -2,7 +2,9 @@
 statuses, an RL config's fixed test set, the per-prompt records), the protocols of the field's papers
 (`protocols`: the decoding table; `prompts`: how a protocol poses a task, each task as it declares the
 protocol; `readers`: the sources' answer readings), the runner behind `daca-bench eval` (`runner`, with
-what it writes in `records`) and lm-evaluation-harness's model `daca` (`lmeval`). Grids and studies
+what it writes in `records`), decoding and template as reported axes (`axes`: `eval --decode --templates`,
+a grid with bootstrap intervals), lm-evaluation-harness's model `daca` (`lmeval`) and lm_eval tasks over
+generated data that run offline (`localtasks`). Grids and studies
 use protocols from here; the commands only parse arguments.
 
 May import: the shared base (`daca_bench.*` modules), `daca_bench.rewards`, `daca_bench.engine` and

@@ -9,29 +9,41 @@ line. From Python: import this module, then `lm_eval.simple_evaluate(model="daca
 
 model_args: model (tiny | a save_pretrained folder | a hub id | a LoRA adapter folder, merged), base,
 trust_remote_code, dtype; the sampler's gen_length, block_length, steps, remasking, temperature, cache
-(none | prefix | dual), threshold, batch_size; the likelihood's mc_num (Monte Carlo draws), mc_batch
-(canvases per forward pass), cfg (classifier-free guidance scale, LLaDA's eval_llada.py), greedy_check,
-seed. Requests:
-  generate_until     rl/sampler.py `sample`, batch_size prompts at a time; the text is cut at the first
-                     of the request's stop strings (`until`), then its special tokens are dropped
+(none | prefix | dual), threshold, batch_size (here or lm_eval's --batch_size; `auto` is refused); the
+likelihood's mc_num (Monte Carlo draws), mc_batch (canvases per forward pass), cfg (classifier-free
+guidance scale in generation and likelihood, as LLaDA's eval_llada.py), greedy_check, seed, max_length
+(default: the model's positions). Requests:
+  generate_until     rl/sampler.py `sample`, batch_size prompts of one setting at a time; the request's
+                     gen_kwargs as lm_eval normalises them: max_gen_toks sets the canvas length (the block
+                     kept where it divides it, else the whole canvas; the model_args' tokens per step kept),
+                     temperature / do_sample the temperature (model_args' when the request names neither);
+                     each request its own seed (its text and settings), so sampled rows do not depend on
+                     the batch or the rank; the context left-truncated to max_length - canvas; the text
+                     cut at the first of the request's stop strings (`until`), special tokens dropped
   loglikelihood      LLaDA's Monte Carlo ELBO, rl/likelihood.py `elbo_logprobs`: mc_num draws of l ~ U{1..L}
                      masked continuation tokens, each masked token's log-probability weighted L / l;
                      is_greedy from one greedy decode of the continuation when greedy_check=true
-  loglikelihood_rolling  the same ELBO of the whole string with an empty context
+                     (the context left-truncated so that context + continuation fit max_length)
+  loglikelihood_rolling  the same ELBO of the whole string with an empty context, in lm_eval's disjoint
+                     rolling windows of max_length tokens where it is longer
 Under torchrun, lm_eval gives rank r the documents r::world and rank 0 writes the results.
 """
 from __future__ import annotations
 
 import hashlib
-import sys
+import math
+from dataclasses import replace
 
 import torch
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+from lm_eval.models.utils import normalize_gen_kwargs
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm.auto import tqdm
 
 from ..config import SamplerConfig
 from ..errors import ConfigError
+from ..canvas import positions
 from ..models import default_device
 from ..engine.policy import load_trained
 from ..engine import parallel
@@ -49,11 +61,17 @@ class Guided:
         self.adapter, self.prompt_len, self.scale = adapter, prompt_len, scale
         self.device, self.mask_token_id = adapter.device, adapter.mask_token_id
 
-    def logits(self, ids, attn=None):
+    def __getattr__(self, name):  # the sampler reads the adapter's ids, tokenizer and switches through it
+        return getattr(self.adapter, name)
+
+    def canvas_mask(self, attention_mask, padded):  # a plain mask: it is doubled for the two passes
+        return attention_mask
+
+    def logits(self, ids, attn=None, keep=None):
         un_ids = ids.clone()
         un_ids[:, :self.prompt_len] = torch.where(attn[:, :self.prompt_len].bool(), self.mask_token_id,
                                                   ids[:, :self.prompt_len]) if attn is not None else self.mask_token_id
-        both = self.adapter.logits(torch.cat([ids, un_ids]), None if attn is None else torch.cat([attn, attn]))
+        both = self.adapter.logits(torch.cat([ids, un_ids]), None if attn is None else torch.cat([attn, attn]), keep=keep)
         cond, un = both.chunk(2)
         return un + (self.scale + 1) * (cond - un)
 
@@ -61,6 +79,22 @@ class Guided:
 def request_key(*parts: str) -> str:
     """A request's own seed key: its masks do not depend on the batch, the order or the rank it lands on."""
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def request_seed(seed: int, *parts: str) -> int:
+    """A generation request's own seed: from the run's seed and the request (its text, its settings and
+    which repeat of it this is), never from its batch or rank."""
+    return int(request_key(str(seed), "generate", *parts), 16) % (2 ** 63)
+
+
+def batch_size_arg(value, where: str) -> int:
+    """lm_eval's batch size (a number) as an int; `auto` and anything else are refused in one line."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"lm-eval --model daca: batch_size={value} ({where}) must be a whole number of prompts; "
+                          "this backend does not measure `auto` (the sampler's memory grows with the canvas): "
+                          "give --batch_size N")
+    return int(text)
 
 
 def cut_at_stops(text: str, stops) -> str:
@@ -74,8 +108,8 @@ def cut_at_stops(text: str, stops) -> str:
 class DacaLM(LM):
     def __init__(self, model: str = "tiny", base: str = "", trust_remote_code=False, dtype: str = "float32",
                  gen_length=128, block_length=None, steps=None, remasking: str = "low_confidence", temperature=0.0,
-                 cache: str = "none", threshold=None, batch_size=8, mc_num=128, mc_batch=32, cfg=0.0,
-                 greedy_check=False, seed=0, **kw):
+                 cache: str = "none", threshold=None, batch_size=None, mc_num=128, mc_batch=32, cfg=0.0,
+                 greedy_check=False, seed=0, max_length=None, **kw):
         super().__init__()
         unknown = sorted(k for k in kw if k not in ("device", "max_batch_size", "pretrained"))
         if unknown:
@@ -89,27 +123,77 @@ class DacaLM(LM):
         self._device = self.adapter.device
         L = int(gen_length)
         b = int(block_length or L)
+        self.batch_size = batch_size_arg(8 if batch_size is None else batch_size, "model_args or --batch_size")
         self.sampler = SamplerConfig(gen_length=L, block_length=b, steps=int(steps or L), remasking=remasking,
-                                     temperature=float(temperature), cache=cache,
-                                     batch_size=int(batch_size) if str(batch_size).isdigit() else 8,
+                                     temperature=float(temperature), cache=cache, batch_size=self.batch_size,
                                      threshold=None if threshold in (None, "", "None") else float(threshold))
-        batch_size = int(batch_size) if str(batch_size).isdigit() else 8  # lm_eval's --batch_size auto: ours
-        self.batch_size, self.mc_num, self.mc_batch = int(batch_size), int(mc_num), int(mc_batch)
+        self.mc_num, self.mc_batch = int(mc_num), int(mc_batch)
         self.cfg, self.seed = float(cfg), int(seed)
+        self.max_length = int(max_length) if max_length not in (None, "", "None") else positions(self.adapter.model.config)
+        if self.cfg > 0 and cache != "none":
+            raise ConfigError(f"lm-eval --model daca: cfg={cfg} guides the uncached passes only; drop cache={cache}")
         self.greedy_check = str(greedy_check).lower() in TRUE
         if self.mc_num < 1:
             raise ConfigError(f"lm-eval --model daca: mc_num={mc_num} must be at least 1")
 
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """lm_eval's constructor path: a batch_size in --model_args wins over --batch_size (lm_eval passes both)."""
+        from lm_eval import utils
+
+        args = utils.simple_parse_args_string(arg_string)
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
+        return cls(**args, **extra)
+
     # ---- the three request kinds --------------------------------------------------------------
+    def request_sampler(self, gen_kwargs: dict | None) -> tuple[SamplerConfig, list[str]]:
+        """The sampler of one generate_until request and its stop strings (the module's docstring)."""
+        gen_kwargs = dict(gen_kwargs or {})
+        named = "temperature" in gen_kwargs or "do_sample" in gen_kwargs
+        kw = normalize_gen_kwargs(gen_kwargs, self.sampler.gen_length)
+        temperature = float(kw.get("temperature", 0.0)) if named else self.sampler.temperature
+        if kw.get("do_sample") and temperature <= 0:
+            raise ConfigError("lm-eval --model daca: do_sample=true needs temperature > 0 (the sampler is greedy at 0)")
+        L = int(kw["max_gen_toks"])
+        if L < 1:
+            raise ConfigError(f"lm-eval --model daca: max_gen_toks={L} must be at least 1")
+        cfg = self.sampler
+        b = cfg.block_length if L % cfg.block_length == 0 else L
+        blocks = L // b
+        per_step = cfg.gen_length / cfg.steps
+        steps = blocks * max(1, math.ceil(L / per_step / blocks))
+        until = kw.get("until") or []
+        return replace(cfg, gen_length=L, block_length=b, steps=steps, temperature=temperature), \
+            [until] if isinstance(until, str) else list(until)
+
+    def _context_ids(self, context: str, room: int) -> list[int]:
+        """The context's ids, left-truncated to `room` tokens (lm_eval's HF model truncates the same side)."""
+        ids = self.adapter.encode([context])[0]
+        if room < 1:
+            raise ConfigError(f"lm-eval --model daca: max_length={self.max_length} leaves no room for a context; "
+                              "lower max_gen_toks or gen_length")
+        return ids[-room:]
+
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        out = []
+        out: list[str | None] = [None] * len(requests)
+        groups, seen = {}, {}
+        for i, r in enumerate(requests):  # one sampler per setting; a request's seed names its repeat
+            cfg, until = self.request_sampler(r.args[1])
+            key = (r.args[0], repr(replace(cfg, batch_size=1)))  # the batch size changes no row
+            seen[key] = seen.get(key, -1) + 1
+            groups.setdefault(cfg, []).append((i, until, request_seed(self.seed, *key, str(seen[key]))))
         bar = tqdm(total=len(requests), desc="daca generate_until", disable=disable_tqdm or self.rank)
-        for s in range(0, len(requests), self.batch_size):
-            part = requests[s:s + self.batch_size]
-            batch = sample(self.adapter, [r.args[0] for r in part], self.sampler, seed=self.seed, record=False)
-            for r, text in zip(part, batch.texts):
-                out.append(self._plain(cut_at_stops(text, (r.args[1] or {}).get("until"))))
-            bar.update(len(part))
+        for cfg, items in groups.items():
+            room = (self.max_length - cfg.gen_length) if self.max_length else None
+            for s in range(0, len(items), self.batch_size):
+                part = items[s:s + self.batch_size]
+                ids = [self._context_ids(requests[i].args[0], room) if room is not None
+                       else self.adapter.encode([requests[i].args[0]])[0] for i, _, _ in part]
+                model = Guided(self.adapter, max(len(x) for x in ids), self.cfg) if self.cfg > 0 else self.adapter
+                batch = sample(model, ids, cfg, seed=[sd for _, _, sd in part], record=False)
+                for (i, until, _), text in zip(part, batch.texts):
+                    out[i] = self._plain(cut_at_stops(text, until))
+                bar.update(len(part))
         bar.close()
         return out
 
@@ -121,8 +205,24 @@ class DacaLM(LM):
         return list(zip(scores, greedy))
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        pairs = [([], self.adapter.encode([r.args[0]])[0]) for r in requests]
-        return self._elbo(pairs, [request_key("", r.args[0]) for r in requests], disable_tqdm)
+        """Each string's ELBO; longer than max_length, the sum over lm_eval's disjoint rolling windows."""
+        pairs, keys, owner = [], [], []
+        for n, r in enumerate(requests):
+            ids = self.adapter.encode([r.args[0]])[0]
+            if self.max_length is None or len(ids) <= self.max_length:
+                windows = [([], ids)]
+            else:
+                windows = [make_disjoint_window(w) for w in get_rolling_token_windows(
+                    ids, prefix_token=self.adapter.eos_token_id, max_seq_len=self.max_length, context_len=1)]
+            for w, (ctx, cont) in enumerate(windows):
+                pairs.append((list(ctx), list(cont)))
+                keys.append(request_key("", r.args[0]) if len(windows) == 1 else request_key("", r.args[0], str(w)))
+                owner.append(n)
+        scores = self._elbo(pairs, keys, disable_tqdm)
+        out = [0.0] * len(requests)
+        for n, v in zip(owner, scores):
+            out[n] += v
+        return out
 
     # ---- helpers --------------------------------------------------------------------------------
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
@@ -132,9 +232,15 @@ class DacaLM(LM):
         if spaces:
             context, continuation = context[:-spaces], context[-spaces:] + continuation
         whole, ctx = self.adapter.encode([context + continuation, context])
-        if not whole[len(ctx):]:
+        cont = whole[len(ctx):]
+        if not cont:
             raise ConfigError(f"lm-eval --model daca: the continuation {continuation!r} has no tokens of its own")
-        return ctx, whole[len(ctx):]
+        if self.max_length is not None and len(ctx) + len(cont) > self.max_length:
+            if len(cont) >= self.max_length:
+                raise ConfigError(f"lm-eval --model daca: a continuation of {len(cont)} tokens does not fit "
+                                  f"max_length={self.max_length}")
+            ctx = ctx[len(ctx) + len(cont) - self.max_length:]  # the context's oldest tokens go, as lm_eval's HF model
+        return ctx, cont
 
     @torch.no_grad()
     def _elbo(self, pairs, keys, disable_tqdm: bool) -> list[float]:

@@ -1,10 +1,11 @@
 """The evaluation protocols' table (`daca-bench eval --protocol`): a Row per protocol and task, `canvas`, the EOS rules.
 
-    d1     d1's eval/eval.py: block 32, steps = length / 2, each task posed as it declares d1 (gsm8k, math500:
+    d1     d1's eval/eval.py: length 128, block 32, steps = length / 2, each task posed as it declares d1 (gsm8k, math500:
            d1's system prompt, `<reasoning>` prefill and verdict; registry.register_protocol), else as itself
     llada  LLaDA's OpenCompass settings for LLaDA-8B-Instruct: block = length = steps, its EOS rules, prompts, readings
     dare   DARE's OpenCompass settings for LLaDA-8B-Instruct: LLaDA's prompts and readings, shorter math blocks, a
            prefix KV cache (which drops the EOS rules)
+    justgrpo  JustGRPO's eval.py: block 32, steps = length (one token a step), the task's own prompt
 
 `prompts` poses a task under a row, `readers` reads its answers; each element's source file:line is in
 docs/evaluation.md. A task the table does not list runs under the generic row "*" (its own prompt and
@@ -44,7 +45,7 @@ LLADA = {"gsm8k": Row(512, late=("eos", "eot"), prompt=GSM8K, shots=4, reader="l
          "humaneval": Row(512, never=("eos",), prompt=HUMANEVAL, reader="first_fence"),
          "mbpp": Row(256, late=("eos", "eot"), prompt=MBPP, shots=3, reply="[BEGIN]\n", reader="begin_done")}
 PROTOCOLS = {
-    "d1": {"*": Row(256, 32, "half", pose="d1")},
+    "d1": {"*": Row(128, 32, "half", pose="d1")},  # d1 eval/eval.py:186-187, :195: length 128, block 32, steps L / 2
     "llada": {**{k: replace(v, decode="skip_special") for k, v in LLADA.items()},
               "*": Row(512, decode="skip_special")},
     # DARE sets use_cache=True in every LLaDA example: its model class then calls the prefix-cache generator,
@@ -54,8 +55,12 @@ PROTOCOLS = {
              "humaneval": replace(LLADA["humaneval"], never=(), cache="prefix", decode="skip_special"),
              "mbpp": replace(LLADA["mbpp"], late=(), cache="prefix", decode="skip_special"),
              "*": Row(512, cache="prefix", decode="skip_special")},
+    # JustGRPO eval.py:236-238: length 256, block 32, steps = length (one token a step); greedy, the task
+    # as one user turn of the chat template, decoded without special tokens (:69, :80)
+    "justgrpo": {"*": Row(256, 32, decode="skip_special")},
 }
-ALLOWS = {"d1": {"cache", "threshold"}, "llada": set(), "dare": {"cache", "threshold"}}  # what each source exposes
+ALLOWS = {"d1": {"cache", "threshold"}, "llada": set(), "dare": {"cache", "threshold"},
+          "justgrpo": set()}  # what each source exposes
 SHOT_IDS = {"mbpp": ("prompt", ("2", "3", "4"))}  # OpenCompass's three MBPP exemplars: the prompt split's tasks 2-4
 
 

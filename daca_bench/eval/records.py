@@ -114,7 +114,8 @@ def summarise(rows: list[dict], cfgs: dict[int, SamplerConfig], name: str = "d1"
                     "mean_reward": round(sum(scored) / len(scored), 4) if scored else math.nan,
                     "acc_d1": round(sum(c for c, _ in d1) / d1_total, 4) if d1_total and name == "d1" else "",
                     "infra_failures": len(mine) - len(scored), "block_length": cfg.block_length, "steps": cfg.steps,
-                    "decoding": (f"threshold {cfg.threshold}" if cfg.threshold is not None else "greedy")
+                    "decoding": (f"threshold {cfg.threshold}" if cfg.threshold is not None else
+                                 f"temperature {cfg.temperature}" if cfg.temperature else "greedy")
                     + (f", cache {cfg.cache}" if cfg.cache != "none" else "")})
     return out
 

@@ -31,10 +31,12 @@ from .records import claim, default_output, describe, markdown, model_identity, 
 
 
 def protocol(gen_length: int, block_length: int = 32, steps: int | None = None, threshold: float | None = None,
-             batch_size: int = 32, cache: str = "none", name: str = "d1", task: str = "") -> SamplerConfig:
-    """A protocol's greedy evaluation sampler at one length (d1's: block min(b, L), steps L / 2 unless given)."""
+             batch_size: int = 32, cache: str = "none", name: str = "d1", task: str = "",
+             temperature: float = 0.0) -> SamplerConfig:
+    """A protocol's evaluation sampler at one length (d1's: block min(b, L), steps L / 2 unless given); greedy
+    unless `temperature` (a decoding of `eval --decode`, axes.py)."""
     L, b, T = protocols.canvas(name, task, gen_length, block_length, steps)
-    cfg = SamplerConfig(gen_length=L, block_length=b, steps=T, temperature=0.0, threshold=threshold,
+    cfg = SamplerConfig(gen_length=L, block_length=b, steps=T, temperature=temperature, threshold=threshold,
                         batch_size=batch_size, cache=cache)
     check(cfg, "--")
     return cfg
@@ -104,7 +106,7 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
 
 def canvases(name: str, task: str, model: str, lengths=None, block: int | None = None, steps: int | None = None,
              threshold: float | None = None, cache: str | None = None,
-             batch_size: int = 32) -> dict[int, SamplerConfig]:
+             batch_size: int = 32, temperature: float = 0.0) -> dict[int, SamplerConfig]:
     """The protocol's sampler per length: the given values over the protocol's (d1: over the canvas of the
     run that trained MODEL)."""
     trained = run_canvas(model) if name == "d1" else None
@@ -114,7 +116,7 @@ def canvases(name: str, task: str, model: str, lengths=None, block: int | None =
         print(f"canvas from {source}: --gen-length {lengths[0]} --block-length {block} --steps {steps}", file=sys.stderr)
     chosen = cache or protocols.row(name, task).cache
     protocols.check_options(name, cache or "none", threshold)
-    cfgs = [protocol(L, block, steps, threshold, batch_size, chosen, name, task) for L in lengths or [None]]
+    cfgs = [protocol(L, block, steps, threshold, batch_size, chosen, name, task, temperature) for L in lengths or [None]]
     return {cfg.gen_length: cfg for cfg in cfgs}
 
 
@@ -122,14 +124,14 @@ def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: 
              gen_lengths=None, block_length: int | None = None, steps: int | None = None,
              threshold: float | None = None, cache: str | None = None, batch_size: int = 32,
              chat_template: str = "auto", trust_remote_code: bool = False, dtype: str = "float32", seed: int = 0, output_dir: str | None = None,
-             fresh: bool = False, progress: bool = True) -> list[dict]:
+             fresh: bool = False, progress: bool = True, temperature: float = 0.0) -> list[dict]:
     """Evaluate MODEL on TASK under each protocol of NAMES (protocols.parse) and write OUTPUT (the module's
     docstring); return the summary rows. Under torchrun each process decodes rows rank::world."""
     from ..models import default_device
     from ..registry import task_spec
     from ..engine.parallel import Parallel, init_process_group, rank_and_world
 
-    plans = {name: canvases(name, task, model, gen_lengths, block_length, steps, threshold, cache, batch_size)
+    plans = {name: canvases(name, task, model, gen_lengths, block_length, steps, threshold, cache, batch_size, temperature)
              for name in names}
     init_process_group()
     rank, world = rank_and_world()
@@ -165,7 +167,8 @@ def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: 
               "task": task, "split": split, "n": len(next(iter(chosen.values()))), "model": model,
               "device": str(adapter.device), "dtype": dtype, "batch_size": batch_size, "processes": world,
               "cache": {m: sorted({c.cache for c in cfgs.values()}) for m, cfgs in plans.items()},
-              "threshold": threshold, "seed": seed, "chat_template": chat, "versions": versions()}
+              "threshold": threshold, "temperature": temperature, "seed": seed, "chat_template": chat,
+              "versions": versions()}
     if rank == 0:
         write_summary(out, table, record)
         print(f"{task} ({split}, {record['n']} samples), model {model}, chat template {'on' if chat else 'off'}")
