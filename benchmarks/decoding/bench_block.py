@@ -4,7 +4,7 @@ block model uncached and with its exact block cache) and training-step seconds b
 +DACA K = 4), in the default regime (configs/tiny.yaml: arithmetic, 8 prompts x 8 generations, canvas 8 in
 8 steps; the block model decodes blocks of 4) from random weights (a step's compute does not depend on them).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_block.py [--repeats 5] [--threads 1] [--block 4] [--json out.json]
+    PYTHONPATH=. .venv/bin/python benchmarks/decoding/bench_block.py [--repeats 5] [--threads 1] [--block 4] [--json out.json]
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     cfg = apply(load_config(root / "configs/tiny.yaml", [], RLConfig), {"train.init": ""})
     task = get_task(cfg.train.task, split="train", seed=0)
     prompts = list(task.samples)[: cfg.train.prompts_per_step]

@@ -4,8 +4,8 @@ on one prompt at a time, uncached (d1's eval loop and LLaDA's `generate` decode 
 `identical` column counts the rows that equal the reference's token for token (the uncached batched path
 must equal it: same settings; a cache or a threshold may change a few tokens: that is the point of the count).
 
-    PYTHONPATH=. python -m benchmarks.bench_eval              # the tiny model and the LLaDA class, CPU
-    PYTHONPATH=. python -m benchmarks.bench_eval --quick      # a toy shape: seconds (tests)
+    PYTHONPATH=. python -m benchmarks.decoding.bench_eval              # the tiny model and the LLaDA class, CPU
+    PYTHONPATH=. python -m benchmarks.decoding.bench_eval --quick      # a toy shape: seconds (tests)
     ... --json out.json
 
 Models: the built-in tiny model, and the native LLaDA class with random weights at a small width (the
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     shapes = SHAPES["quick" if args.quick else "full"]
-    from benchmarks.bench_rollout_cache import llada_adapter
+    from benchmarks.decoding.bench_rollout_cache import llada_adapter
 
     rows = compare("tiny", load_model(ModelConfig(name="tiny")), shapes["tiny"])
     sh = shapes["llada"]

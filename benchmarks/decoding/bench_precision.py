@@ -2,7 +2,7 @@
 in one run, interleaved so that drift in the machine's load hits both settings alike; plus how
 often greedy decoding agrees between the two, and the thread layouts of a grid.
 
-    .venv/bin/python benchmarks/bench_precision.py [--init runs/reproduce/sft/<task>-<hash>/final]
+    .venv/bin/python benchmarks/decoding/bench_precision.py [--init runs/reproduce/sft/<task>-<hash>/final]
         [--task sudoku_tiny --gen-length 18] [--steps 6] [--threads 1]
 
 Prints Markdown rows for BENCHMARKS.md: median seconds per phase of a GRPO step (B=8, G=8)
@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also time a torch.compile'd rollout against eager")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     L = args.gen_length
     canvas = {"gen_length": L, "block_length": L, "steps": max(1, L // 2)}
     cfg = apply(load_config(root / "configs/tiny.yaml", [], RLConfig),

@@ -5,9 +5,9 @@ table per setting of the operators its passes spend their time in (issue 47). Th
 LLaDA class with random weights at the paper's rollout shape (prompt 200, completion 256, blocks of
 32, 128 steps): a small width on the CPU, LLaDA-8B's on a GPU.
 
-    PYTHONPATH=. python -m benchmarks.bench_rollout_cache                 # CPU: rows 1 4 16 48, profile at 16
-    PYTHONPATH=. python -m benchmarks.bench_rollout_cache --rows 16 --steps 32
-    PYTHONPATH=. python3 -m benchmarks.bench_rollout_cache --gpu          # CUDA: LLaDA-8B's shape, bf16, < 5 min
+    PYTHONPATH=. python -m benchmarks.decoding.bench_rollout_cache                 # CPU: rows 1 4 16 48, profile at 16
+    PYTHONPATH=. python -m benchmarks.decoding.bench_rollout_cache --rows 16 --steps 32
+    PYTHONPATH=. python3 -m benchmarks.decoding.bench_rollout_cache --gpu          # CUDA: LLaDA-8B's shape, bf16, < 5 min
     ... --json out.json   --quick (a toy canvas: seconds, for the tests)   --threshold (threshold 0.9 rows too)
     ... --tiny (the tiny default model too)   --gap --tiny-model runs/sft-tiny/final (record vs causal likelihood)
     ... --prompt-lens 200 512 1024    (the LLaDA class at longer prompts too: none / prefix / dual)
@@ -108,7 +108,7 @@ def llada_adapter(gpu: bool, scale: float | None, prompts=None, gen: int = 0, ze
     """The native LLaDA class, random weights: LLaDA-8B's shape in bf16 on CUDA, CPU_LLADA on the CPU;
     the output layer scaled by `scale` (None: `calibrate`d; see the module docstring), the [MASK] row
     zeroed with `zero_mask_row`."""
-    from benchmarks.gpu_models import build
+    from benchmarks.gpu.gpu_models import build
 
     device = torch.device("cuda" if gpu else "cpu")
     if gpu:

@@ -13,8 +13,8 @@ the passes and wall-clock of a rollout, the share of steps that committed only t
 (`fallback`), the tokens committed per pass and the spread of the DPS weights the record yields
 (`dps_w_std`, progress score): how much credit structure DACA still sees.
 
-    PYTHONPATH=. python -m benchmarks.bench_threshold                       # SFT starts first if missing
-    PYTHONPATH=. python -m benchmarks.bench_threshold --families sudoku math --prompts 64 --json th.json
+    PYTHONPATH=. python -m benchmarks.decoding.bench_threshold                       # SFT starts first if missing
+    PYTHONPATH=. python -m benchmarks.decoding.bench_threshold --families sudoku math --prompts 64 --json th.json
 
 The SFT starts are the tiny presets' own (experiments/grid/pipeline.run_sft, cached by config under
 --work-dir, runs/reproduce by default); missing ones are trained first (about 10 minutes for all

@@ -2,8 +2,8 @@
 (daca_bench.archs, the published config format and vocabulary; random weights, no download), 3 trainer steps for the baseline and for +DACA (K = 4),
 then `eval` on 32 prompts; peak memory, seconds per phase, tokens/s and MFU, as JSON.
 
-    python benchmarks/gpu_check.py --json gpu_check.json     # CUDA: prompt 200, completion 256, G = 6
-    python benchmarks/gpu_check.py --toy --json toy.json     # CPU, seconds (run by the test suite)
+    python benchmarks/gpu/gpu_check.py --json gpu_check.json     # CUDA: prompt 200, completion 256, G = 6
+    python benchmarks/gpu/gpu_check.py --toy --json toy.json     # CPU, seconds (run by the test suite)
 
 Paper shape: prompt 200 tokens, completion 256, block 32, 128 denoising steps, G = 6, LoRA
 r = 128 (dropout 0.05), bf16, gradient checkpointing. FLOPs count 2 * parameters per token per

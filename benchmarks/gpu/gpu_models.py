@@ -3,8 +3,8 @@ weights (no download): LLaDA-8B-Instruct and Dream-v0-Instruct-7B. Times a forwa
 rollout through the project's sampler (256 tokens, blocks of 32, 128 steps) and one SML
 likelihood + backward with LoRA r = 128 and gradient checkpointing; prints a markdown table.
 
-    python -m benchmarks.gpu_models                 # CUDA, both models (< 5 min on an H200)
-    python -m benchmarks.gpu_models --tiny          # CPU, seconds: the same code at a toy width
+    python -m benchmarks.gpu.gpu_models                 # CUDA, both models (< 5 min on an H200)
+    python -m benchmarks.gpu.gpu_models --tiny          # CPU, seconds: the same code at a toy width
 
 Peak memory is torch.cuda.max_memory_allocated per model (the process's RSS on the CPU).
 """

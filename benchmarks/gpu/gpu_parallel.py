@@ -4,15 +4,15 @@ gpu_parallel.sh stops it at 8, keeping the JSON of the runs done):
 G1   the LoRA preset (configs/paper/llada_gsm8k.yaml) at LLaDA-8B's shape with random bf16 weights, trained
      with train.parallel=none and then train.parallel=replicate at one process, the same steps: seconds
      per phase, peak allocated and reserved memory. Targets: the engine costs <= 3 % of a step and <= 1 GB.
-G3   full fine-tuning (configs/paper/llada_gsm8k_full.yaml) of the ~1.1B model of benchmarks/gpu_check.py
+G3   full fine-tuning (configs/paper/llada_gsm8k_full.yaml) of the ~1.1B model of benchmarks/gpu/gpu_check.py
      with train.parallel=shard at one process: fp32 master weights, gradients and AdamW state, bf16 compute.
      Targets: the memory held between steps within 15 % of 16 bytes per parameter (+ 2 for the bf16
      reference); weights move at lr 3e-6. The peak is reported beside 18 + 2 bytes per parameter (the
      state and the bf16 copy of the policy the rollout unshards); the rest is activations.
 MFU  for every run, the rollout's and the update's apart, with the FLOP formula printed (FORMULA).
 
-    bash benchmarks/gpu_parallel.sh --json gpu_parallel.json     # CUDA; refuses in one line (exit 2) without
-    python -m benchmarks.gpu_parallel --toy --json toy.json      # CPU, toy widths: the same code, seconds
+    bash benchmarks/gpu/gpu_parallel.sh --json gpu_parallel.json     # CUDA; refuses in one line (exit 2) without
+    python -m benchmarks.gpu.gpu_parallel --toy --json toy.json      # CPU, toy widths: the same code, seconds
 
 Random weights earn no reward, so the rewards are drawn at random (seeded): the advantages and the
 gradients are then nonzero, as in a real run; these are cost figures, not learning.
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {"g1": "configs/paper/llada_gsm8k.yaml", "g3": "configs/paper/llada_gsm8k_full.yaml"}
 # LLaDA-8B-Instruct's published shape, gpu_check's ~1.1B model, and toy widths for the CPU
 SIZES = {"8b": dict(d_model=4096, n_heads=32, n_kv_heads=32, n_layers=32, mlp_hidden_size=12288),
@@ -53,7 +53,7 @@ FORMULA = ("forward FLOPs = 2 * N * T + 4 * n_layers * d_model * sum(rows * S^2)
 
 def refuse_without_cuda(toy: bool) -> None:
     if not toy and not torch.cuda.is_available():
-        print("gpu_parallel: no CUDA GPU visible; this benchmark needs one (python -m benchmarks.gpu_parallel "
+        print("gpu_parallel: no CUDA GPU visible; this benchmark needs one (python -m benchmarks.gpu.gpu_parallel "
               "--toy runs its code at toy widths on a CPU)", file=sys.stderr)
         sys.exit(2)
 

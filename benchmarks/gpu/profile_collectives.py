@@ -2,7 +2,7 @@
 all-gather, reduce-scatter, all-reduce and broadcast during that step, for the 1 -> N scaling
 protocol of BENCHMARKS.md ("Scaling out (FSDP2): GPU figures").
 
-    torchrun --nproc_per_node 8 -m benchmarks.profile_collectives --profile-step 6 --trace-dir runs/prof-8 \\
+    torchrun --nproc_per_node 8 -m benchmarks.gpu.profile_collectives --profile-step 6 --trace-dir runs/prof-8 \\
         -- train --config configs/paper/llada_gsm8k.yaml train.steps=6 --output-dir runs/scale-8
 
 Writes TRACE_DIR/rank{R}.json (the step's wall seconds, per collective kind the GPU kernel seconds

@@ -2,7 +2,7 @@
 parameters, sampler tokens/s at batch 1 and 64 (with and without the trajectory record), and
 masked-diffusion SFT tokens/s.
 
-    .venv/bin/python benchmarks/bench_foundation.py [--threads 2]
+    .venv/bin/python benchmarks/training/bench_foundation.py [--threads 2]
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ LLaDA class at a toy size (hidden 64, 2 layers, vocabulary V) in bf16 on CPU, me
 torch.profiler's memory timeline: the chunked log-prob path against an unchunked one and the
 full log_softmax it replaced. The mask, eos and pad ids are put at the top of the V rows.
 
-    PYTHONPATH=. python benchmarks/bench_memory.py [--vocab 32768] [--gen 64] [--prompt 32] [--g 6]
+    PYTHONPATH=. python benchmarks/training/bench_memory.py [--vocab 32768] [--gen 64] [--prompt 32] [--g 6]
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Time per DACA-GRPO training step on the tiny config, split by phase, for baseline, +DPS,
 +SML (K = 2, 4, 8) and +DACA, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_trainer.py [--steps 6] [--init runs/sft-tiny/final]
+    .venv/bin/python benchmarks/training/bench_trainer.py [--steps 6] [--init runs/sft-tiny/final]
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     cfg = load_config(root / "configs/tiny.yaml", [], RLConfig)
     init = args.init if Path(args.init).is_dir() else ""
     cfg = apply(cfg, {"train.init": init})

@@ -7,10 +7,10 @@ d1-like regime). With --workers N ...: a cost model, not a measurement: the grid
 single-thread workers, each cell taking its measured wall-clock (longest cells first, as
 `reproduce` orders them, each to the first free worker; no contention between workers modelled).
 
-    .venv/bin/python benchmarks/cell_cost.py results/tiny-ablation/cells [runs/reproduce/tiny-readings]
-    .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-full --workers 2 16
-    .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-bases-selection --by-base
-    .venv/bin/python benchmarks/cell_cost.py runs/reproduce/tiny-cache --guards    # a row per variant and setting
+    .venv/bin/python benchmarks/training/cell_cost.py results/tiny-ablation/cells [runs/reproduce/tiny-readings]
+    .venv/bin/python benchmarks/training/cell_cost.py runs/reproduce/tiny-full --workers 2 16
+    .venv/bin/python benchmarks/training/cell_cost.py runs/reproduce/tiny-bases-selection --by-base
+    .venv/bin/python benchmarks/training/cell_cost.py runs/reproduce/tiny-cache --guards    # a row per variant and setting
 """
 from __future__ import annotations
 

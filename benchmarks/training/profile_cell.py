@@ -5,7 +5,7 @@ multiplies, attention, elementwise and norm kernels, and the rest (Python, autog
 process's imports; then one fwd+bwd of the update's batch (B x G x K canvases) with each lever:
 eager attention against SDPA, torch.compile, bf16 autocast.
 
-    .venv/bin/python benchmarks/profile_cell.py --init runs/reproduce/sft/sudoku_tiny-<hash>/final [--steps 3]
+    .venv/bin/python benchmarks/training/profile_cell.py --init runs/reproduce/sft/sudoku_tiny-<hash>/final [--steps 3]
 
 One thread, as each of `reproduce`'s workers runs. Prints Markdown for BENCHMARKS.md.
 """

@@ -14,7 +14,7 @@ For every family it times, with the project's sampler and verifiers:
     +SML (causal K = 4) with one shared old/reference pass (`train/trainer.same_masks`, what the
     trainer does) and with a pass per inner iteration (the reference way).
 
-    .venv/bin/python benchmarks/tiny_full_levers.py --sft-dir runs/reproduce [--families math json]
+    .venv/bin/python benchmarks/training/tiny_full_levers.py --sft-dir runs/reproduce [--families math json]
 
 Writes a Markdown table to stdout (BENCHMARKS.md, "tiny-full: profile and levers").
 """
@@ -29,7 +29,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def timed(fn):

@@ -9,8 +9,8 @@ execution.py commented out in some releases: if so, a patched copy with only tha
 uncommented is loaded from a temporary directory (the installed package is not modified),
 and the report says so.
 
-Run:  .venv/bin/python benchmarks/bench_sandbox.py            # writes benchmarks/sandbox_results.md
-      .venv/bin/python benchmarks/bench_sandbox.py --small 300 --per-container 60 --pool-sizes 2,4
+Run:  .venv/bin/python benchmarks/verifiers/bench_sandbox.py            # writes benchmarks/sandbox_results.md
+      .venv/bin/python benchmarks/verifiers/bench_sandbox.py --small 300 --per-container 60 --pool-sizes 2,4
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from daca_bench import containers as sandbox  # noqa: E402
 
 
@@ -139,7 +139,7 @@ def main() -> int:
                     "cores + 1 = the pool's default)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="parallelism of the other two backends")
     ap.add_argument("--timeout", type=float, default=5.0)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "sandbox_results.md"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "sandbox_results.md"))
     args = ap.parse_args()
 
     progs = problems(args.small)
@@ -172,7 +172,7 @@ def main() -> int:
     load1 = os.getloadavg()
 
     best = max((k for k in rates if k.startswith("pool") and not k.endswith("_small")), key=rates.get)
-    lines += ["# Code sandbox benchmark (benchmarks/bench_sandbox.py)", "",
+    lines += ["# Code sandbox benchmark (benchmarks/verifiers/bench_sandbox.py)", "",
               f"- date: {date}", f"- machine: {machine()}",
               f"- load average before / after: {load0[0]:.2f} / {load1[0]:.2f} (other jobs shared these cores)",
               f"- programs: {len(small)} small HumanEval-shaped problems (every 7th wrong) + {len(he)} HumanEval "

@@ -1,7 +1,7 @@
 """Verifier throughput per task family (answers scored per second), on gold and near-miss
 completions, in one process; writes benchmarks/verify_results.md (its table goes into BENCHMARKS.md).
 
-    .venv/bin/python benchmarks/bench_verify.py [--n 400] [--no-docker]
+    .venv/bin/python benchmarks/verifiers/bench_verify.py [--n 400] [--no-docker]
 Code tasks run in the Docker sandbox (skipped with a note when it is unavailable).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from daca_bench.registry import get_task  # noqa: E402
 from daca_bench.rewards.mathcheck import _parse  # noqa: E402
 from daca_bench.rewards.verify import score_records, verify_many  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _near_miss(task, s) -> str:
@@ -129,7 +129,7 @@ def main() -> None:
         cpu = model
     except (OSError, StopIteration):
         pass
-    head = (f"# Verifier throughput\n\n`benchmarks/bench_verify.py`, {datetime.date.today().isoformat()}; "
+    head = (f"# Verifier throughput\n\n`benchmarks/verifiers/bench_verify.py`, {datetime.date.today().isoformat()}; "
             f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}. Answers scored per second "
             "(one process unless workers = 2; code tasks through the Docker sandbox's worker pool).\n\n"
             "| task | family | completions | workers | n | answers/s |\n|---|---|---|---|---|---|\n")

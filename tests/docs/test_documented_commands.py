@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_WORDS = ("daca-bench", "bash", "pip", "torchrun", "python", "export", "time", "echo", "cat", "printf", "cd")
 MARKER = re.compile(r"<!--\s*docs-test:(.*?)-->", re.S)
@@ -30,16 +30,16 @@ EXCLUDED = [
     (r"^bash scripts/test\.sh", "the whole test suite: CI runs it first (.ci/run)"),
     (r"^bash scripts/main\.sh", "the full reproduce of the embedded default (about 20 min on 2 cores)"),
     (r"^pip (wheel|install) ", "builds and installs the wheel: scripts/check_wheel.sh does it in CI, in a fresh venv"),
-    (r"^torchrun ", "two training processes: tests/test_trainer.py runs data-parallel training"),
+    (r"^torchrun ", "two training processes: tests/unit/train/test_trainer.py runs data-parallel training"),
     (r"LLaDA|--trust-remote-code|DACA_BENCH_D1_DATA",
-     "an 8B hub model on a CUDA GPU (or d1's data files): benchmarks/gpu_check.sh on a GPU machine"),
+     "an 8B hub model on a CUDA GPU (or d1's data files): benchmarks/gpu/gpu_check.sh on a GPU machine"),
     (r"^daca-bench reproduce (?!--list$)|^daca-bench reproduce$",
-     "a whole reproduce (minutes to hours): tests/test_reproduce.py runs small ones"),
+     "a whole reproduce (minutes to hours): tests/integration/test_reproduce.py runs small ones"),
     (r"^daca-bench table (results/tiny-quick|runs/)", "reads the output of a run excluded above"),
     (r"^daca-bench tasks && daca-bench verify",
      "the installed wheel's first commands, from any folder: scripts/check_wheel.sh runs them in CI outside the checkout"),
-    (r"^(time )?daca-bench estimators", "the estimator study on reproduce's SFT starts (minutes): tests/test_gradients.py"),
-    (r'GRPOTrainer\(model="Qwen', "downloads a hub model and gsm8k: examples/trl_grpo.py runs the same offline (tests/test_interop.py)"),
+    (r"^(time )?daca-bench estimators", "the estimator study on reproduce's SFT starts (minutes): tests/unit/studies/test_gradients.py"),
+    (r'GRPOTrainer\(model="Qwen', "downloads a hub model and gsm8k: examples/trl_grpo.py runs the same offline (tests/integration/test_interop.py)"),
     (r"^(daca-bench|bash|python|time) .*(\[-|\w\|\w|(?<![\w./-])[A-Z][A-Z0-9_]{2,}\b(?!=))",
      "a synopsis (optional [...] parts, a|b choices or PLACEHOLDERS), not a command"),
 ]

@@ -11,7 +11,7 @@ import papermill
 
 from daca_bench.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 NOTEBOOK = ROOT / "notebooks" / "ablations.ipynb"
 FIGURES = ("gains", "curves", "training", "dps")
 

@@ -4,7 +4,7 @@ indexes generate (`python scripts/pages.py`), each summary fits one screen and l
 figures, every number of the results summary is read from the committed files, and the layout walks
 whatever rooms the package has.
 
-    PYTHONPATH=$PWD .venv/bin/python -m pytest tests/test_pages.py -q
+    PYTHONPATH=$PWD .venv/bin/python -m pytest tests/docs/test_pages.py -q
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 _spec = importlib.util.spec_from_file_location("pages", ROOT / "scripts" / "pages.py")
 pages = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pages)

@@ -1,5 +1,5 @@
 """Issue 58: README's "What it found" opens with the confirmatory tables, and every confirmatory
-number it quotes is the committed table's (rebuilt from its cells: tests/test_replicate.py); the stale
+number it quotes is the committed table's (rebuilt from its cells: tests/unit/analysis/test_replicate.py); the stale
 sentences ("the whole ablation", tiny-compute's "16 seeds per cell") are gone."""
 import re
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 README = (ROOT / "README.md").read_text()
 FOUND = README[README.index("## What it found"):README.index("## The two commands")]
 

@@ -19,7 +19,7 @@ import pytest
 
 from daca_bench.config import RLConfig, load_config, to_dict
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 SECTIONS = [("docs/trainer.md", "## Scaling out"), ("docs/paper-presets.md", "## Launching the presets at every scale"),
             ("BENCHMARKS.md", "## Scaling out (FSDP2): GPU figures")]
 LAUNCHERS = ("daca-bench ", "torchrun ", "accelerate launch ", "sbatch ")
@@ -72,7 +72,7 @@ def train_args(command: str) -> list[str] | None:
     rest = words[words.index("-m") + 2:]
     if module == "daca_bench":
         return rest
-    if module == "benchmarks.profile_collectives":
+    if module == "benchmarks.gpu.profile_collectives":
         return rest[rest.index("--") + 1:]
     raise AssertionError(f"unknown module {module!r} in {command!r}")
 
@@ -165,7 +165,7 @@ def _no_cuda_env() -> dict:
 def test_gpu_parallel_refuses_a_machine_without_cuda_in_one_line(tmp_path):
     out = tmp_path / "gpu_parallel.json"
     tick = time.perf_counter()
-    done = subprocess.run(["bash", str(ROOT / "benchmarks/gpu_parallel.sh"), "--json", str(out)], env=_no_cuda_env(),
+    done = subprocess.run(["bash", str(ROOT / "benchmarks/gpu/gpu_parallel.sh"), "--json", str(out)], env=_no_cuda_env(),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
@@ -175,7 +175,7 @@ def test_gpu_parallel_refuses_a_machine_without_cuda_in_one_line(tmp_path):
 
 
 def test_the_shell_scripts_parse():
-    for script in ("benchmarks/gpu_parallel.sh", "scripts/slurm/train.sbatch"):
+    for script in ("benchmarks/gpu/gpu_parallel.sh", "scripts/slurm/train.sbatch"):
         done = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
         assert done.returncode == 0, (script, done.stderr)
     sbatch = (ROOT / "scripts/slurm/train.sbatch").read_text()
@@ -189,7 +189,7 @@ def test_gpu_parallel_runs_its_code_at_toy_widths_on_the_cpu(tmp_path):
     """The benchmark's code path (build as train() does, none / replicate / shard, FLOPs, weight
     movement) at toy widths: what the GPU run will execute, minus the sizes."""
     out = tmp_path / "toy.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_parallel", "--toy", "--mu", "2", "--json", str(out)],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.gpu_parallel", "--toy", "--mu", "2", "--json", str(out)],
                           env={**_no_cuda_env(), "OMP_NUM_THREADS": "1"}, cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -211,7 +211,7 @@ def test_profile_collectives_writes_a_rank_report(tmp_path):
             "train.prompts_per_step=2", "train.num_generations=2", "train.n_eval=4", "train.threads=1",
             "rollout.gen_length=8", "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4",
             "--output-dir", str(tmp_path / "run")]
-    done = subprocess.run([sys.executable, "-m", "benchmarks.profile_collectives", *args],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.profile_collectives", *args],
                           env={**_no_cuda_env(), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

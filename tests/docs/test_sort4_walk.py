@@ -1,5 +1,5 @@
 """Issue 45's "done when": the sort4 walk of tasks/README.md, run as written from a folder laid out like
-a fresh clone (tests/test_documented_commands.py's), with the small step counts its docs-test comment
+a fresh clone (tests/docs/test_documented_commands.py's), with the small step counts its docs-test comment
 names: scaffold -> check -> show -> the task's test -> SFT -> train the headline's baseline and +DACA
 -> a grid of the headline's cells with a start row -> table -> plot -> notebook. The task is
 registered through --tasks-dir only; `daca-bench table` gives the same table with and without it."""

@@ -12,7 +12,7 @@ import pytest
 
 from daca_bench.experiments.grid.ablation import expand, run_local
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 QUICK = {"train.task": "even_length", "train.prompts_per_step": 2, "train.num_generations": 4,
          "train.n_eval": 4, "train.init": "", "train.threads": 1, "rollout.block_length": 4, "rollout.steps": 4,
          "eval.block_length": 4, "eval.steps": 4}
@@ -273,7 +273,7 @@ def test_a_killed_runner_takes_its_workers_with_them_checkpointing(tmp_path):
                                     "axes": {"train.seed": [0]}}))
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "daca_bench", "ablate", str(grid), "--workers", "1",
-                             "--output-dir", str(out)], cwd=Path(__file__).resolve().parent.parent,
+                             "--output-dir", str(out)], cwd=ROOT,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     metrics, deadline = out / "seed=0" / "metrics.jsonl", time.time() + 180

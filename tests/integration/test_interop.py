@@ -9,7 +9,7 @@ import torch
 from daca_bench.registry import get_task
 from daca_bench.rewards.verify import reward_function
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 @pytest.mark.parametrize("name", ["arithmetic", "countdown_tiny", "sudoku_tiny", "json_tiny", "json_schema"])

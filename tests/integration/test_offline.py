@@ -14,7 +14,7 @@ import pytest
 
 from daca_bench.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 class CountingServer:

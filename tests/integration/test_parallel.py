@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 from daca_bench.engine.checkpoint import damage, find_checkpoint
 from daca_bench.engine.parallel import Parallel, backend, resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 pytestmark = pytest.mark.slow
 
 # fp32: in bf16 a matmul's result depends on the batch shape, which differs between one process and two

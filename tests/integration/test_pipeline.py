@@ -13,7 +13,7 @@ from daca_bench.experiments.grid import pipeline, reproduce
 from daca_bench.experiments.grid.presets import FIVE, PICKS, PRESETS, Family, TinyPreset, comparisons
 from daca_bench.resources import data_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 MINI = TinyPreset("test: 1 family, 2 variants, 1 seed", {"math": Family("arithmetic", 4, sft_steps=20)}, rl_steps=2,
                   seeds=(0,), variants=("baseline", "+DACA"), sft_target=0.99, sft_eval_every=10,
                   rl={"train.n_eval": 8, "train.prompts_per_step": 2, "train.num_generations": 4})

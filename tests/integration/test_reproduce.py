@@ -12,6 +12,7 @@ from daca_bench.experiments.grid import pipeline as reproduce
 from daca_bench.experiments.grid.jobs import Job, run_jobs, steps_done
 from daca_bench.experiments.grid.pipeline import sft_config, sft_folder
 from daca_bench.experiments.grid.presets import FIVE, FULL_EVAL, PRESETS, Family, TinyPreset
+from repo_paths import ROOT
 
 MINI = TinyPreset("test: 2 families, 2 variants, 1 seed, 2 RL steps",
                   {"math": Family("arithmetic", 4, sft_steps=20), "code": Family("python_tiny", 12, sft_steps=10)},
@@ -211,12 +212,12 @@ def test_tiny_full_s_seeds_and_test_prompts_are_fresh_against_every_committed_ta
     fresh ones: all 510 were scored, which its design says)."""
     import importlib.util
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "scored_prompts.py"
+    script = ROOT / "scripts" / "scored_prompts.py"
     spec = importlib.util.spec_from_file_location("scored_prompts", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     scored = module.scored(set(module.DRAWN_AGAINST))  # task -> {id: prompt digest}, every folder drawn at seed 0
-    # (tiny-compute came after tiny-full and skips its prompts: tests/test_compute_grid.py)
+    # (tiny-compute came after tiny-full and skips its prompts: tests/unit/grid/test_compute_grid.py)
     full, used = PRESETS["tiny-full"], committed_seeds(skip="tiny-full")
     for label, fam in full.families.items():
         assert not set(fam.seeds or full.seeds) & used, label

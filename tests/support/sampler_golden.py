@@ -1,16 +1,17 @@
 """The sampler's outputs before `sampler.cache` existed, on a small seeded tiny model, kept in
-tests/fixtures/sampler_golden.pt so that tests/test_cache.py can check that `cache=none` still
+tests/fixtures/sampler_golden.pt so that tests/unit/rl/test_cache.py can check that `cache=none` still
 decodes token for token as it did (ids, commit steps, recorded log-probs and confidences).
 
-    PYTHONPATH=. python tests/sampler_golden.py     # rewrite the fixture (only from a sampler known good)
+    PYTHONPATH=. python tests/support/sampler_golden.py     # rewrite the fixture (only from a sampler known good)
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
+from repo_paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sampler_golden.pt"
+FIXTURE = FIXTURES / "sampler_golden.pt"
 PROMPTS = ["12+5=", "3-1+20=", "7=", "30-29-1=", "8*3=", "100-1="]
 # name -> (sampler fields, seed): greedy, tempered, random remasking, parallel, per-row seeds
 CASES = {

@@ -38,7 +38,7 @@ def configure(parser) -> None:
                         "train.protocol poses it")
     parser.add_argument("--fixture", metavar="FILE", default=None,
                         help="--check/--show: a hub task's local data file (the builder's path=); --check then "
-                             "checks that file's split only, as tests/test_tasks_battery.py does with its fixtures")
+                             "checks that file's split only, as tests/unit/rewards/test_tasks_battery.py does with its fixtures")
 
 
 def run(args) -> int:

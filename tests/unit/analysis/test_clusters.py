@@ -7,7 +7,7 @@ import pytest
 from daca_bench.experiments.analysis.clusters import cluster_keys
 from daca_bench.registry import draw_test, task_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 def test_code_instances_cluster_by_their_target_function():

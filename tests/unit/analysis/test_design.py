@@ -17,6 +17,7 @@ from daca_bench.experiments.analysis.design import (
     validate,
     write_design,
 )
+from repo_paths import ROOT
 
 DESIGN = {"schema": 1, "preset": "tiny-x", "commit": "abc1234", "alpha": 0.05, "multiplicity": "holm",
           "bar": "a primary comparison counts when its Holm-adjusted p < 0.05",
@@ -157,7 +158,7 @@ def test_the_default_rerun_says_exploratory_with_its_reason_never_confirmatory()
     assert line.startswith("**Exploratory** (reproduces results/tiny; chosen after looking at these seeds)")
     assert "Confirmatory" not in line and design_line({k: v for k, v in design.items() if k != "exploratory"},
                                                       configs, "x").startswith("**Confirmatory**")
-    committed = Path(__file__).resolve().parents[1] / "results" / "tiny" / "table.md"
+    committed = ROOT / "results" / "tiny" / "table.md"
     if committed.is_file():
         first = committed.read_text().splitlines()[0]
         assert first.startswith("**Exploratory** (chosen after looking at these seeds): a design was registered")

@@ -23,7 +23,7 @@ from daca_bench.experiments.analysis.plots import (PALETTE, colour, load_curves,
                                                    plot_training, seed_deltas)
 from daca_bench.experiments.analysis.results import build_table, load_results, load_table
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 CELLS = ROOT / "results" / "tiny-ablation" / "cells"  # every variant of the default's regime
 BASES = ROOT / "results" / "tiny-bases"  # 8 base methods, some admitting +DPS only
 FULL = ROOT / "results" / "tiny-full"  # 4 families: four paper notes side by side

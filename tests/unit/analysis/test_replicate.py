@@ -15,6 +15,7 @@ from daca_bench.cli import main
 from daca_bench.experiments.analysis.replicate import compare_tables, verdict
 from daca_bench.experiments.analysis.stats import difference, pool
 from daca_bench.experiments.analysis.results import load_table, locate, to_csv, to_markdown
+from repo_paths import ROOT
 
 SEEDS, PROMPTS = 4, 200
 IDS = [f"arithmetic/{i}" for i in range(PROMPTS)]
@@ -288,7 +289,7 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""
-    folder = Path(__file__).resolve().parents[1] / "results" / name
+    folder = ROOT / "results" / name
     if not (folder / "cells").is_dir():
         pytest.skip(f"results/{name} is not in this checkout")
     table = load_table(folder)
@@ -301,7 +302,7 @@ def test_the_committed_tiny_full_replication_report_rebuilds_to_the_byte(tmp_pat
     exploratory run in its three parts) are what `daca-bench table results/tiny-full --against ...`
     writes from the committed cells, built once (run in a scratch tree whose results/ links to the
     repository's, so nothing there is touched)."""
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = ROOT / "results"
     refs = ["tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64"]
     if not all((results / n / "cells").is_dir() for n in ["tiny-full", *refs]):
         pytest.skip("results/tiny-full or its reference is not in this checkout")
@@ -327,7 +328,7 @@ def test_the_committed_tiny_full_confirmation_shows_no_difference_from_the_explo
     Hartung-Knapp interval over two runs (one df) is wide: [-10.6, +18.6]."""
     from daca_bench.experiments.analysis.agreement import hartung_knapp
 
-    path = Path(__file__).resolve().parents[1] / "results" / "tiny-full" / "replication.csv"
+    path = ROOT / "results" / "tiny-full" / "replication.csv"
     if not path.is_file():
         pytest.skip("results/tiny-full is not in this checkout")
     report = pd.read_csv(path)
@@ -377,7 +378,7 @@ def test_two_seed_cells_never_star_what_their_seeds_cannot_support():
     """tiny-quick's design (2 seeds) on the committed results/tiny-ablation cells, seeds 0-1: the seed term of
     +DACA vs baseline drops out (df jumps to clusters - 1); its seeds-only interval includes 0, so it
     carries no star whatever its adjusted p, and the table prints that interval beside the mixed one."""
-    folder = Path(__file__).resolve().parents[1] / "results" / "tiny-ablation"
+    folder = ROOT / "results" / "tiny-ablation"
     if not (folder / "cells").is_dir():
         pytest.skip("results/tiny-ablation is not in this checkout")
     table = load_table(folder, {"sudoku_tiny": {0, 1}})
@@ -409,7 +410,7 @@ def test_sudoku_tables_count_solution_grids_not_puzzles():
     from daca_bench.experiments.analysis.results import comparisons, load_results, load_start
     from daca_bench.experiments.analysis.stats import compare
 
-    folder = Path(__file__).resolve().parents[1] / "results" / "tiny-full-sudoku16"
+    folder = ROOT / "results" / "tiny-full-sudoku16"
     if not (folder / "cells").is_dir():
         pytest.skip("results/tiny-full-sudoku16 is not in this checkout")
     table = load_table(folder)

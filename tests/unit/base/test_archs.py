@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from daca_bench.archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
+from repo_paths import FIXTURES
 
-GOLDEN = Path(__file__).parent / "fixtures/golden"
+GOLDEN = FIXTURES / "golden"
 CLASSES = {"llada": (LLaDAConfig, LLaDAModelLM), "dream": (DreamConfig, DreamModel)}
 
 

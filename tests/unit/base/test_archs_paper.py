@@ -10,8 +10,7 @@ import torch
 
 from daca_bench.models import load_pretrained
 
-ROOT = Path(__file__).resolve().parent.parent
-FIX = Path(__file__).parent / "fixtures"
+from repo_paths import FIXTURES as FIX, ROOT
 IDS = {"llada": {"mask": 126336, "eos": 126081}, "dream": {"mask": 151666, "eos": 151643}}
 CPU = ["train.steps=1", "train.prompts_per_step=2", "train.num_generations=2", "train.n_eval=2", "train.mu=1",
        "train.threads=1", "train.lora_r=4", "train.lora_alpha=8", "train.max_prompt_length=48", "train.save_every=1",
@@ -133,7 +132,7 @@ def test_one_train_step_of_the_paper_config(folders, family, tmp_path, local_gsm
 def test_gpu_models_script_runs_tiny_on_cpu(tmp_path):
     import importlib
 
-    gpu_models = importlib.import_module("benchmarks.gpu_models")
+    gpu_models = importlib.import_module("benchmarks.gpu.gpu_models")
     rows = gpu_models.main(["--tiny", "--json", str(tmp_path / "rows.json")])
     assert [r["model"] for r in rows] == ["llada", "dream"]
     assert all(r["finite"] and r["lora_grad_finite"] and r["rollout_s"] > 0 for r in rows)

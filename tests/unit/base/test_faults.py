@@ -3,6 +3,7 @@ every line, checkpoints survive damage and a full disk."""
 import pytest
 
 from daca_bench.cli import main
+from repo_paths import FIXTURES
 
 TINY_RL = ["train.steps=1", "train.n_eval=2", "train.prompts_per_step=2", "train.num_generations=2",
            "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4"]
@@ -164,7 +165,7 @@ def test_a_local_task_file_reads_through_the_same_reader(tmp_path):
     from daca_bench.config import ConfigError
     from daca_bench.registry import get_task
 
-    fix = __import__("pathlib").Path(__file__).parent / "fixtures" / "gsm8k.jsonl"
+    fix = FIXTURES / "gsm8k.jsonl"
     text = fix.read_bytes()
     data = tmp_path / "gsm8k.jsonl"
     data.write_bytes(text.replace(b"\n", b"\n\n", 1))  # a blank line is skipped

@@ -1,12 +1,16 @@
 """The shape of the package (issue 31): no import circle among daca_bench modules: a static check of every import statement,
 module-level or inside a function, resolved to daca_bench modules, then the strongly connected
-components of that graph (each of size > 1 is a circle); and no module over 450 lines."""
+components of that graph (each of size > 1 is a circle); no module over 450 lines; and no folder of
+the package, the tests or the benchmarks with more than 15 modules."""
 import ast
 import tomllib
 from pathlib import Path
 
+import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "daca_bench"
+from repo_paths import ROOT
+
+PACKAGE = ROOT / "daca_bench"
 
 
 def _name(path: Path) -> str:
@@ -145,11 +149,27 @@ def test_no_module_imports_a_room_above_it():
     assert not upward_imports(graph()), upward_imports(graph())
 
 
-def test_no_folder_of_the_package_holds_more_than_15_modules():
-    """Issue 43: a room a newcomer can read from its listing (the __init__ not counted)."""
-    sizes = {str(d.relative_to(PACKAGE.parent)): len([p for p in d.glob("*.py") if p.name != "__init__.py"])
-             for d in [PACKAGE, *PACKAGE.rglob("*")] if d.is_dir()}
-    assert not {d: n for d, n in sizes.items() if n > 15}, sizes
+def folder_sizes(top: Path) -> dict[str, int]:
+    """Each folder under `top` (itself included) -> its .py modules, the __init__ not counted."""
+    return {str(d.relative_to(top.parent)): len([p for p in d.glob("*.py") if p.name != "__init__.py"])
+            for d in [top, *top.rglob("*")] if d.is_dir() and "__pycache__" not in d.parts}
+
+
+@pytest.mark.parametrize("top", ["daca_bench", "tests", "benchmarks"])
+def test_no_folder_holds_more_than_15_modules(top):
+    """Issues 43, 54: a room a newcomer can read from its listing, in the package, the tests (conftest
+    and helper modules count) and the benchmarks."""
+    sizes = folder_sizes(ROOT / top)
+    assert len(sizes) > 1 and not {d: n for d, n in sizes.items() if n > 15}, sizes
+
+
+def test_the_folder_count_sees_a_planted_crowd(tmp_path):
+    crowded = tmp_path / "crowded"
+    crowded.mkdir()
+    for i in range(16):
+        (crowded / f"m{i}.py").write_text("")
+    (crowded / "__init__.py").write_text("")
+    assert {Path(d).name: n for d, n in folder_sizes(tmp_path).items()} == {tmp_path.name: 0, "crowded": 16}
 
 
 def test_every_room_says_what_it_holds_and_may_import():

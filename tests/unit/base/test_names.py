@@ -10,7 +10,7 @@ import pytest
 from daca_bench.config import ConfigError, RLConfig, RunConfig, TRL_ALIASES, load_config
 from daca_bench.confighelp import describe
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 def test_trl_names_set_our_keys():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from daca_bench.resources import data_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 def _run(code: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

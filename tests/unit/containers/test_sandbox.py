@@ -3,7 +3,7 @@
 They need a running Docker engine and build the sandbox image if it is missing (about two
 minutes, once).  Without an engine they FAIL with a message saying how to start one; set
 DACA_BENCH_SKIP_DOCKER=1 to skip them deliberately.
-Run: .venv/bin/python -m pytest tests/test_sandbox.py -x -q
+Run: .venv/bin/python -m pytest tests/unit/containers/test_sandbox.py -x -q
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import torch
 
 from daca_bench.rl.likelihood import logsumexp_max, sml_logprobs, target_logprobs
 from daca_bench.rl.sampler import pad_prompts
+from repo_paths import ROOT
 
 
 def _reference(logits, target):
@@ -248,7 +249,7 @@ def test_gpu_check_runs_at_toy_size_on_cpu(tmp_path):
     import importlib
     import json
 
-    gpu_check = importlib.import_module("benchmarks.gpu_check")
+    gpu_check = importlib.import_module("benchmarks.gpu.gpu_check")
     report = gpu_check.main(["--toy", "--steps", "1", "--json", str(tmp_path / "toy.json")])
     assert json.loads((tmp_path / "toy.json").read_text()) == report
     for name in ("baseline", "daca_k4"):
@@ -281,7 +282,7 @@ def test_paper_presets_carry_d1s_values():
 
     from daca_bench.config import RLConfig, load_config
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     n_eval = {"gsm8k_d1": 1319, "math500_d1": 500, "countdown_d1": 256, "sudoku_d1": 256}  # d1's test sets
     for path in sorted((root / "configs/paper").glob("llada_*.yaml")):
         cfg = load_config(path, [], RLConfig)

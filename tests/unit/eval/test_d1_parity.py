@@ -17,13 +17,13 @@ import torch
 
 from daca_bench.config import ConfigError, RLConfig, SamplerConfig, apply, load_config
 from daca_bench.registry import get_task, load_all, task_spec
+from repo_paths import FIXTURES as FIX
+from repo_paths import ROOT
 
 load_all()
 S = sys.modules["daca_bench_tasks.sudoku"]
 C = sys.modules["daca_bench_tasks.countdown"]
 
-ROOT = Path(__file__).resolve().parent.parent
-FIX = Path(__file__).parent / "fixtures"
 # preset -> (train.task, train.protocol): gsm8k and math500 declare d1's protocol; countdown_d1 / sudoku_d1 are d1's own data
 D1_PRESETS = {"gsm8k": ("gsm8k", "d1"), "math500": ("math500", "d1"), "countdown": ("countdown_d1", ""),
               "sudoku": ("sudoku_d1", "")}

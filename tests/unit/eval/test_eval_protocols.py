@@ -18,7 +18,7 @@ from daca_bench.eval import prompts, protocols, readers
 from daca_bench.models import load_model
 from daca_bench.rl.sampler import Suppress, sample, transfer_schedule
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 def test_the_tables_hold_the_sources_settings():
@@ -202,7 +202,7 @@ def test_an_evaluation_split_over_two_gloo_processes_writes_the_rows_of_one(tmp_
 
 def test_the_eval_benchmark_s_batched_rows_equal_the_one_at_a_time_reference(tmp_path):
     sys.path.insert(0, str(ROOT))
-    from benchmarks.bench_eval import main as bench
+    from benchmarks.decoding.bench_eval import main as bench
 
     assert bench(["--quick", "--json", str(tmp_path / "rows.json")]) == 0
     rows = json.loads((tmp_path / "rows.json").read_text())

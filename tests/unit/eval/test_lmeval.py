@@ -16,6 +16,7 @@ from daca_bench.errors import ConfigError  # noqa: E402
 from daca_bench.eval.lmeval import DacaLM, Guided, cut_at_stops, request_key  # noqa: E402
 from daca_bench.rl.likelihood import keyed_generator  # noqa: E402
 from daca_bench.rl.sampler import sample  # noqa: E402
+from repo_paths import ROOT
 
 TASK = """task: {name}
 dataset_path: json
@@ -143,7 +144,7 @@ def test_two_gloo_processes_give_the_results_of_one(tmp_path):
     from pathlib import Path
 
     write_tasks(tmp_path)
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1"}
     samples = {}
     for nproc in (1, 2):

@@ -9,7 +9,7 @@ import pytest
 from daca_bench.errors import ConfigError, UnknownTaskError
 from daca_bench.registry import get_task, task_protocols
 
-FIX = Path(__file__).parent / "fixtures"
+from repo_paths import FIXTURES as FIX
 EXPECTED = json.loads((FIX / "d1_prompts.json").read_text())
 
 

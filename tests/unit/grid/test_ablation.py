@@ -9,7 +9,7 @@ from daca_bench.config import ConfigError, apply, to_dict
 from daca_bench.experiments.grid.ablation import VARIANTS, _run_cell, expand, run_local
 from daca_bench.experiments.analysis.results import load_results, write_tables
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
          "train.n_eval": 4, "train.init": "", "train.threads": 1, "rollout.block_length": 4, "rollout.steps": 4,
          "eval.block_length": 4, "eval.steps": 4}

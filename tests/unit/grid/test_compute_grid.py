@@ -15,6 +15,7 @@ from daca_bench.experiments.grid.cost import arms, matched_steps
 from daca_bench.experiments.grid.pipeline import tiny_cells
 from daca_bench.experiments.grid.presets import PRESETS, comparisons
 from daca_bench.registry import draw_test, prompt_digest
+from repo_paths import ROOT
 
 PRESET = PRESETS["tiny-compute"]
 
@@ -60,7 +61,7 @@ def test_seeds_and_test_prompts_are_fresh_against_every_committed_table(committe
     full = PRESETS["tiny-full"].families["sudoku"].rl  # tiny-full's own fresh draw
     theirs = draw_test(fam.task, "test", full["train.n_eval"], full["train.test_seed"], full["train.test_exclude"])
     assert not mine & {prompt_digest(s.prompt) for s in theirs.samples}
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     scored = set()
     for f in root.glob("results/*/cells/*/eval.jsonl"):  # every committed cell's prompts of this task, by id
         if f.parts[-4] not in ("tiny-full", "tiny-compute"):
@@ -87,7 +88,7 @@ def test_the_start_term_keeps_the_null_rate_where_ignoring_starts_does_not():
         hits_start += by_start(d, starts, n_boot=10).p < 0.05
         hits_plain += compare(d, n_boot=10).p < 0.05
     # 2 starts, a large start term: ignoring it rejects a true null about 18 % of the time; with the
-    # start term always in (one df), at most 5 % (tests/test_power.py: the same at 8 starts)
+    # start term always in (one df), at most 5 % (tests/unit/analysis/test_power.py: the same at 8 starts)
     assert hits_start / 300 <= 0.06 and hits_plain >= 2 * hits_start
 
 
@@ -104,7 +105,7 @@ def test_two_starts_cannot_find_what_eight_starts_of_the_same_units_find():
 
 
 def _cell(root: Path, variant: str, start: int, seed: int, acc: dict, flops: float):
-    """A finished budget cell as the trainer leaves one (a unit-test double; tests/test_budgets.py
+    """A finished budget cell as the trainer leaves one (a unit-test double; tests/unit/analysis/test_budgets.py
     checks the trainer writes these files)."""
     cell = root / f"v={variant}_s={start}_seed={seed}"
     cell.mkdir(parents=True)

@@ -15,7 +15,7 @@ from daca_bench.experiments.grid.preregister import register
 from daca_bench.experiments.grid.provenance import CODE_PATHS, code_tree
 from daca_bench.registry import draw_test, get_task, prompt_digest, read_excluded
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 def _list(path: Path, samples) -> Path:
@@ -163,7 +163,7 @@ def test_the_committed_tiny_full_design_is_current_while_no_cell_has_run():
     the committed results/tiny-full/design.json must name this checkout's code tree. After a change
     under CODE_PATHS: commit it, then `daca-bench reproduce --preset tiny-full --design-only
     --output-dir DIR` on the clean tree, copy DIR/design.json over it and commit that."""
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     folder = root / "results" / "tiny-full"
     tree = code_tree(root / "daca_bench")
     if not tree or (folder / "cells").is_dir():

@@ -4,8 +4,6 @@ its SFT starts, so `daca-bench table OUT` has the start row and the baseline's g
 `reproduce --tasks-dir DIR --families sort4` runs a task of one's own as a family of its own."""
 import json
 
-from test_new_task import fresh  # noqa: F401 - the fixture: a registry that loads its folders again
-
 from daca_bench.cli import main
 from daca_bench.config import ModelConfig, RLConfig, apply
 from daca_bench.experiments.grid.ablation import Cell, start_cells
@@ -47,7 +45,7 @@ def test_cells_of_one_task_from_different_inits_get_no_start_row():
     assert start_cells([Cell("z", {}, apply(cfg, {"train.init": ""}))]) == ([], [])
 
 
-def test_reproduce_families_takes_a_registered_tiny_task_of_one_s_own(tmp_path, fresh, capsys):  # noqa: F811
+def test_reproduce_families_takes_a_registered_tiny_task_of_one_s_own(tmp_path, fresh, capsys):
     """`reproduce --tasks-dir DIR --families sort4`: the task becomes a family of its own, its canvas
     the longest gold answer plus EOS; a name that is neither a family nor a task names --tasks-dir."""
     from dataclasses import replace

@@ -26,7 +26,7 @@ from daca_bench.experiments.grid.pipeline import check_disjoint, selection_cells
 from daca_bench.experiments.grid.preregister import design_of
 from daca_bench.experiments.grid.presets import DENSE, PRESETS, Family, comparisons
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 BASES = PRESETS["tiny-bases"]
 NOWHERE = {"sudoku": {"folder": "sft/sudoku"}}
 

@@ -1,6 +1,6 @@
 """A task of one's own, as a new user makes it (issue 45): `daca-bench new-task` writes a task file and
 its test from the template, `daca-bench tasks --check` runs the task battery (daca_bench/rewards/battery.py,
-the checks tests/test_tasks_battery.py runs) on it, `--show` prints its prompts as the trainer renders
+the checks tests/unit/rewards/test_tasks_battery.py runs) on it, `--show` prints its prompts as the trainer renders
 them; on a task folder (--tasks-dir) and on an installed plug-in (entry point)."""
 import json
 import os
@@ -13,23 +13,7 @@ import pytest
 from daca_bench import registry
 from daca_bench.cli import main
 from daca_bench.rewards.stock import exact, json_schema, numeric, pattern
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """A registry that loads the task folders again (as a new process would); restored afterwards. The
-    test runs in its tmp_path (new-task's default folders are relative)."""
-    monkeypatch.chdir(tmp_path)
-    registry.list_tasks()
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    monkeypatch.setattr(registry, "_loaded", None)
-    monkeypatch.setenv("DACA_BENCH_TASKS", os.environ.get("DACA_BENCH_TASKS", ""))
-    before = {k for k in sys.modules if k.startswith("daca_bench_tasks.")}
-    yield
-    for k in {k for k in sys.modules if k.startswith("daca_bench_tasks.")} - before:
-        del sys.modules[k]
+from repo_paths import ROOT
 
 
 def test_new_task_check_and_show_on_a_task_folder(tmp_path, fresh, capsys):

@@ -7,7 +7,6 @@ import argparse
 import json
 
 import pytest
-from test_new_task import fresh  # noqa: F401 - the fixture: a registry that loads its folders again
 
 from daca_bench.cli import main
 
@@ -28,7 +27,7 @@ def _one_line(capsys, command: str) -> str:
     return err
 
 
-def test_a_task_file_name_in_two_folders_names_both(tmp_path, fresh, capsys):  # noqa: F811
+def test_a_task_file_name_in_two_folders_names_both(tmp_path, fresh, capsys):
     for folder, name in (("a", "twin_a"), ("b", "twin_b")):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "mine.py").write_text(TASK.format(name=name))
@@ -38,7 +37,7 @@ def test_a_task_file_name_in_two_folders_names_both(tmp_path, fresh, capsys):  #
         and str(tmp_path / "b" / "mine.py") in err and "rename one" in err
 
 
-def test_a_task_name_registered_by_two_files_names_both(tmp_path, fresh, capsys):  # noqa: F811
+def test_a_task_name_registered_by_two_files_names_both(tmp_path, fresh, capsys):
     (tmp_path / "one.py").write_text(TASK.format(name="same_name"))
     (tmp_path / "two.py").write_text(TASK.format(name="same_name"))
     assert main(["tasks", "--tasks-dir", str(tmp_path)]) == 2
@@ -47,7 +46,7 @@ def test_a_task_name_registered_by_two_files_names_both(tmp_path, fresh, capsys)
     assert str(tmp_path / "one.py") in err and str(tmp_path / "two.py") in err
 
 
-def test_a_task_file_that_does_not_parse_or_import_is_one_line_with_file_and_line(tmp_path, fresh, capsys):  # noqa: F811
+def test_a_task_file_that_does_not_parse_or_import_is_one_line_with_file_and_line(tmp_path, fresh, capsys):
     (tmp_path / "broken.py").write_text("from daca_bench.registry import register_task\n\ndef build(:\n    pass\n")
     assert main(["tasks", "--tasks-dir", str(tmp_path)]) == 2
     err = _one_line(capsys, "tasks")
@@ -58,13 +57,13 @@ def test_a_task_file_that_does_not_parse_or_import_is_one_line_with_file_and_lin
     assert f"{tmp_path / 'broken.py'}:3: the task file failed to import (NameError" in err
 
 
-def test_an_unknown_task_names_tasks_dir(fresh, capsys):  # noqa: F811
+def test_an_unknown_task_names_tasks_dir(fresh, capsys):
     assert main(["tasks", "--show", "sort4"]) == 2
     err = _one_line(capsys, "tasks")
     assert "unknown task 'sort4'" in err and "--tasks-dir DIR" in err and "DACA_BENCH_TASKS" in err
 
 
-def test_ablate_takes_no_progress_and_its_dry_run_checks_the_task(tmp_path, fresh, capsys):  # noqa: F811
+def test_ablate_takes_no_progress_and_its_dry_run_checks_the_task(tmp_path, fresh, capsys):
     grid = tmp_path / "grid.yaml"
     grid.write_text(json.dumps({"overrides": {"train.task": "sort4"}, "axes": {"variant": ["baseline", "+DACA"]}}))
     assert main(["ablate", str(grid), "--dry-run", "--no-progress"]) == 2

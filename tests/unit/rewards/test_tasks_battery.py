@@ -12,7 +12,7 @@ from daca_bench.registry import FAMILIES, list_tasks
 from daca_bench.rewards import codecheck
 from daca_bench.rewards.battery import run_check
 
-FIX = Path(__file__).parent / "fixtures"
+from repo_paths import FIXTURES as FIX
 FIXTURE_KW = {"gsm8k": {"path": FIX / "gsm8k.jsonl"}, "math500": {"path": FIX / "math500.jsonl"},
               "mbpp": {"path": FIX / "mbpp.jsonl"},
               # d1's protocol tasks on files this project wrote in d1's formats (d1's data is not shipped)

@@ -9,7 +9,7 @@ import sandbox_double
 from daca_bench.registry import get_task
 from daca_bench.rewards import codecheck
 
-FIX = Path(__file__).parent / "fixtures"
+from repo_paths import FIXTURES as FIX
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from daca_bench.registry import get_task
 from daca_bench.rewards.jsoncheck import score_json
 
-FIX = Path(__file__).parent / "fixtures"
+from repo_paths import FIXTURES as FIX
 PERSON = {
     "type": "object",
     "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer", "minimum": 0, "maximum": 150},

@@ -7,7 +7,7 @@ import pytest
 from daca_bench.registry import get_task
 from daca_bench.rewards.mathcheck import MathTimeout, as_number, equivalent
 
-FIX = Path(__file__).parent / "fixtures"
+from repo_paths import FIXTURES as FIX
 
 EQUIVALENT = [
     ("72", "72.0", True), ("72", "$72", True), ("72", "72.", True), ("72", "73", False),

@@ -13,7 +13,7 @@ from daca_bench.cli import main
 from daca_bench.rewards import codecheck
 from daca_bench.rewards.verify import completion_text, reward_function, score_records
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 def _write(path, lines):

@@ -14,6 +14,7 @@ from daca_bench.rl.bases.map import map_logprobs
 from daca_bench.rl.likelihood import coupled_logprobs, espo_counts, espo_logprobs, spg_logprobs, spg_masks
 from daca_bench.rl.losses import ADVANTAGES, LOSSES
 from daca_bench.rl.lossparts import advantages_rloo
+from repo_paths import ROOT
 
 RATIO_BASED = ("espo", "coupled_grpo", "map")
 CHANNELS = {"spg": 3, "map": 2}
@@ -301,7 +302,7 @@ def test_the_committed_cells_give_the_compute_matched_step_count():
 
     from daca_bench.experiments.grid.bases_grid import compute_matched_steps, measured_cost_ratio
 
-    ratio = measured_cost_ratio(Path(__file__).resolve().parent.parent / "results" / "tiny-ablation" / "cells")
+    ratio = measured_cost_ratio(ROOT / "results" / "tiny-ablation" / "cells")
     assert 2.0 < ratio < 4.0 and compute_matched_steps(32, ratio) == round(32 * ratio)
 
 

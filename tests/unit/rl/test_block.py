@@ -16,6 +16,7 @@ from daca_bench.rl.credit import dps_weights
 from daca_bench.rl.likelihood import sml_logprobs
 from daca_bench.rl.sampler import pad_prompts, sample
 from daca_bench.train.sft import sft_loss
+from repo_paths import ROOT
 
 B = 4
 PROMPTS = ["12+5=", "3+4=", "100+23="]  # unequal lengths: left padding inside the prompt's blocks
@@ -239,7 +240,7 @@ def test_the_tiny_block_preset_is_fresh_and_its_committed_design_is_what_it_make
         for c in (c for c in cells if c.config.train.task == fam.task):
             assert c.config.rollout.block_length == fam.block and c.config.rollout.cache == "block"
             assert c.config.dps.scope == "block" and c.config.train.test_seed == 4
-    committed = Path(__file__).resolve().parents[1] / "results" / "tiny-block" / "design.json"
+    committed = ROOT / "results" / "tiny-block" / "design.json"
     assert main(["reproduce", "--preset", "tiny-block", "--design-only", "--output-dir", str(tmp_path), "--allow-dirty"]) == 0
     now, fixed = read_design(tmp_path), read_design(committed.parent)
     loose = ("commit", "code_tree", "written", "date")

@@ -1,6 +1,6 @@
 """`sampler.cache` (none | prefix | dual): the KV-cached pass of the tiny model and the native
 LLaDA and Dream classes, the sampler with the cache on (record complete, the gap to the causal
-likelihood), and `cache=none` still decoding token for token as before (tests/sampler_golden.py)."""
+likelihood), and `cache=none` still decoding token for token as before (tests/support/sampler_golden.py)."""
 import sys
 from pathlib import Path
 
@@ -11,9 +11,9 @@ from daca_bench.archs.common import KVCache
 from daca_bench.config import SamplerConfig
 from daca_bench.errors import ConfigError
 from daca_bench.rl.sampler import pad_prompts, replay_commit_logp, sample
+from repo_paths import ROOT
 
-sys.path.insert(0, str(Path(__file__).parent))
-from sampler_golden import CASES, FIXTURE, PROMPTS, run_cases, small_model  # noqa: E402
+from sampler_golden import CASES, FIXTURE, PROMPTS, run_cases, small_model  # tests/support
 
 FAMILIES = ["tiny", "llada", "dream"]
 
@@ -147,7 +147,7 @@ def test_dual_keeps_the_suffix_confidence_of_the_blocks_first_pass(adapters, fam
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cached_commit_logp_against_the_causal_likelihood(adapters, family):
-    """With the cache off the causal likelihood at K = steps equals commit_logp (tests/test_sampler.py);
+    """With the cache off the causal likelihood at K = steps equals commit_logp (tests/unit/rl/test_sampler.py);
     with it on they differ by what the reused keys missed: the first step of each block is exact."""
     adapter = adapters[family]
     for cache in ("prefix", "dual"):
@@ -189,8 +189,8 @@ def test_commit_entropy_is_the_entropy_at_the_commit_step(tiny):
 def test_the_uncached_sampler_is_llada_s_generate_token_for_token(tiny):
     """The benchmark's reference (LLaDA's algorithm: float64 softmax, top-k per block, no record)
     and `sample` at temperature 0 commit the same tokens (the held-out sampler check)."""
-    sys.path.insert(0, str(Path(__file__).parents[1]))
-    from benchmarks.bench_rollout_cache import reference_generate
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.decoding.bench_rollout_cache import reference_generate
 
     ids, mask = pad_prompts(tiny, PROMPTS)
     want = reference_generate(tiny, ids, mask, 16, 4, 8)

@@ -11,7 +11,7 @@ from daca_bench.config import RLConfig, apply
 from daca_bench.experiments.grid import readings
 from daca_bench.registry import get_task
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 def _cfg(**over):

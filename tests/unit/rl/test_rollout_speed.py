@@ -1,7 +1,7 @@
 """Issue 47, rollouts at the speed of the hardware: the output layer run only on the positions a pass
 reads (`logits_to_keep`), the KV cache written in place, the prepared mask, and the sampler's pass
 loop (per-row draws into reused buffers, no read-back to the host, the record from one pass over the
-vocabulary) give what the code before them gave. tests/test_cache.py holds the golden rollouts."""
+vocabulary) give what the code before them gave. tests/unit/rl/test_cache.py holds the golden rollouts."""
 import pytest
 import torch
 

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from daca_bench.config import RLConfig, apply
 from daca_bench.train.trainer import PassCounter, train, train_step
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 def _cfg(**over):
