@@ -115,7 +115,7 @@ def llada_adapter(gpu: bool, scale: float | None, prompts=None, gen: int = 0, ze
         adapter = build("llada", False, device)
     else:  # the character tokenizer of the tiny model; its [MASK], [EOS] = [PAD] ids
         from daca_bench.archs import LLaDAConfig, LLaDAModelLM
-        from daca_bench.models import build_char_tokenizer
+        from daca_bench.chars import build_char_tokenizer
 
         tok = build_char_tokenizer()
         torch.manual_seed(0)

@@ -6,10 +6,9 @@ import tomllib
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 
 from daca_bench.cli import main
-from daca_bench.experiments.grid import pipeline, reproduce
+from daca_bench.experiments.grid import ablation, pipeline, reproduce
 from daca_bench.experiments.grid.presets import FIVE, PICKS, PRESETS, Family, TinyPreset, comparisons
 from daca_bench.resources import data_dir
 
@@ -66,7 +65,7 @@ def test_a_chat_template_preset_scores_its_start_and_its_cells_on_the_same_promp
     real = ev.sample
     monkeypatch.setattr(ev, "sample", lambda adapter, prompts, *a, **k: seen.append(list(prompts)) or
                         real(adapter, prompts, *a, **k))
-    pipeline.evaluate_starts(cells, tmp_path / "grid")
+    ablation.evaluate_starts(cells, tmp_path / "grid")
     train(cells[0].config, tmp_path / "cell", progress=False)
     start, cell = seen[0], seen[-1]
     assert start == cell and len(start) == 3 and all(p.startswith("<|start_header_id|>user") for p in start)

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-from .variants import VARIANT_ORDER, builtin_task, paper_area  # noqa: F401 - re-exported: the plots' paper note
+from .variants import VARIANT_ORDER
 
 PALETTE = {"start": "#7f7f7f", "baseline": "#3b3b3b", "+DPS": "#1f77b4", "+SML": "#ff7f0e", "+DACA": "#2ca02c",
            "+DPS-random": "#9467bd"}  # one colour per variant in every figure

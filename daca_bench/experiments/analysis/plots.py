@@ -34,7 +34,8 @@ from ...errors import ConfigError
 from .curves import load_curves, plot_curves, plot_training
 from .design import across
 from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
-from .layout import PALETTE, SAVE, colour, facets, grid_of, legend_outside, paper_area, variant_rank
+from .layout import PALETTE, SAVE, colour, facets, grid_of, legend_outside, variant_rank
+from .variants import paper_area
 from .results import START, comparisons, load_results, load_start, load_table, locate
 
 __all__ = ["PALETTE", "colour", "figures", "load_curves", "notebook_folder", "plot_all", "plot_curves", "plot_dps", "plot_gains",
@@ -90,7 +91,7 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
     `seed_deltas`), the MDE as a grey band (a gain inside it could not have been told from noise) and
     the paper's headline gain dashed. All facets share the x-axis, fitted to the measured values; a
     paper gain beyond it is written under the facet's title instead of drawn. Only a shipped task
-    of one of the paper's areas gets a paper mark (layout.paper_area)."""
+    of one of the paper's areas gets a paper mark (variants.paper_area)."""
     t = _gain_rows(table)
     keys = sorted(t[GAIN_KEYS].drop_duplicates().itertuples(index=False, name=None),
                   key=lambda k: (k[0], k[1].replace("]", ""), k[2]))  # "json [dual]" before "json [dual th=0.9]"

@@ -45,7 +45,7 @@ from .design import (PRIMARY, SECONDARY, across, block_family, declared, disagre
                      reference)
 from .budgets import LEDGER, budget_rows, by_start, compute_lines, ledger_columns, starts_line
 from .stats import adjust
-from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines  # noqa: F401
+from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines
 START = "start"  # results/<grid>/start/<task>/eval.jsonl: the RL start on the same test set
 ASIDE = "design.registered.json"  # a design registered before the cells, set aside as chosen after looking
 

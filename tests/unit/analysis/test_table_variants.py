@@ -11,7 +11,7 @@ import pytest
 from test_task_record import sort4  # noqa: F401 - the fixture: sort4 registered from a task folder
 
 from daca_bench import registry
-from daca_bench.experiments.analysis.layout import paper_area as plots_paper_area
+from daca_bench.experiments.analysis.plots import paper_area as plots_paper_area
 from daca_bench.experiments.analysis.results import load_table, to_csv, to_markdown
 from daca_bench.experiments.analysis.variants import method, paper_area, variants_lines
 

@@ -5,9 +5,9 @@ import textwrap
 import pytest
 import torch
 
+from daca_bench.chars import build_char_tokenizer
 from daca_bench.config import ModelConfig
 from daca_bench.models import (
-    build_char_tokenizer,
     count_parameters,
     load_model,
     load_pretrained,

@@ -189,7 +189,7 @@ def _d1_tasks(split: str):
 
 
 def test_d1_test_prompts_are_system_prompt_question_template_and_reasoning_prefill(llada):
-    from daca_bench.models import task_prompts
+    from daca_bench.eval.prompts import task_prompts
 
     gsm, math, cd, sd = _d1_tasks("test")
     question = json.loads((FIX / "gsm8k.jsonl").read_text().splitlines()[0])["question"]
@@ -206,7 +206,7 @@ def test_d1_test_prompts_are_system_prompt_question_template_and_reasoning_prefi
 
 
 def test_d1_train_prompts_have_d1s_training_layout_and_no_prefill(llada):
-    from daca_bench.models import task_prompts
+    from daca_bench.eval.prompts import task_prompts
 
     gsm, math, cd, sd = _d1_tasks("train")
     for task in (gsm, math, cd, sd):
@@ -227,7 +227,7 @@ def test_a_users_copy_of_d1s_wording_replaces_ours(tmp_path, monkeypatch):
 
 
 def test_training_prompts_keep_their_last_tokens(llada):
-    from daca_bench.models import task_prompts, truncate_prompt
+    from daca_bench.eval.prompts import task_prompts, truncate_prompt
 
     s = get_task("sudoku_d1", split="train", records=[{"puzzle": "3102200002100320",
                                                        "solution": "3142243142131324"}]).samples[0]

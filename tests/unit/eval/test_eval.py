@@ -58,7 +58,7 @@ def test_eval_of_a_lora_adapter_folder_on_llada(remote, tmp_path, capsys):
 
 
 def test_chat_prompts_wrap_a_user_message(tiny):
-    from daca_bench.models import chat_prompts
+    from daca_bench.eval.prompts import chat_prompts
 
     with pytest.raises(ValueError, match="chat template"):
         chat_prompts(tiny, ["hi"])
