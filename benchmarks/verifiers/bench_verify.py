@@ -125,7 +125,7 @@ def main() -> None:
 
     cpu = platform.processor() or platform.machine()
     try:
-        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
         cpu = model
     except (OSError, StopIteration):
         pass

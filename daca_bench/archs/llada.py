@@ -12,7 +12,6 @@ gradient checkpointing through the standard API (`activation_checkpointing_enabl
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel

@@ -23,7 +23,6 @@ Under torchrun, lm_eval gives rank r the documents r::world and rank 0 writes th
 from __future__ import annotations
 
 import hashlib
-import sys
 
 import torch
 from lm_eval.api.model import LM

@@ -94,7 +94,7 @@ def _marker(before: list[str]) -> dict[str, str]:
     """The docs-test comment right above a block (blank lines may sit between)."""
     text = "\n".join(before[-4:])
     m = None
-    for m in MARKER.finditer(text):
+    for m in MARKER.finditer(text):  # noqa: B007 - the last match
         pass
     if m is None or text[m.end():].strip():
         return {}

@@ -2,7 +2,6 @@
 number it quotes is the committed table's (rebuilt from its cells: tests/unit/analysis/test_replicate.py); the stale
 sentences ("the whole ablation", tiny-compute's "16 seeds per cell") are gone."""
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest

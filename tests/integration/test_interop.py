@@ -1,7 +1,6 @@
 """Interop with the HF stack: Task.to_hf_dataset, reward functions on its columns, TRL's GRPOTrainer."""
 import importlib.util
 import warnings
-from pathlib import Path
 
 import pytest
 import torch

@@ -120,7 +120,6 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
 
 
 def _slow_job(folder: str, steps: int) -> dict:
-    from pathlib import Path
 
     with open(Path(folder) / "metrics.jsonl", "a") as f:
         for s in range(1, steps + 1):

@@ -6,7 +6,6 @@ decodes token for token as it did (ids, commit steps, recorded log-probs and con
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 from repo_paths import FIXTURES

@@ -1,6 +1,5 @@
 """Each scored prompt's cluster (experiments/analysis/clusters.py): python_tiny's instances cluster by
 their target function (issue 48), as sudoku's puzzles do by solution grid."""
-from pathlib import Path
 
 import pytest
 

@@ -141,7 +141,6 @@ def test_the_default_rerun_says_exploratory_with_its_reason_never_confirmatory()
     """Issue 58: `bash scripts/main.sh` runs preset tiny, whose design was chosen after looking at these
     seeds: its design.json says so, and the table's first line prints the reason, never "Confirmatory";
     the committed results/tiny (its design kept aside as design.registered.json) states the same."""
-    from pathlib import Path
 
     from daca_bench.experiments.analysis.results import design_line
     from daca_bench.experiments.grid.pipeline import tiny_cells

@@ -220,7 +220,7 @@ def test_clusters_of_one_prompt_change_nothing_and_unequal_clusters_keep_the_mea
 
 def test_p_values_match_the_interval_and_holm_comes_from_statsmodels():
     rng = np.random.default_rng(32)
-    for i in range(20):
+    for _ in range(20):
         c = compare(rng.normal(0.15, 1, (4, 100)) + rng.normal(0, 0.3, (1, 100)), n_boot=20)
         assert (c.p < 0.05) == c.excludes_zero
     assert p_value(0.0, 0.0, 5) != p_value(0.0, 0.0, 5)  # NaN: no spread, nothing to test

@@ -1,7 +1,6 @@
 """The native LLaDA and Dream classes against golden numbers from the published code
 (tests/fixtures/golden, made by scripts/golden_models.py): fp32 logits at 1e-5 on unpadded
 rows, one gradient, both padding behaviours, checkpointing, bf16 and the key names."""
-from pathlib import Path
 
 import pytest
 import torch

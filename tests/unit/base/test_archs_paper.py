@@ -3,14 +3,13 @@ model_type, auto_map, key names, vocabulary sizes, real special-token ids) load 
 classes without remote code and go through `sample`, `eval` and one `train` step of the paper
 configs with CPU-sized overrides; save/load; the adapter's Dream shift and mask forms."""
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from daca_bench.models import load_pretrained
 
-from repo_paths import FIXTURES as FIX, ROOT
+from repo_paths import FIXTURES as FIX
 IDS = {"llada": {"mask": 126336, "eos": 126081}, "dream": {"mask": 151666, "eos": 151643}}
 CPU = ["train.steps=1", "train.prompts_per_step=2", "train.num_generations=2", "train.n_eval=2", "train.mu=1",
        "train.threads=1", "train.lora_r=4", "train.lora_alpha=8", "train.max_prompt_length=48", "train.save_every=1",

@@ -278,7 +278,6 @@ def test_loss_types_aggregate_token_losses_as_named():
 
 
 def test_paper_presets_carry_d1s_values():
-    from pathlib import Path
 
     from daca_bench.config import RLConfig, load_config
 

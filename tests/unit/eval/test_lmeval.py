@@ -141,7 +141,6 @@ def test_two_gloo_processes_give_the_results_of_one(tmp_path):
     import socket
     import subprocess
     import sys
-    from pathlib import Path
 
     write_tasks(tmp_path)
     root = ROOT

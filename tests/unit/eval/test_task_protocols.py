@@ -2,7 +2,6 @@
 retired tasks `gsm8k_d1` / `math500_d1` were, byte for byte: prompts, targets, metadata and d1's rewards
 and verdicts, against tests/fixtures/d1_prompts.json (rendered from those tasks before they were retired)."""
 import json
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@ the lr sweep on dev with the selection seeds), the design it registers (equal to
 configs), the rule that picks each base's lr, and one run of the whole preset at toy size."""
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -6,9 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 
 from daca_bench import registry
 from daca_bench.cli import main
@@ -98,7 +96,7 @@ def test_check_and_show_an_installed_plug_in(tmp_path, fresh):
 
 
 def test_show_renders_prompts_with_the_model_s_chat_template(tmp_path, fresh, capsys):
-    from daca_bench.models import build_char_tokenizer
+    from daca_bench.chars import build_char_tokenizer
 
     tok = build_char_tokenizer()
     tok.chat_template = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"

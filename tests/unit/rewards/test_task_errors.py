@@ -6,7 +6,6 @@ on a task this machine does not know; `reproduce --list` labels from the code an
 import argparse
 import json
 
-import pytest
 
 from daca_bench.cli import main
 

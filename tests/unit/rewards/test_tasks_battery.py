@@ -3,7 +3,6 @@
 ids are unique and stable, splits disjoint, scoring is deterministic, sample metadata is JSON,
 and the tiny families fit a tiny character model. A new task passes this battery or says why;
 a task whose data lives on the hub lists its offline fixture in FIXTURE_KW."""
-from pathlib import Path
 
 import pytest
 import sandbox_double

@@ -1,7 +1,6 @@
 """Code tasks (humaneval, mbpp, python_tiny): program assembly and verdict mapping with a
 host-subprocess test double; the real Docker sandbox in the tests marked `docker`."""
 import math
-from pathlib import Path
 
 import pytest
 import sandbox_double

@@ -1,6 +1,5 @@
 """JSON-schema tasks: json_schema (generated levels, JSONSchemaBench-style files), json_tiny."""
 import json
-from pathlib import Path
 
 import pytest
 

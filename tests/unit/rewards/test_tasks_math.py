@@ -1,6 +1,5 @@
 """Math tasks (gsm8k, math500, arithmetic) and the equivalence checker, table-driven."""
 import threading
-from pathlib import Path
 
 import pytest
 

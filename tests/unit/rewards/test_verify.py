@@ -4,7 +4,6 @@ import math
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 import sandbox_double
@@ -17,12 +16,12 @@ from repo_paths import ROOT
 
 
 def _write(path, lines):
-    path.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines))
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
     return path
 
 
 def _read(path):
-    return [json.loads(l) for l in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_cli_countdown_with_a_malformed_line(tmp_path, capsys):

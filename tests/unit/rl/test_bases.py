@@ -1,9 +1,7 @@
 """The field's methods as bases (rl/bases/): each loss against a hand-computed case, each
 estimator against its formula on a model whose log-probs are known, the ratio at lr 0, and the
 gradient's sign on a planted two-completion group."""
-import functools
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -298,7 +296,6 @@ def test_compute_matched_baseline_runs_the_measured_cost_ratio_times_the_steps(t
 
 
 def test_the_committed_cells_give_the_compute_matched_step_count():
-    from pathlib import Path
 
     from daca_bench.experiments.grid.bases_grid import compute_matched_steps, measured_cost_ratio
 

@@ -221,7 +221,6 @@ def test_daca_bench_train_runs_a_block_model_end_to_end(tmp_path):
 
 
 def test_the_tiny_block_preset_is_fresh_and_its_committed_design_is_what_it_makes(committed_seeds, tmp_path):
-    from pathlib import Path
 
     from daca_bench.cli import main
     from daca_bench.experiments.analysis.design import read_design

@@ -2,7 +2,6 @@
 LLaDA and Dream classes, the sampler with the cache on (record complete, the gap to the causal
 likelihood), and `cache=none` still decoding token for token as before (tests/support/sampler_golden.py)."""
 import sys
-from pathlib import Path
 
 import pytest
 import torch

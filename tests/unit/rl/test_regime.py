@@ -2,10 +2,8 @@
 included), a dev split disjoint from the test split for choosing readings, and the rule that
 picks them without the test set."""
 import json
-from pathlib import Path
 
 import pytest
-import torch
 
 from daca_bench.config import RLConfig, apply
 from daca_bench.experiments.grid import readings
