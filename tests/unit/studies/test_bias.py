@@ -41,14 +41,14 @@ def test_sml_with_two_random_strata_matches_direct_passes(tiny, toy):
 def test_monte_carlo_elbo_converges_to_the_exhaustive_elbo(tiny, toy):
     p, m, comp = toy
     L = comp.shape[1]
-    # exhaustive: l ~ U{1..L}, a uniformly random subset of size l, weight L / l
+    # exhaustive: l ~ U{1..L} (n_masked), a uniformly random subset of size l, weight L / l
     exact = torch.zeros(comp.shape[0])
-    for l in range(1, L + 1):
-        subsets = list(itertools.combinations(range(L), l))
+    for n_masked in range(1, L + 1):
+        subsets = list(itertools.combinations(range(L), n_masked))
         for s in subsets:
             hide = torch.zeros(comp.shape, dtype=torch.bool)
             hide[:, list(s)] = True
-            exact += (L / l) * (_logp_given_hidden(tiny, p, m, comp, hide) * hide).sum(1) / (L * len(subsets))
+            exact += (L / n_masked) * (_logp_given_hidden(tiny, p, m, comp, hide) * hide).sum(1) / (L * len(subsets))
     draws = 4000
     per_draw = torch.stack([elbo_logprobs(tiny, p, m, comp, draws=1, seed=d).sum(1) for d in range(0, draws, 40)])
     mc = elbo_logprobs(tiny, p, m, comp, draws=draws, seed=0).sum(1)
