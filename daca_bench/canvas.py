@@ -96,7 +96,7 @@ def model_positions(name: str, cfg_model) -> int | None:
 def _tokenizer_encode(name: str, trust_remote_code: bool = False):
     """An encoder for the model a run starts from, when it is cheap to get (tiny, a local folder); else None."""
     if name == "tiny":
-        from .models import build_char_tokenizer
+        from .chars import build_char_tokenizer
 
         tok = build_char_tokenizer()
     elif Path(name).is_dir() and any((Path(name) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):

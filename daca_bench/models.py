@@ -24,8 +24,7 @@ import torch
 from .archs.block import block_logits
 from .config import ModelConfig, pick
 from .errors import ConfigError, UnavailableError
-from .text import (  # noqa: F401 - re-exported: callers import the text side from here too
-    EOS, MASK, PAD, TINY_CHARS, UNK, build_char_tokenizer, chat_prompts, task_prompts, truncate_prompt)
+from .chars import build_char_tokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 def build_tiny_model(cfg: ModelConfig, tokenizer):

@@ -33,7 +33,7 @@ ENTRY_POINT_GROUP = "daca_bench.tasks"
 FAMILIES = ("math", "code", "constraint", "json")
 # The tasks daca-bench ships (the files of its tasks/ folder): a fixed list, never where a file lives, so that
 # a task of one's own written into tasks/ (where `new-task` writes by default) is never taken for one of these
-# (the paper's gains stand beside these only: experiments/analysis/variants.py). tests/test_accuracy.py checks
+# (the paper's gains stand beside these only: experiments/analysis/variants.py). tests/unit/analysis/test_accuracy.py checks
 # that it names exactly the tasks the shipped folder registers.
 SHIPPED_TASKS = frozenset({
     "arithmetic", "arithmetic_tiny", "countdown", "countdown_d1", "countdown_tiny", "gsm8k", "humaneval",

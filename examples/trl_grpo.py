@@ -13,7 +13,7 @@ import argparse
 from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
-from daca_bench.models import build_char_tokenizer
+from daca_bench.chars import build_char_tokenizer
 from daca_bench.registry import get_task
 from daca_bench.rewards.verify import reward_function
 

@@ -1,4 +1,4 @@
-"""Golden numbers from the ORIGINAL LLaDA and Dream code, for tests/test_archs.py.
+"""Golden numbers from the ORIGINAL LLaDA and Dream code, for tests/unit/base/test_archs.py.
 
     python scripts/golden_models.py --llada DIR --dream DIR            # writes tests/fixtures/golden/*.pt
     python scripts/golden_models.py --llada DIR --dream DIR --check    # recomputes, compares, writes nothing

@@ -5,7 +5,7 @@ layout section of docs/getting-started.md from the ranked-rooms table ([tool.dac
 pyproject.toml) and the docstrings of the package's rooms and modules.
 
     python scripts/pages.py            # rewrite every generated block in place
-    python scripts/pages.py --check    # exit 1, naming each page that differs (tests/test_pages.py)
+    python scripts/pages.py --check    # exit 1, naming each page that differs (tests/docs/test_pages.py)
 
 Only the text between a page's `<!-- pages:NAME start ... -->` and `<!-- pages:NAME end -->` markers
 is generated; everything around it is written by hand.
@@ -65,7 +65,7 @@ def link(target: str, page: str) -> str:
 
 
 def slug(heading: str) -> str:
-    """GitHub's anchor for a heading (as tests/test_docs.py computes it)."""
+    """GitHub's anchor for a heading (as tests/docs/test_docs.py computes it)."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 

@@ -336,7 +336,7 @@ def sudoku_d1(split: str = "test", n: int | None = None, seed: int = 0, *, recor
         rows = list(records)[:n]
     system = protocol_wording("d1", "sudoku_d1", split, D1_SYSTEM)
     samples = []
-    for i, row in enumerate(rows):
+    for row in rows:
         puzzle, solution = str(row["puzzle"]), str(row["solution"])
         meta = {"size": 4, "puzzle": puzzle, "solution": solution, **({"prefill": D1_PREFILL} if split == "test" else {})}
         samples.append(Sample(f"sudoku_d1/{split}/{puzzle}", system + "\n\n" + D1_QUESTION.format(puzzle=puzzle),

@@ -7,6 +7,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["DACA_BENCH_TASKS"] = os.path.join(os.path.dirname(__file__), "task_doubles")
 
 import json  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -45,3 +46,20 @@ def committed_seeds():
                 for c in run if c.has("config.json")}
 
     return seeds
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A registry that loads the task folders again (as a new process would); restored afterwards. The
+    test runs in its tmp_path (new-task's default folders are relative)."""
+    monkeypatch.chdir(tmp_path)
+    from daca_bench import registry
+
+    registry.list_tasks()
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_loaded", None)
+    monkeypatch.setenv("DACA_BENCH_TASKS", os.environ.get("DACA_BENCH_TASKS", ""))
+    before = {k for k in sys.modules if k.startswith("daca_bench_tasks.")}
+    yield
+    for k in {k for k in sys.modules if k.startswith("daca_bench_tasks.")} - before:
+        del sys.modules[k]

@@ -6,13 +6,12 @@ checkpoint by its own key names (`model.transformer.wte`, `...blocks.N.q_proj`, 
     logits = model(input_ids, attention_mask=mask, position_ids=pos).logits  # (B, T, V)
 
 Unlike the published code, the attention mask and position ids are honoured (without them the
-result equals the published code's, which ignores both: tests/test_archs.py). SDPA attention,
+result equals the published code's, which ignores both: tests/unit/base/test_archs.py). SDPA attention,
 gradient checkpointing through the standard API (`activation_checkpointing_enable`), bf16.
 `past_key_values` takes a `KVCache` (common.py): the prefix and dual caches of `sampler.cache`.
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel

@@ -38,7 +38,7 @@ class Pool:
         self.free: queue.Queue[Slot] = queue.Queue()
         self.closed = False
         with ThreadPoolExecutor(self.size) as ex:  # start the workers in parallel
-            for slot, err in zip(self.slots, ex.map(_try_start, self.slots)):
+            for err in ex.map(_try_start, self.slots):
                 if err is not None and all(s.baseline is None for s in self.slots):
                     raise SandboxUnavailable(f"could not start a sandbox worker: {err}")
         for slot in self.slots:

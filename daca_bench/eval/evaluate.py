@@ -17,9 +17,10 @@ from pathlib import Path
 from dataclasses import replace
 
 from ..config import RLConfig, SamplerConfig
-from ..models import ModelAdapter, task_prompts
+from ..models import ModelAdapter
 from ..types import Task, correct_share, mean_reward, record_correct
 from ..rl.sampler import sample
+from .prompts import task_prompts
 
 
 def score(task: Task, samples, completions: list[str], workers: int = 1) -> dict:

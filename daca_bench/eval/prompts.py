@@ -1,7 +1,10 @@
-"""How a protocol poses a task: the task loaded as it declares the protocol (`load_task`), the prompts
-rebuilt from a row's template and worked exemplars (`prompt_text`), and its answers read by the row's
-reader before the task's verifier (`protocol_task`).
+"""What a model reads, and how a protocol poses a task: each sample's prompt as one user message of
+the chat template and its prefill, cut to the last N tokens as d1 does (`task_prompts`, for training
+and evaluation alike); the task loaded as it declares the protocol (`load_task`), the prompts rebuilt
+from a row's template and worked exemplars (`prompt_text`), and its answers read by the row's reader
+before the task's verifier (`protocol_task`).
 
+    texts = task_prompts(adapter, samples, chat=True, max_tokens=200)
     task = load_task("d1", "gsm8k", split="test", n=8)          # d1's system prompt and prefill
     posed = protocol_task("llada", get_task("gsm8k"), adapter, chat=True)
 
@@ -15,13 +18,51 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..types import Sample, Task
 from .protocols import SHOT_IDS, row
 from .readers import READERS
 
+if TYPE_CHECKING:
+    from ..models import ModelAdapter
+
 PROMPTS_ENV = "DACA_BENCH_PROTOCOL_PROMPTS"
+
+
+def chat_prompts(adapter: ModelAdapter, prompts: list[str], prefills: list[str] | None = None) -> list[str]:
+    """Each prompt as one user message through the tokenizer's chat template, generation prompt
+    added (d1), then its prefill: the start of the answer written for the model (d1's evaluation
+    prompts end in `<reasoning>`)."""
+    if not getattr(adapter.tokenizer, "chat_template", None):
+        raise ValueError(f"{adapter.source}: the tokenizer has no chat template; set train.chat_template=false")
+    prefills = prefills or [""] * len(prompts)
+    return [adapter.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                  add_generation_prompt=True) + f for p, f in zip(prompts, prefills)]
+
+
+def task_prompts(adapter: ModelAdapter, samples, chat: bool, max_tokens: int = 0) -> list[str]:
+    """The prompts the model sees for these samples: each prompt (with `chat`: one user message of
+    the chat template) followed by the sample's prefill (metadata["prefill"]: d1's `<reasoning>`); with
+    `max_tokens`, cut to their last max_tokens tokens (d1 keeps the last 200 of a training prompt)."""
+    prefills = [str(s.metadata.get("prefill", "")) for s in samples]
+    texts = chat_prompts(adapter, [s.prompt for s in samples], prefills) if chat else \
+        [s.prompt + f for s, f in zip(samples, prefills)]
+    return [truncate_prompt(adapter, t, max_tokens) for t in texts] if max_tokens else texts
+
+
+def truncate_prompt(adapter: ModelAdapter, text: str, max_tokens: int) -> str:
+    """`text` cut from the left to at most max_tokens tokens. The result encodes to exactly a
+    suffix of text's tokens (a leading token that would not decode and re-encode alike is dropped too)."""
+    ids = adapter.encode([text])[0]
+    if len(ids) <= max_tokens:
+        return text
+    for start in range(len(ids) - max_tokens, len(ids)):
+        cut = adapter.tokenizer.decode(ids[start:], skip_special_tokens=False)
+        if adapter.encode([cut])[0] == ids[start:]:
+            return cut
+    return ""
 
 
 def load_task(name: str, task: str, split: str = "test", n: int | None = None, seed: int = 0, **kw) -> Task:
@@ -87,8 +128,6 @@ def prompt_text(name: str, task: str, adapter, s: Sample, shots: list[Sample], c
     message of the chat template, then the sample's prefill). Else the turns through the chat template
     (generation prompt added) and the reply opening; without a template the turns' text joined, as
     OpenCompass's base-model path joins them."""
-    from ..models import task_prompts
-
     r = row(name, task)
     if not r.prompt:
         return task_prompts(adapter, [s], chat)[0] + r.reply

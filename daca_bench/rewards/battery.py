@@ -1,4 +1,4 @@
-"""The task battery: what every task must pass. tests/test_tasks_battery.py runs it on every
+"""The task battery: what every task must pass. tests/unit/rewards/test_tasks_battery.py runs it on every
 registered task, `daca-bench tasks --check NAME` on any one (a file of tasks/, a folder given by
 --tasks-dir or DACA_BENCH_TASKS, an installed plug-in).
 

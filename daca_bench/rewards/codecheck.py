@@ -134,11 +134,11 @@ class CodeVerifier:
                 unavailable = isinstance(exc, getattr(sandbox, "SandboxUnavailable", ()))
                 kind = "sandbox unavailable" if unavailable else f"sandbox failed ({type(exc).__name__})"
                 results = [None] * len(jobs)
-                for (i, how) in where:
+                for (i, _how) in where:
                     out[i] = infra_error(f"{kind}: {str(exc)[:300]}", rule=how)
                 return out
             if len(results) != len(jobs):
-                for (i, how) in where:
+                for (i, _how) in where:
                     out[i] = infra_error(f"sandbox returned {len(results)} results for {len(jobs)} jobs")
                 return out
             for (i, how), result in zip(where, results):

@@ -146,7 +146,7 @@ class _Helper:
 
     def ask(self, gold: str, answer: str, timeout: float) -> bool | None:
         with self.lock:
-            for attempt in (0, 1):
+            for _attempt in (0, 1):
                 ready = True
                 if self.proc is None or self.proc.poll() is not None:
                     self.proc = subprocess.Popen([sys.executable, "-m", "daca_bench.rewards.mathcheck"],

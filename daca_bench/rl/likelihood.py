@@ -233,11 +233,11 @@ def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *,
         rows, w = [], []
         for sid in seq_ids:
             gen = keyed_generator(seed, "elbo", sid, d)
-            l = int(torch.randint(1, L + 1, (1,), generator=gen))
+            n_masked = int(torch.randint(1, L + 1, (1,), generator=gen))  # the paper's l ~ U{1..L}
             row = torch.zeros(L, dtype=torch.bool)
-            row[torch.randperm(L, generator=gen)[:l]] = True
+            row[torch.randperm(L, generator=gen)[:n_masked]] = True
             rows.append(row)
-            w.append(L / l)
+            w.append(L / n_masked)
         masks.append(torch.stack(rows))
         weights.append(torch.tensor(w))
     masks = torch.stack(masks).to(device)  # (D, N, L)

@@ -99,7 +99,7 @@ class _Draws:
     """The sampler's random draws, into float64 buffers made once per chunk and refilled every pass:
     uniforms from one generator for the whole chunk, or row by row from each row's own generator (a
     row's draws never depend on the rows beside it: data-parallel training splits batches anywhere).
-    The values are torch.rand's, draw for draw (tests/test_cache.py's golden rollouts); the loop over
+    The values are torch.rand's, draw for draw (tests/unit/rl/test_cache.py's golden rollouts); the loop over
     rows issues one fill per row, the cost of keeping each row's stream its own (BENCHMARKS.md)."""
 
     def __init__(self, gen, device):

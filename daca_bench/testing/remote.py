@@ -9,7 +9,7 @@ that auto_map names, plus the published API that daca_bench.archs.remote reaches
 
 It tests the route (dynamic module loading, the in-memory patch, Dream's square mask in the adapter,
 the code saved beside a checkpoint), not the published computation: the golden fixtures do that
-(tests/test_archs.py, scripts/golden_models.py).
+(tests/unit/base/test_archs.py, scripts/golden_models.py).
 """
 from __future__ import annotations
 

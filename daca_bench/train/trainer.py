@@ -31,11 +31,12 @@ from ..engine.policy import disable_dropout, load_initial, load_policy
 from ..engine.runtime import PRECISIONS, autocast, git_describe, precision_record, versions
 from ..jsonl import column_means
 from ..loaders import data_files_given
-from ..models import DTYPES, default_device, require_available, task_prompts
+from ..models import DTYPES, default_device, require_available
 from ..registry import task_record
 from ..rl.bases import check as check_base, estimator_for, fresh_masks, ratio_free
 from ..rl.credit import dps_weights, weight_stats
 from ..eval.evaluate import eval_task, evaluate, mean_reward_beside, score, write_eval_records
+from ..eval.prompts import task_prompts
 from ..rl.ledger import PHASES, Ledger, run_ledger
 from ..rl.likelihood import STRATA, keyed_generator, sml_logprobs
 from ..rl.losses import ADVANTAGES, AGGREGATIONS, LOSSES

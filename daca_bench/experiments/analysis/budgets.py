@@ -4,7 +4,7 @@
 - A cell whose axes.json lists `budgets` (steps) and that evaluated there (train.eval_every: its
   per-prompt records in eval-stepN.jsonl; the last budget is the final eval.jsonl) is one row of the
   table per budget, variant "<variant>@<N>": with a constant learning rate a run's evaluation at
-  step N is the N-step run's final one, prompt for prompt (tests/test_budgets.py), so an 80-step cell
+  step N is the N-step run's final one, prompt for prompt (tests/unit/analysis/test_budgets.py), so an 80-step cell
   also gives its 32-step arm. Its ledger is the run's first N steps (rl/ledger.run_ledger).
 - `compute_lines`: the ledger of every arm beside the table (training FLOPs, passes, completions,
   reward calls, seconds), so a compute-matched comparison shows what was matched.

@@ -38,7 +38,7 @@ import pandas as pd
 
 from ...errors import ConfigError
 from . import cellstore
-from .design import PRIMARY, SECONDARY, across
+from .design import across
 from .results import START, VARIANT_ORDER, load_table, locate, num as _num
 from .agreement import hartung_knapp, run_starts, shared_note, start_agreement, tost_p
 from .stats import adjust, difference, mde, pool

@@ -38,7 +38,7 @@ def configure(parser) -> None:
                         "train.protocol poses it")
     parser.add_argument("--fixture", metavar="FILE", default=None,
                         help="--check/--show: a hub task's local data file (the builder's path=); --check then "
-                             "checks that file's split only, as tests/test_tasks_battery.py does with its fixtures")
+                             "checks that file's split only, as tests/unit/rewards/test_tasks_battery.py does with its fixtures")
 
 
 def run(args) -> int:
@@ -90,7 +90,8 @@ def _renderer(model: str | None, trust_remote_code: bool, raw: bool):
     """(adapter-like object with the tokenizer, whether the chat template applies, a note) for MODEL."""
     if model is None:
         return None, False, "prompts as written (give --model to render them with a model's chat template)"
-    from ...models import build_char_tokenizer, load_tokenizer
+    from ...chars import build_char_tokenizer
+    from ...models import load_tokenizer
 
     tok = build_char_tokenizer() if model == "tiny" else load_tokenizer(model, trust_remote_code)
     adapter = SimpleNamespace(tokenizer=tok, source=model)
@@ -113,7 +114,7 @@ def show(name: str, split: str | None, n: int, seed: int = 0, model: str | None 
     if adapter is None:
         prompts = [s.prompt for s in samples]
     else:
-        from ...models import task_prompts
+        from ...eval.prompts import task_prompts
 
         prompts = task_prompts(adapter, samples, chat)
     if as_json:

@@ -92,7 +92,7 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
     the paper's headline gain dashed. A row with nothing to draw but its dot says why on the figure
     (both arms 0 %, no spread), and the legend names only what is drawn. All facets share the x-axis, fitted to the measured values; a
     paper gain beyond it is written under the facet's title instead of drawn. Only a shipped task
-    of one of the paper's areas gets a paper mark (layout.paper_area)."""
+    of one of the paper's areas gets a paper mark (variants.paper_area)."""
     t = _gain_rows(table)
     keys = sorted(t[GAIN_KEYS].drop_duplicates().itertuples(index=False, name=None),
                   key=lambda k: (k[0], k[1].replace("]", ""), k[2]))  # "json [dual]" before "json [dual th=0.9]"

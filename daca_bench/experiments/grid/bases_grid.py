@@ -232,7 +232,7 @@ TINY_BASES_DESIGN = {
     # seeds 0-15 and 100-101 ran in committed tables (results/*/cells); these never did
     "confirmatory_seeds": list(range(16, 24)),
     "selection_seeds": [102, 103],
-    "selection_split": "dev",  # disjoint from test (tests/test_regime.py)
+    "selection_split": "dev",  # disjoint from test (tests/unit/rl/test_regime.py)
     "test": {"split": "test", "test_seed": 0, "n_eval": 256},  # the shared test set of the committed tables
     # every pick so far landed on the top of a two-point grid (5e-5, 1e-4): one value above it
     "lr_grid": [5e-5, 1e-4, 2e-4],

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ...config import ConfigError, apply, pick
 from .ablation import Cell, run_local
-from .pipeline import evaluate_starts, run_sft, tiny_cells
+from .ablation import evaluate_starts
+from .pipeline import run_sft, tiny_cells
 from .presets import TinyPreset
 
 

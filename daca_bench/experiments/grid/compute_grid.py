@@ -8,8 +8,8 @@ here runs a cell.
 
 The matched measure is FLOPs (forward and backward, every phase of training: rollouts, old and
 reference passes, every SML stratum and inner update), predicted by `daca-bench cost` from the
-configs and checked against the ledger within 5 % (tests/test_cost.py). With a constant learning
-rate a cell's evaluation at step 32 is the 32-step run's final one (tests/test_budgets.py), so each
+configs and checked against the ledger within 5 % (tests/unit/grid/test_cost.py). With a constant learning
+rate a cell's evaluation at step 32 is the 32-step run's final one (tests/unit/analysis/test_budgets.py), so each
 cell runs once to the matched step count and gives two arms, "<variant>@32" and "<variant>@<matched>"
 (axes.json `budgets`). The learning rates are fixed in advance: the committed readings picks, the
 same for both budgets (not tuned per budget).

@@ -32,7 +32,8 @@ PAPER_FAMILIES = {"llada": "llada", "dream": "dream"}
 def meta_model(cfg: RLConfig) -> torch.nn.Module:
     """The policy's architecture on the meta device: the tiny BERT, or LLaDA / Dream at the published
     config (by the name in model.name), with LoRA and gradient checkpointing as the config sets them."""
-    from ...models import build_char_tokenizer, build_tiny_model
+    from ...chars import build_char_tokenizer
+    from ...models import build_tiny_model
 
     name = (cfg.model.name or "").lower()
     with torch.device("meta"):
@@ -86,7 +87,7 @@ def prompt_length(cfg: RLConfig) -> int:
     t = cfg.train
     if t.max_prompt_length:
         return t.max_prompt_length
-    from ...models import build_char_tokenizer
+    from ...chars import build_char_tokenizer
     from ...registry import get_task
 
     if cfg.model.name != "tiny":

@@ -5,7 +5,7 @@ cells' evaluation set; (3) the published folder.
 
     sft = run_sft(PRESETS["tiny"], Path("runs/reproduce"), workers=2, progress=True)
     cells = tiny_cells(PRESETS["tiny"], sft)
-    starts = evaluate_starts(cells, Path("runs/reproduce/tiny"))
+    starts = evaluate_starts(cells, Path("runs/reproduce/tiny"))   # stage 2's start: ablation.evaluate_starts
     text, paths = publish(Path("runs/reproduce/tiny"), [c.name for c in cells], out, meta)
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from ...engine.checkpoint import checkpoints
 from ...config import ConfigError, RLConfig, RunConfig, apply, load_config, to_dict
 from ...resources import data_dir
-from .ablation import VARIANTS, Cell, evaluate_starts, expand, slug  # noqa: F401 - evaluate_starts: stage 2's start
+from .ablation import VARIANTS, Cell, expand, slug
 from .jobs import Job, run_jobs
 from .presets import Family, PaperPreset, TinyPreset
 from .readings import READINGS, overrides, reading_name

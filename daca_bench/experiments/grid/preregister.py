@@ -11,11 +11,10 @@ cell's ratio and steps (`other_steps` beside the family's), and its lr sweep's s
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ...errors import ConfigError
-from ..analysis.design import starts_warning, write_design
+from ..analysis.design import write_design
 from .presets import TinyPreset, comparisons
 
 ALPHA = 0.05

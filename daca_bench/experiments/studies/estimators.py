@@ -280,7 +280,7 @@ def run(args) -> int:
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
                 futures = [pool.submit(one_study, *p, fields) for p in plan]
-                for f in as_completed(futures):
+                for _ in as_completed(futures):
                     bar.update(1)
                 studies = [f.result() for f in futures]
             cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime

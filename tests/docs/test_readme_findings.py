@@ -1,0 +1,64 @@
+"""Issue 58: README's "What it found" opens with the confirmatory tables, and every confirmatory
+number it quotes is the committed table's (rebuilt from its cells: tests/unit/analysis/test_replicate.py); the stale
+sentences ("the whole ablation", tiny-compute's "16 seeds per cell") are gone."""
+import re
+
+import pandas as pd
+import pytest
+
+from repo_paths import ROOT
+README = (ROOT / "README.md").read_text()
+FOUND = README[README.index("## What it found"):README.index("## The two commands")]
+
+
+def _fmt(row) -> str:
+    return f"{row['delta_pp']:+.1f}{' *' if row['sig'] is True or row['sig'] == 'True' else ''} [{row['lo']:+.1f}, {row['hi']:+.1f}]"
+
+
+def _rows(name: str) -> pd.DataFrame:
+    path = ROOT / "results" / name / "table.csv"
+    if not path.is_file():
+        pytest.skip(f"results/{name} is not in this checkout")
+    return pd.read_csv(path)
+
+
+def test_the_confirmatory_tables_come_first_and_the_exploratory_ones_below_lighter():
+    first = {n: FOUND.index(f"`--preset {n}`") for n in ("tiny-full", "tiny-bases")}
+    exploratory = FOUND.index("### Exploratory tables")
+    assert max(first.values()) < exploratory < FOUND.index("`tiny-ablation`")
+    assert all(line.startswith(">") for line in FOUND[exploratory:].splitlines()[2:] if line.strip()
+               and not line.startswith("These are tiny models"))  # a blockquote: visually lighter
+
+
+def test_readme_quotes_tiny_full_as_its_table_has_it():
+    t = _rows("tiny-full")
+    for task, area in (("arithmetic_tiny", "math"), ("sudoku_tiny", "constraint"), ("json_tiny", "JSON"),
+                       ("python_tiny", "code")):
+        line = next(x for x in FOUND.splitlines() if x.startswith(f"| {area} | **") or x.startswith(f"| {area} | +"))
+        for variant in ("baseline", "+DACA"):
+            row = t[(t["task"] == task) & (t["variant"] == variant)].iloc[0]
+            quoted = _fmt(row).replace(" *", "** *").replace(f"{row['delta_pp']:+.1f}", f"**{row['delta_pp']:+.1f}", 1) \
+                if row["sig"] in (True, "True") else _fmt(row)
+            assert quoted in line, (area, variant, quoted, line)
+            assert f"MDE {row['MDE']:.1f}" in line or variant == "baseline"
+
+
+def test_readme_quotes_tiny_bases_and_tiny_compute_as_their_tables_have_them():
+    b = _rows("tiny-bases")
+    for base in ("grpo", "gspo", "reinforce_pp", "wd1"):
+        row = b[(b["base"] == base) & (b["variant"] == "+DACA") & (b["vs"] == "baseline")].iloc[0]
+        assert f"**{row['delta_pp']:+.1f}** * [{row['lo']:+.1f}, {row['hi']:+.1f}]" in FOUND
+    _rows("tiny-compute")  # the table.md row (its own rounding) of the primary FLOP-matched comparison
+    md = (ROOT / "results" / "tiny-compute" / "table.md").read_text()
+    cells = next(x for x in md.splitlines() if "| grpo +DACA@32 |" in x and "| grpo baseline@80 |" in x).split(" | ")
+    assert f"{cells[4]} {cells[6]}, MDE {cells[7]}" in FOUND
+
+
+def test_the_stale_sentences_are_gone():
+    for path in ("README.md", "docs/reproducing.md", "scripts/main.sh"):
+        assert "whole ablation" not in (ROOT / path).read_text(), path
+    assert not re.search(r"\{baseline, \+DPS, \+SML, \+DACA\} x\s*#?\s*family", (ROOT / "scripts/main.sh").read_text())
+    table = ROOT / "results" / "tiny-compute" / "table.md"
+    if table.is_file():
+        assert "16 seeds per cell" not in table.read_text() and "2 SFT starts x 8 seeds" in table.read_text()
+    assert "replicates (" not in FOUND  # no "replicates" without an equivalence test

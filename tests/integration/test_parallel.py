@@ -1,0 +1,295 @@
+"""The trainer on FSDP2 + DCP under torchrun (issue 44): 2 gloo processes on CPU give the same run as
+one process (weights, every logged metric, the evaluation rows), for replicate and shard, LoRA and
+full fine-tuning, grpo / bnpo / gspo; grad_accum=2 equals 2 processes; checkpoints resume at another
+process count; SIGTERM to one rank checkpoints every rank; --fresh sets exactly one run aside; a
+bf16-stored full fine-tune moves its (fp32 master) weights; the process group moves CPU and CUDA
+tensors; ranks that decode unequal numbers of passes never wait on each other."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from daca_bench.engine.checkpoint import damage, find_checkpoint
+from daca_bench.engine.parallel import Parallel, backend, resolve
+
+from repo_paths import ROOT
+pytestmark = pytest.mark.slow
+
+# fp32: in bf16 a matmul's result depends on the batch shape, which differs between one process and two
+BASE = ["train", "--no-progress", "train.precision=fp32", "train.task=even_length", "train.steps=2",
+        "train.prompts_per_step=4", "train.num_generations=4", "train.n_eval=8", "train.lr=1e-3", "train.threads=1",
+        "train.save_every=2", "sml.k=2", "dps.enabled=true", "rollout.gen_length=8", "rollout.block_length=4",
+        "rollout.steps=4", "rollout.temperature=1.0", "eval.block_length=4", "eval.steps=4"]
+LORA = ["train.lora=true", "train.lora_r=4", "train.lora_alpha=8"]
+LOSSES = {"grpo": [], "bnpo": ["loss.loss_type=bnpo", "loss.beta=0.04"], "gspo": ["loss.base=gspo", "loss.beta=0.04"]}
+# this process's timings, by design; and the work the ledger books: each process pads its prompts to the longest
+# of its own share, so the tokens and FLOPs it ran depend on the split (its canvases, passes_*, do not)
+LOCAL = ("seconds_", "tokens_per_s", "tokens_", "flops_")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _command(nproc: int, out: Path, extra) -> list[str]:
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port",
+              str(_port())] if nproc > 1 else [sys.executable]
+    return [*launch, "-m", "daca_bench", *BASE, *extra, "--output-dir", str(out)]
+
+
+def _run(nproc: int, out: Path, *extra, ok: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(_command(nproc, out, extra), env=env, capture_output=True, text=True, timeout=300)
+    if ok:
+        assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _weights(run: Path) -> dict:
+    return load_file(run / "final" / "model.safetensors")
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_same_run(a: Path, b: Path, atol: float = 1e-5, skip: tuple = ()) -> None:
+    wa, wb = _weights(a), _weights(b)
+    worst = max((wa[k] - wb[k]).abs().max().item() for k in wa)
+    assert worst <= atol, f"weights differ by {worst}"
+    ma, mb = _metrics(a), _metrics(b)
+    assert len(ma) == len(mb)
+    for ra, rb in zip(ma, mb):
+        assert set(ra) == set(rb)
+        for k in ra:
+            if k.startswith(LOCAL + skip):
+                continue
+            assert ra[k] == pytest.approx(rb[k], rel=1e-4, abs=1e-6, nan_ok=True), (k, ra[k], rb[k])
+    assert (a / "eval.jsonl").read_text() == (b / "eval.jsonl").read_text()
+
+
+@pytest.fixture(scope="module")
+def singles(tmp_path_factory):
+    """One-process runs, made once per (LoRA or full, loss) and shared by the parametrized cases."""
+    made = {}
+
+    def get(lora: bool, loss: str) -> Path:
+        key = (lora, loss)
+        if key not in made:
+            out = tmp_path_factory.mktemp(f"one-{'lora' if lora else 'full'}-{loss}")
+            _run(1, out, *(LORA if lora else []), *LOSSES[loss])
+            made[key] = out
+        return made[key]
+
+    return get
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+@pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
+@pytest.mark.parametrize("mode", ["replicate", "shard"])
+def test_two_processes_equal_one(tmp_path, singles, mode, lora, loss):
+    two = tmp_path / "two"
+    _run(2, two, *(LORA if lora else []), *LOSSES[loss], f"train.parallel={mode}")
+    assert json.loads((two / "config.json").read_text())["parallel_used"] == mode
+    assert_same_run(singles(lora, loss), two)
+
+
+def test_bnpo_grad_accum_equals_two_processes_and_d1s_granularity_is_a_setting(tmp_path, singles):
+    accum = tmp_path / "accum"
+    _run(1, accum, *LOSSES["bnpo"], "train.grad_accum=2")
+    assert_same_run(singles(False, "bnpo"), accum, skip=("passes_",))  # 2 micro-batches: 2 module calls
+    # loss.norm_rows=8: a token mean per 8 rows (d1's per-device batch), the same at any process count
+    rows1, rows2 = tmp_path / "rows1", tmp_path / "rows2"
+    _run(1, rows1, *LOSSES["bnpo"], "loss.norm_rows=8")
+    _run(2, rows2, *LOSSES["bnpo"], "loss.norm_rows=8")
+    assert_same_run(rows1, rows2)
+    g1 = [m["grad_norm"] for m in _metrics(rows1)]
+    g0 = [m["grad_norm"] for m in _metrics(singles(False, "bnpo"))]
+    assert g1 != pytest.approx(g0, rel=1e-6)  # a different aggregation, not a no-op
+
+
+@pytest.mark.parametrize("first,then", [(2, 1), (1, 2)])
+def test_a_checkpoint_resumes_at_another_process_count(tmp_path, first, then):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    _run(1, straight, "train.steps=4", "train.parallel=none" if then == 1 else "train.parallel=auto")
+    _run(first, split, "train.steps=2")
+    assert (split / "checkpoint-2" / "dcp").is_dir() and damage(split / "checkpoint-2") is None
+    _run(then, split, "train.steps=4")
+    assert [m["step"] for m in _metrics(split)] == [1, 2, 3, 4]
+    assert_same_run(straight, split)
+
+
+def test_sigterm_to_one_rank_checkpoints_every_rank_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(_command(2, out, ["train.steps=500", "train.save_every=1000"]), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
+            time.sleep(0.5)
+        workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert len(workers) == 2, workers
+        ranks = {}
+        for pid in workers:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            ranks[int(next(e for e in environ if e.startswith(b"RANK=")).split(b"=")[1])] = int(pid)
+        os.kill(ranks[1], signal.SIGTERM)  # a preemption reaching one worker only
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert "checkpoint saved" in err
+    ckpt = find_checkpoint(out)
+    assert ckpt is not None and damage(ckpt) is None
+    step = int(ckpt.name.split("-")[1])
+    assert step == len(_metrics(out)) < 500
+    _run(2, out, f"train.steps={step + 1}", "train.save_every=1000")
+    assert [m["step"] for m in _metrics(out)][-2:] == [step, step + 1]
+    assert (out / "summary.json").exists()
+
+
+def test_fresh_under_torchrun_sets_exactly_one_folder_aside(tmp_path):
+    out = tmp_path / "run"
+    _run(1, out, "train.steps=1")
+    done = _run(2, out, "train.steps=1", "--fresh")
+    assert [p.name for p in (out / ".stale").iterdir()] == ["0"], done.stderr
+    assert (out / ".stale" / "0" / "summary.json").exists() and (out / "summary.json").exists()
+
+
+def test_a_bf16_stored_full_fine_tune_moves_its_weights_at_lr_3e_6(tmp_path):
+    """fp32 master weights: AdamW's steps of ~lr are kept, where bf16 weights (8 bits of mantissa) lose them."""
+    from daca_bench.engine.checkpoint import load_sharded
+    from daca_bench.config import ModelConfig
+    from daca_bench.models import load_model
+
+    out = tmp_path / "run"
+    _run(1, out, "model.dtype=bfloat16", "train.lr=3e-6", "train.parallel=shard")
+    start = load_model(ModelConfig(dtype="bfloat16")).model
+    moved = load_model(ModelConfig()).model
+    opt = torch.optim.AdamW(moved.parameters())
+    load_sharded(find_checkpoint(out), moved, opt)
+    before = dict(start.named_parameters())
+    changed = [(p.detach() != before[n].detach().float()).float().mean().item() for n, p in moved.named_parameters()]
+    assert sum(changed) / len(changed) > 0.9
+    assert next(iter(_weights(out).values())).dtype == torch.bfloat16  # final/ in the model's dtype
+
+
+def test_the_process_group_moves_cpu_and_cuda_tensors(monkeypatch):
+    """NCCL alone moves only CUDA tensors (the CPU rewards' all-gather crashed); the backend serves both."""
+    import torch.distributed as dist
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    devices = dist.distributed_c10d.BackendConfig(dist.Backend(backend())).get_device_backend_map()
+    assert devices == {"cpu": "gloo", "cuda": "nccl"}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert dist.distributed_c10d.BackendConfig(dist.Backend(backend())).get_device_backend_map()["cpu"] == "gloo"
+
+
+def test_auto_picks_replicate_for_lora_and_shard_for_full():
+    assert resolve("auto", True, 1) == "none" and resolve("auto", True, 8) == "replicate"
+    assert resolve("auto", False, 8) == "shard" and resolve("auto", False, 16, nodes=2) == "hybrid"
+    from daca_bench.config import ConfigError
+
+    with pytest.raises(ConfigError, match="one process"):
+        resolve("none", False, 2)
+    with pytest.raises(ConfigError, match="train.parallel"):
+        resolve("zero3", False, 2)
+
+
+def _collectives(rank: int, world: int, store_path: str, queue) -> None:
+    """In each of 2 gloo processes: agreed chunk, any, bool gather, and a sharded model decoding an
+    unequal number of passes per rank inside the rollout context (no collective: no deadlock)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from daca_bench.config import ModelConfig
+    from daca_bench.models import load_model
+
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=30))
+    par = Parallel("shard", rank, world)
+    model = par.wrap(load_model(ModelConfig()).model)
+    x = torch.randint(0, 10, (2, 8))
+    with par.rollout(model), torch.no_grad():
+        outs = [model(input_ids=x).logits for _ in range(3 if rank == 0 else 1)]
+    queue.put((rank, par.agree_min(100 + 7 * rank), par.any(rank == 1), par.gather(torch.tensor([rank == 1])).tolist(),
+               outs[0].sum().item()))
+    dist.destroy_process_group()
+
+
+def test_collectives_agree_and_unequal_rollouts_do_not_hang(tmp_path):
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_collectives, args=(r, 2, str(tmp_path / "store"), queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = sorted(queue.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert [g[1] for g in got] == [100, 100]  # the smaller chunk on both
+    assert [g[2] for g in got] == [True, True]
+    assert [g[3] for g in got] == [[False, True], [False, True]]
+    assert got[0][4] == pytest.approx(got[1][4], rel=1e-6)  # the same (unsharded) model on both ranks
+
+
+def test_a_grid_cell_given_two_gpus_runs_as_two_processes(tmp_path, singles):
+    """`ablate --executor ray --gpus-per-cell 2`: the cell is one torchrun job of 2 processes (here gloo)."""
+    from daca_bench.config import RLConfig, load_config
+    from daca_bench.experiments.grid.ablation import train_cell
+
+    cell = tmp_path / "cell"
+    train_cell(load_config(None, [a for a in BASE if "=" in a], RLConfig), cell, resume=False, gpus=2)
+    assert json.loads((cell / "config.json").read_text())["world_size"] == 2
+    assert_same_run(singles(False, "grpo"), cell)
+
+
+def test_sft_under_two_processes_equals_one(tmp_path):
+    """`torchrun -m daca_bench sft`: each rank scores batch_size / 2 rows of the same masks, FSDP2 shard."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    args = ["sft", "--no-progress", "--config", str(ROOT / "configs/tiny_sft.yaml"), "sft.steps=4", "sft.batch_size=8",
+            "sft.save_every=2", "sft.n_eval=8", "sft.threads=1", "sft.eval_every=2", "sft.n_dev=8"]
+    runs = {}
+    for n in (1, 2):
+        out = tmp_path / f"sft{n}"
+        launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                  str(_port())] if n > 1 else [sys.executable]
+        done = subprocess.run([*launch, "-m", "daca_bench", *args, "--output-dir", str(out)], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[n] = out
+    assert (runs[2] / "checkpoint-4" / "dcp").is_dir() and damage(runs[2] / "checkpoint-4") is None
+    wa, wb = _weights(runs[1]), _weights(runs[2])
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) <= 1e-5
+    for ra, rb in zip(_metrics(runs[1]), _metrics(runs[2])):
+        assert ra.keys() == rb.keys()
+        for k in ra:
+            if k != "elapsed_s":
+                assert ra[k] == pytest.approx(rb[k], rel=1e-4), (k, ra[k], rb[k])
+    s1, s2 = (json.loads((r / "summary.json").read_text()) for r in (runs[1], runs[2]))
+    assert s1["accuracy"] == s2["accuracy"] and s2["world_size"] == 2
+
+
+def test_an_accelerate_deepspeed_or_fsdp_launch_is_refused_in_one_line(monkeypatch):
+    """`accelerate launch` is a launcher here (it sets torchrun's variables); its own engines are not."""
+    from daca_bench.config import ConfigError
+    from daca_bench.engine.parallel import init_process_group
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for kind in ("DEEPSPEED", "FSDP"):
+        monkeypatch.setenv("ACCELERATE_DISTRIBUTED_TYPE", kind)
+        with pytest.raises(ConfigError, match="train.parallel"):
+            init_process_group()

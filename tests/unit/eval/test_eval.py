@@ -1,0 +1,91 @@
+"""`daca-bench eval`: d1's protocol per length, the table, resuming, LoRA adapter folders."""
+import json
+
+import pytest
+import torch
+
+from daca_bench.cli import main
+from daca_bench.eval.runner import protocol
+
+
+def test_protocol_is_d1s_greedy_block_32_half_steps():
+    cfg = protocol(256)
+    assert (cfg.block_length, cfg.steps, cfg.temperature, cfg.threshold) == (32, 128, 0.0, None)
+    assert (protocol(16).block_length, protocol(16).steps) == (16, 8)
+    assert protocol(128, threshold=0.9).threshold == 0.9
+    with pytest.raises(ValueError, match="multiple"):
+        protocol(48)
+
+
+def test_eval_prints_a_table_and_resumes_without_redoing_rows(tmp_path, capsys):
+    args = ["eval", "--model", "tiny", "--task", "sudoku_tiny", "--gen-length", "16", "32", "--n", "3",
+            "--output-dir", str(tmp_path), "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| gen_length |" in out and "| 16 | 3 |" in out and "| 32 | 3 |" in out
+    lines = (tmp_path / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and {"id", "gen_length", "completion", "reward", "status"} <= set(json.loads(lines[0]))
+    (tmp_path / "samples.jsonl").write_text("\n".join(lines[:4]) + "\n{\"torn")  # interrupted mid-write
+    assert main(args) == 0
+    rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines() if x.endswith("}")]
+    assert len(rows) == 6 and len({(r["gen_length"], r["id"]) for r in rows}) == 6
+    assert rows[4:] == [json.loads(x) for x in lines[4:]]  # greedy: the redone rows are the same
+    assert (tmp_path / "summary.csv").read_text().startswith("protocol,gen_length,n,accuracy")
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["native", "remote-code"])
+def test_eval_of_a_lora_adapter_folder_on_llada(remote, tmp_path, capsys):
+    from peft import LoraConfig, get_peft_model
+
+    from daca_bench.models import load_checkpoint, load_pretrained
+    from daca_bench.testing import write_paper_folder, write_remote_folder
+
+    base_dir = (write_remote_folder if remote else write_paper_folder)("llada", tmp_path / "base", compact=True)
+    base = load_pretrained(str(base_dir), trust_remote_code=remote)
+    peft = get_peft_model(base.model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
+    for n, p in peft.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.5)
+    peft.save_pretrained(tmp_path / "lora")
+    merged = load_checkpoint(str(tmp_path / "lora"), trust_remote_code=remote)
+    assert type(merged.model).__module__.startswith("transformers_modules") is remote
+    ids = torch.tensor([[10, 11, 1, 1]])
+    with torch.no_grad():
+        assert torch.allclose(merged.logits(ids), peft(input_ids=ids).logits, atol=1e-5)
+    assert main(["eval", "--model", str(tmp_path / "lora"), *["--trust-remote-code"] * remote, "--task", "arithmetic",
+                 "--gen-length", "8", "--n", "2", "--output-dir", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert "| 8 | 2 |" in capsys.readouterr().out
+
+
+def test_chat_prompts_wrap_a_user_message(tiny):
+    from daca_bench.eval.prompts import chat_prompts
+
+    with pytest.raises(ValueError, match="chat template"):
+        chat_prompts(tiny, ["hi"])
+    tiny.tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}>"
+    try:
+        assert chat_prompts(tiny, ["2+2="]) == ["<user>2+2=>"]
+    finally:
+        tiny.tokenizer.chat_template = None
+
+
+def test_decode_and_template_axes_write_a_grid_with_paired_intervals(tmp_path, capsys):
+    """issue 59: one checkpoint under several decodings and templates in one run; the grid carries
+    decoding, template and temperature, each accuracy with a bootstrap interval and a paired difference."""
+    from daca_bench.eval import axes
+
+    out = tmp_path / "axes"
+    assert main(["eval", "--task", "sudoku_tiny", "--gen-length", "18", "--n", "4", "--decode", "protocol,reference",
+                 "--templates", "plain", "--output-dir", str(out), "--no-progress"]) == 0
+    grid = json.loads((out / "grid.json").read_text())
+    assert [(r["decode"], r["template"], r["steps"]) for r in grid] == [("protocol", "plain", 9), ("reference", "plain", 18)]
+    assert all(r["lo"] <= r["accuracy"] <= r["hi"] and r["temperature"] == 0.0 and r["n"] == 4 for r in grid)
+    assert grid[0]["diff"] == 0 and (out / "plain" / "reference" / "d1" / "18" / "record.json").exists()
+    assert "| decode |" in (out / "grid.md").read_text()
+    assert axes.bootstrap([1, 0, 1, 1], [1, 0, 1, 1]) == (0.0, 0.0)
+    lo, hi = axes.bootstrap([1.0] * 10 + [0.0] * 10)
+    assert lo < 0.5 < hi
+    with pytest.raises(Exception, match="unknown beam"):
+        axes.parse("protocol,beam", axes.DECODES, "--decode")
+    with pytest.raises(Exception, match="names no run"):
+        axes.overrides("rollout", "tiny", 18)
