@@ -15,7 +15,7 @@ from daca_bench.models import load_model
 from daca_bench.rl.credit import dps_weights
 from daca_bench.rl.likelihood import sml_logprobs
 from daca_bench.rl.sampler import pad_prompts, sample
-from daca_bench.rl.sft import sft_loss
+from daca_bench.train.sft import sft_loss
 
 B = 4
 PROMPTS = ["12+5=", "3+4=", "100+23="]  # unequal lengths: left padding inside the prompt's blocks

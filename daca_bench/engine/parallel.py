@@ -44,11 +44,13 @@ def launched_world() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def init_process_group(timeout_s: int = 1800) -> None:
+def init_process_group(timeout_s: int | None = None) -> None:
     """Join the launcher's process group once (a no-op with one process). `accelerate launch` sets the
-    same variables; its DEEPSPEED and FSDP modes are refused: the engine here is `train.parallel`."""
+    same variables; its DEEPSPEED and FSDP modes are refused: the engine here is `train.parallel`. A collective
+    that waits longer than `timeout_s` (env DACA_BENCH_DIST_TIMEOUT_S, default 1800) fails instead of hanging."""
     if launched_world() <= 1 or dist.is_initialized():
         return
+    timeout_s = timeout_s or int(os.environ.get("DACA_BENCH_DIST_TIMEOUT_S", "1800"))
     kind = os.environ.get("ACCELERATE_DISTRIBUTED_TYPE", "").upper()
     if kind in {"DEEPSPEED", "FSDP"}:
         raise ConfigError(f"accelerate launch with distributed_type {kind}: daca-bench shards with its own "
@@ -227,6 +229,17 @@ class Parallel:
         if self.world > 1:
             x = x.clone()
             dist.all_reduce(x)
+        return x
+
+    def reduce(self, x: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Elementwise sum, min or max of equal-shaped tensors over every rank (a copy; the identity at one process)."""
+        ops = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+        if op not in ops:
+            raise ValueError(f"reduce op {op!r}; choose from {', '.join(ops)}")
+        if self.world == 1:
+            return x
+        x = x.clone()
+        dist.all_reduce(x, op=ops[op])
         return x
 
     def agree_min(self, value: int | None) -> int | None:
