@@ -395,6 +395,23 @@ def test_sft_under_two_processes_equals_one(tmp_path):
     assert s1["accuracy"] == s2["accuracy"] and s2["world_size"] == 2
 
 
+def test_the_engine_refuses_a_torch_older_than_its_declared_minimum():
+    """fully_shard's ignored_params arrived in torch 2.7: below it the engine stops in one line, and pyproject.toml
+    declares the same minimum."""
+    import tomllib
+
+    from daca_bench.config import ConfigError
+    from daca_bench.engine.parallel import TORCH_MIN, require_torch
+
+    with pytest.raises(ConfigError, match=r"torch >= 2\.7") as err:
+        require_torch("2.6.0+cpu")
+    assert "\n" not in str(err.value)
+    require_torch("2.7.0")
+    require_torch()  # this environment's torch
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["train"]
+    assert f"torch>={'.'.join(map(str, TORCH_MIN))},<3" in deps
+
+
 def test_an_accelerate_deepspeed_or_fsdp_launch_is_refused_in_one_line(monkeypatch):
     """`accelerate launch` is a launcher here (it sets torchrun's variables); its own engines are not."""
     from daca_bench.config import ConfigError

@@ -26,6 +26,20 @@ import torch.distributed as dist
 
 from ..config import ConfigError
 
+TORCH_MIN = (2, 7)  # fully_shard's ignored_params (pytorch PR 146631, first released in torch 2.7); pyproject.toml
+
+
+def require_torch(version: str | None = None) -> None:
+    """The engine's one-line refusal below torch 2.7, where fully_shard has no ignored_params."""
+    from torch.torch_version import TorchVersion
+
+    version = version or torch.__version__
+    if TorchVersion(version) < TORCH_MIN:
+        raise ConfigError(f"train.parallel needs torch >= {'.'.join(map(str, TORCH_MIN))} (FSDP2's fully_shard with "
+                          f"ignored_params); this is torch {version}: pip install 'torch>=2.7', or run one process "
+                          "with train.parallel=none")
+
+
 MODES = {"auto": "auto", "none": "none", "replicate": "replicate", "shard": "shard", "hybrid": "hybrid"}
 
 
@@ -152,6 +166,7 @@ class Parallel:
                     p.data = p.data.float()
         if not self.engine:
             return model
+        require_torch()
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
         mesh = self.mesh()
