@@ -295,6 +295,12 @@ class Parallel:
         if self.world > 1:
             dist.barrier()
 
+    @staticmethod
+    def close() -> None:
+        """Leave the process group at the end of a run (torch warns when a process exits without it)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
     def broadcast_object(self, obj):
         if self.world == 1:
             return obj
