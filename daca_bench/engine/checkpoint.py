@@ -56,17 +56,27 @@ def set_rng_state(state: dict) -> None:
 def _disk_full(exc: BaseException, folder: Path, needed: int) -> bool:
     """A save failure caused by a full disk: ENOSPC anywhere in the chain, or too little space left
     (torch and safetensors report it as an iostream or serialization error)."""
-    seen = exc
-    while seen is not None:
+    for seen in _chain(exc):
         if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
             return True
-        if any(s in str(seen) for s in ("No space left", "StorageFull", "os error 28")):
-            return True
-        seen = seen.__cause__ or seen.__context__
+        if any(s in str(seen) for s in ("No space left", "StorageFull", "os error 28", "unexpected pos")):
+            return True  # "unexpected pos": torch's zip writer, its write cut short
     try:
         return shutil.disk_usage(folder).free < max(needed, 1 << 20)
     except OSError:
         return False
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    """The error and its causes, outermost first; DCP's CheckpointException (a BaseException) opened up
+    into each rank's own error."""
+    out = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        for wrapped in getattr(exc, "failures", {}).values():  # {rank: (exception, traceback summary)}
+            out.extend(_chain(wrapped[0] if isinstance(wrapped, tuple) else wrapped))
+        exc = exc.__cause__ or exc.__context__
+    return out
 
 
 def _size(path: Path) -> int:
@@ -163,44 +173,73 @@ def save_sharded(run_dir: Path, model, optimizer, state: dict, par: Parallel, li
     """RUN/checkpoint-<step>/ with `dcp/` (model and optimizer, each rank writing its shards) and rank 0's
     trainer_state.pt (scheduler, data order and position, generator, RNG) and manifest; written to a
     temporary folder and renamed into place, as save_checkpoint. Every rank calls it; a failure on any
-    rank leaves the previous checkpoints intact and raises on every rank. `frozen=False` leaves frozen
+    rank leaves the previous checkpoints intact and raises one line on every rank naming the folder, the
+    rank and the cause (`_save_failed`: a full disk's partial folder removed, any other set aside). `frozen=False` leaves frozen
     weights out (LoRA: the base is train.init's)."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     run_dir = Path(run_dir)
     path = run_dir / f"{PREFIX}{state['step']}"
     tmp = path.with_name(f".{path.name}.tmp")
     previous = checkpoints(run_dir)
-    if par.rank == 0:
-        for stale in run_dir.glob(f".{PREFIX}*.tmp"):  # left by a crash mid-save
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    par.barrier()
     failure = None
-    try:
-        model_sd, optim_sd = get_state_dict(model, optimizer, options=_state_options(frozen))
-        with _one_process_quiet():
-            dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / "dcp"))
-        if par.rank == 0:
-            torch.save({**state, "rng": rng_state()}, tmp / "trainer_state.pt")
-            _manifest(tmp, state["step"])
-    except Exception as exc:  # noqa: BLE001 - every rank must learn of it before anyone raises
-        failure = exc
-    if par.any(failure is not None):
-        if par.rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        kept = f"; {previous[0].name} is intact" if previous else ""
-        if failure is not None and _disk_full(failure, run_dir, _size(previous[0]) if previous else 0):
-            raise DiskFullError(f"disk full while saving {path}{kept}; free some space and rerun the same command "
-                                "to resume") from failure
-        raise CheckpointError(f"saving {path} failed on another process{kept}") from failure
+    if par.rank == 0:
+        try:
+            for stale in [*run_dir.glob(f".{PREFIX}*.tmp"), *run_dir.glob(f".{PREFIX}*.failed")]:  # earlier failures
+                shutil.rmtree(stale, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        except Exception as exc:  # noqa: BLE001 - reported on every rank below, not only here
+            failure = exc
+    if not par.any(failure is not None):  # every rank writes, or none (DCP's save is collective)
+        try:
+            model_sd, optim_sd = get_state_dict(model, optimizer, options=_state_options(frozen))
+            with _one_process_quiet():
+                dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / "dcp"))
+            if par.rank == 0:
+                torch.save({**state, "rng": rng_state()}, tmp / "trainer_state.pt")
+                _manifest(tmp, state["step"])
+        except (Exception, CheckpointException) as exc:  # noqa: BLE001 - every rank learns of it before any raises
+            failure = exc
+    causes = par.gather_objects(None if failure is None else _cause(failure, run_dir, previous))
+    if any(causes):
+        raise _save_failed(path, tmp, previous, causes, par.rank) from failure
     if par.rank == 0:
         _publish(tmp, path)
         for extra in checkpoints(run_dir)[max(1, limit):]:
             shutil.rmtree(extra, ignore_errors=True)
     par.barrier()
     return path
+
+
+def _cause(exc: BaseException, folder: Path, previous: list[Path]) -> tuple[bool, str]:
+    """(disk full?, the cause in a few words) of a failed save: the first line of the deepest error."""
+    full = _disk_full(exc, folder, _size(previous[0]) if previous else 0)
+    chain = _chain(exc)
+    root = next((e for e in chain if isinstance(e, OSError) and e.strerror), chain[-1])  # an OSError says it best
+    text = (str(root).strip().splitlines() or [type(root).__name__])[0][:160]
+    return full, f"{type(root).__name__}: {text}"
+
+
+def _save_failed(path: Path, tmp: Path, previous: list[Path], causes: list, rank: int) -> Exception:
+    """The one-line error of a failed sharded save, the same on every rank. A full disk: the partial folder is
+    removed (its space is what is missing); any other cause: it is set aside as `.checkpoint-STEP.failed`."""
+    first = next(r for r, c in enumerate(causes) if c)
+    full, cause = causes[first]
+    where = f" on rank {first}" if len(causes) > 1 else ""
+    kept = f"; {previous[0].name} is intact" if previous else ""
+    aside = tmp.with_name(f".{path.name}.failed")
+    if rank == 0 and tmp.exists():
+        try:
+            shutil.rmtree(tmp) if full else os.replace(tmp, aside)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if full:
+        return DiskFullError(f"disk full while saving {path} ({cause}{where}); the partial folder was removed{kept}; "
+                             "free some space and rerun the same command to resume")
+    return CheckpointError(f"saving {path} failed ({cause}{where}); the partial folder is set aside as {aside}{kept}; "
+                           "fix the cause and rerun the same command to resume")
 
 
 def is_sharded(ckpt: Path | None) -> bool:

@@ -26,6 +26,20 @@ import torch.distributed as dist
 
 from ..config import ConfigError
 
+TORCH_MIN = (2, 7)  # fully_shard's ignored_params (pytorch PR 146631, first released in torch 2.7); pyproject.toml
+
+
+def require_torch(version: str | None = None) -> None:
+    """The engine's one-line refusal below torch 2.7, where fully_shard has no ignored_params."""
+    from torch.torch_version import TorchVersion
+
+    version = version or torch.__version__
+    if TorchVersion(version) < TORCH_MIN:
+        raise ConfigError(f"train.parallel needs torch >= {'.'.join(map(str, TORCH_MIN))} (FSDP2's fully_shard with "
+                          f"ignored_params); this is torch {version}: pip install 'torch>=2.7', or run one process "
+                          "with train.parallel=none")
+
+
 MODES = {"auto": "auto", "none": "none", "replicate": "replicate", "shard": "shard", "hybrid": "hybrid"}
 
 
@@ -44,11 +58,13 @@ def launched_world() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def init_process_group(timeout_s: int = 1800) -> None:
+def init_process_group(timeout_s: int | None = None) -> None:
     """Join the launcher's process group once (a no-op with one process). `accelerate launch` sets the
-    same variables; its DEEPSPEED and FSDP modes are refused: the engine here is `train.parallel`."""
+    same variables; its DEEPSPEED and FSDP modes are refused: the engine here is `train.parallel`. A collective
+    that waits longer than `timeout_s` (env DACA_BENCH_DIST_TIMEOUT_S, default 1800) fails instead of hanging."""
     if launched_world() <= 1 or dist.is_initialized():
         return
+    timeout_s = timeout_s or int(os.environ.get("DACA_BENCH_DIST_TIMEOUT_S", "1800"))
     kind = os.environ.get("ACCELERATE_DISTRIBUTED_TYPE", "").upper()
     if kind in {"DEEPSPEED", "FSDP"}:
         raise ConfigError(f"accelerate launch with distributed_type {kind}: daca-bench shards with its own "
@@ -150,6 +166,7 @@ class Parallel:
                     p.data = p.data.float()
         if not self.engine:
             return model
+        require_torch()
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
         mesh = self.mesh()
@@ -229,6 +246,17 @@ class Parallel:
             dist.all_reduce(x)
         return x
 
+    def reduce(self, x: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Elementwise sum, min or max of equal-shaped tensors over every rank (a copy; the identity at one process)."""
+        ops = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+        if op not in ops:
+            raise ValueError(f"reduce op {op!r}; choose from {', '.join(ops)}")
+        if self.world == 1:
+            return x
+        x = x.clone()
+        dist.all_reduce(x, op=ops[op])
+        return x
+
     def agree_min(self, value: int | None) -> int | None:
         """One value on every rank: the smallest (a likelihood chunk size sized from each rank's free memory)."""
         if self.world == 1 or value is None:
@@ -266,6 +294,12 @@ class Parallel:
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()
+
+    @staticmethod
+    def close() -> None:
+        """Leave the process group at the end of a run (torch warns when a process exits without it)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
     def broadcast_object(self, obj):
         if self.world == 1:

@@ -87,20 +87,46 @@ def strata_causal(L: int, K: int, gen=None, commit_step=None) -> torch.Tensor:
 CAUSAL = {"causal"}  # partitions whose pass j masks every stratum >= j, not only stratum j
 
 
+def fewest_steps(commit_step: torch.Tensor, block: int = 0, par=None) -> torch.Tensor:
+    """(blocks,) the fewest denoising steps any row took, per block of `block` positions (one entry without
+    blocks; a block's steps counted from its first), the minimum over every process when `par` (an
+    engine.parallel.Parallel) is given: K is then clamped alike on every rank and every micro-batch."""
+    n, L = commit_step.shape
+    width = block or L
+    if L % width:
+        raise ValueError(f"the completion length {L} is not a multiple of model.block_size={block}")
+    parts = commit_step.reshape(n, L // width, width)
+    steps = parts.amax(-1) - parts.amin(-1) + 1 if block else parts.amax(-1)
+    fewest = steps.clamp(min=1).amin(0).long().cpu()  # (blocks,)
+    return fewest if par is None else par.reduce(fewest, "min")
+
+
+def agreed_levels(strata: torch.Tensor, k: int, par=None) -> torch.Tensor:
+    """The strata (< k) that hold a token in some row of some process, sorted: one pass each. Every process runs
+    the same passes (a stratum empty in its own rows gets an empty pass), so under FSDP2 every rank makes the
+    same all-gathers and no rank waits forever; without `par`, the strata of these rows only."""
+    present = torch.bincount(strata.flatten().cpu(), minlength=k)[:k] > 0
+    if par is not None:
+        present = par.reduce(present.long(), "max") > 0
+    return present.nonzero().flatten().to(strata.device)
+
+
 def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int = 0,
-                  commit_step: torch.Tensor | None = None, block: int = 0) -> torch.Tensor:
+                  commit_step: torch.Tensor | None = None, block: int = 0, fewest=None, par=None) -> torch.Tensor:
     """(N, L) stratum index in [0, K) per completion position. `random`, `strided` and `commit_order`
     balance tokens (every stratum holds L/K of each sequence's positions, +-1); `causal` balances
-    decoding steps (see strata_causal) and clamps K to the fewest steps of any sequence, with a warning.
-    block > 0 (a block model): the strata are drawn inside each block of that many positions (`block_strata`)."""
+    decoding steps (see strata_causal) and clamps K to the fewest steps of any sequence, with a warning:
+    `fewest` (from `fewest_steps`, over the whole step's rows on every process) when given, else these rows'
+    (over every process with `par`). block > 0 (a block model): the strata are drawn inside each block of
+    that many positions (`block_strata`)."""
     if block:
-        return block_strata(n, L, K, partition, seq_ids, inner, seed, commit_step, block)
+        return block_strata(n, L, K, partition, seq_ids, inner, seed, commit_step, block, fewest, par)
     if not 1 <= K <= L:
         raise ValueError(f"sml.k={K} must be between 1 and the completion length {L}")
     if partition not in STRATA:
         raise ValueError(f"unknown sml.partition {partition!r}; choose from {', '.join(STRATA)}")
     if partition in CAUSAL and commit_step is not None:
-        steps = int(commit_step.amax(1).clamp(min=1).min())  # the fewest denoising steps of any sequence
+        steps = int((fewest_steps(commit_step, 0, par) if fewest is None else fewest)[0])  # the fewest of any row
         if K > steps:
             warnings.warn(f"sml.partition=causal: sml.k={K} is above the {steps} denoising steps of the "
                           f"rollouts; using k={steps} (more strata than steps would leave some empty)", stacklevel=3)
@@ -110,19 +136,23 @@ def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, s
     return torch.stack(rows)
 
 
-def block_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int, commit_step, block: int):
+def block_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int, commit_step, block: int,
+                 fewest=None, par=None):
     """A block model's strata: each block's B positions split into min(K, B) strata as `assign_strata` splits
     a completion (keyed by the block too; `causal` and `commit_order` from the block's own commit steps,
-    counted from its first). Pass j then masks stratum j of every block at once: each block is scored with
+    counted from its first; `causal` clamps each block's K to `fewest`, from `fewest_steps(..., block, par)`).
+    Pass j then masks stratum j of every block at once: each block is scored with
     the clean blocks before it and (K-1)/K of itself (K >= B: its pseudo-likelihood)."""
     if L % block:
         raise ValueError(f"the completion length {L} is not a multiple of model.block_size={block}")
+    if partition in CAUSAL and commit_step is not None and fewest is None:
+        fewest = fewest_steps(commit_step, block, par)  # one reduction for every block
     out = []
     for j in range(0, L, block):
         steps = None if commit_step is None else commit_step[:, j:j + block]
         steps = None if steps is None else steps - steps.amin(1, keepdim=True) + 1  # the block's own steps from 1
         out.append(assign_strata(n, block, min(K, block), partition, [(sid, "block", j) for sid in seq_ids], inner,
-                                 seed, steps))
+                                 seed, steps, fewest=None if fewest is None else fewest[j // block:j // block + 1]))
     return torch.cat(out, dim=1)
 
 
@@ -198,17 +228,19 @@ def token_logprobs(adapter: ModelAdapter, ids, attn, completion, prompt_len: int
 def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, k: int = 4,
                  partition: str = "random", seq_ids=None, inner: int = 0, seed: int = 0,
                  p_mask_prompt: float = 0.0, commit_step=None, chunk: int | None = None,
-                 logit_chunk: int = LOGIT_CHUNK, valid=None) -> torch.Tensor:
-    """SML per-token log-probs (N, L); differentiable (`valid` is unused: every position is scored). The K passes run as one (K*N, P+L) batch or in chunks."""
+                 logit_chunk: int = LOGIT_CHUNK, valid=None, fewest=None, par=None) -> torch.Tensor:
+    """SML per-token log-probs (N, L); differentiable (`valid` is unused: every position is scored). The K passes run
+    as one (K*N, P+L) batch or in chunks. Under several processes `par` agrees the strata's passes across ranks
+    and `fewest` (`fewest_steps` of the whole step) clamps a causal K alike in every micro-batch."""
     n, L = completion.shape
     device = adapter.device
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
     strata = assign_strata(n, L, k, partition, seq_ids, inner, seed, commit_step,
-                           getattr(adapter, "block_size", 0)).to(device)  # (N, L)
+                           getattr(adapter, "block_size", 0), fewest, par).to(device)  # (N, L)
     prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed)
     completion = completion.to(device)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)
-    levels = strata.unique()  # (K',) sorted: the strata that hold a token (a stratum no row has gets no pass)
+    levels = agreed_levels(strata, k, par)  # (K',) sorted: the strata that hold a token (a stratum no row has gets no pass)
     canvases = []
     for j in levels.tolist():
         hide = strata >= j if partition in CAUSAL else strata == j  # (N, L): what pass j cannot see

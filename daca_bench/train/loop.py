@@ -135,7 +135,8 @@ class Loop:
     @contextmanager
     def running(self, desc: str, report_to: str = "none", config: dict | None = None):
         """For the steps and the end of the run: SIGTERM / SIGINT noted (every rank listens: a preempted
-        job's signal may reach any of them first), the progress bar, the metrics log and the reporters."""
+        job's signal may reach any of them first), the progress bar, the metrics log and the reporters; on
+        leaving, the process group is destroyed."""
         handlers = {s: signal.signal(s, lambda num, _: self.stop.update(signal=num))
                     for s in (signal.SIGTERM, signal.SIGINT)} if is_main_thread() else {}
         self.bar = tqdm(total=self.settings.steps, initial=self.run.step, desc=desc, unit="step",
@@ -152,6 +153,7 @@ class Loop:
                 self.board.close()
             for s, h in handlers.items():
                 signal.signal(s, h)
+            self.par.close()  # destroy_process_group: the run's collectives are over
 
     def steps(self, batch_size: int, step: Callable[[list[int]], dict], postfix: Callable[[dict], dict],
               halt: Callable[[dict], dict | None] = lambda row: None, done: Callable[[], bool] = lambda: False):

@@ -38,7 +38,7 @@ from ..rl.credit import dps_weights, weight_stats
 from ..eval.evaluate import eval_task, evaluate, mean_reward_beside, score, write_eval_records
 from ..eval.prompts import task_prompts
 from ..rl.ledger import PHASES, Ledger, run_ledger
-from ..rl.likelihood import STRATA, keyed_generator, sml_logprobs
+from ..rl.likelihood import CAUSAL, STRATA, fewest_steps, keyed_generator, sml_logprobs
 from ..rl.losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from ..rl.lossparts import row_norms, step_norms
 from ..rl.sampler import sample
@@ -255,8 +255,11 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     chunk = par.agree_min(sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]))
     est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
                p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=chunk,
-               logit_chunk=cfg.sml.logit_chunk, valid=batch.completion_mask)
+               logit_chunk=cfg.sml.logit_chunk, valid=batch.completion_mask, par=par)  # par: the same passes per rank
     lik = estimator_for(cfg) or sml_logprobs  # the base's own likelihood (rl/bases/), or SML
+    if cfg.sml.partition in CAUSAL or cfg.loss.base == "map":  # causal K: clamped alike on every rank and micro-batch
+        block = getattr(adapter, "block_size", 0) if lik is sml_logprobs else 0
+        est["fewest"] = fewest_steps(batch.trajectory.commit_step, block, par)
     args = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
     # the same precision and mode as the update, so that the first inner step has ratio exactly 1
     adapter.model.train()

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,8 @@ def _command(nproc: int, out: Path, extra) -> list[str]:
 
 
 def _run(nproc: int, out: Path, *extra, ok: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # the watchdog: a collective waiting 120 s fails the run (torch.distributed's timeout) well inside the 300 s
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DACA_BENCH_DIST_TIMEOUT_S": "120"}
     done = subprocess.run(_command(nproc, out, extra), env=env, capture_output=True, text=True, timeout=300)
     if ok:
         assert done.returncode == 0, done.stderr[-3000:]
@@ -102,6 +104,21 @@ def test_two_processes_equal_one(tmp_path, singles, mode, lora, loss):
     _run(2, two, *(LORA if lora else []), *LOSSES[loss], f"train.parallel={mode}")
     assert json.loads((two / "config.json").read_text())["parallel_used"] == mode
     assert_same_run(singles(lora, loss), two)
+
+
+# the tiny model decodes a row in 2-6 passes at this threshold; one block, since the sampler advances every row to the
+# next block together (a row that finished early idles, and its later draws shift): several blocks are split-dependent
+THRESHOLD = ["rollout.threshold=0.011", "rollout.block_length=8", "sml.k=8", "sml.partition=causal"]
+
+
+@pytest.mark.parametrize("mode", ["shard", "replicate"])
+def test_causal_strata_under_threshold_decoding_equal_one_process(tmp_path, mode):
+    """Issue 56: threshold rollouts take unequal steps, so each rank's own fewest steps differed (a hang under
+    shard, other numbers under replicate); K and the passes now come from every rank's rows."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    _run(1, one, *THRESHOLD)
+    _run(2, two, *THRESHOLD, f"train.parallel={mode}")
+    assert_same_run(one, two, skip=("passes_rollout",))  # each rank decodes until its own rows are done
 
 
 def test_bnpo_grad_accum_equals_two_processes_and_d1s_granularity_is_a_setting(tmp_path, singles):
@@ -246,6 +263,101 @@ def test_collectives_agree_and_unequal_rollouts_do_not_hang(tmp_path):
     assert got[0][4] == pytest.approx(got[1][4], rel=1e-6)  # the same (unsharded) model on both ranks
 
 
+def _commit_steps(n: int, L: int, unequal: bool) -> torch.Tensor:
+    """(n, L) commit steps: LLaDA's schedule (2 tokens a step, 4 steps: every row alike), or threshold decoding's
+    unequal steps, where the first half of the rows (rank 0's) took 2 or 3 steps and the second half 3 or 4."""
+    rows = []
+    for i in range(n):
+        gen = torch.Generator().manual_seed(i)
+        T = (2 + i % 2 + (i >= n // 2)) if unequal else 4
+        steps = torch.cat([torch.arange(1, T + 1), torch.randint(1, T + 1, (L - T,), generator=gen)])  # each step >= 1
+        rows.append(steps[torch.randperm(L, generator=gen)])
+    return torch.stack(rows)
+
+
+MATRIX = {"random": dict(k=2, partition="random"), "causal": dict(k=4, partition="causal"), "map": dict(blocks=4)}
+
+
+def _matrix(rank: int, world: int, store_path: str, queue) -> None:
+    """In each gloo process: the likelihoods of the matrix (partition or base x steps x mode) on the rank's rows,
+    under FSDP2, against one process's (a plain copy of the model on every row); and the forwards each ran."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from daca_bench.config import ModelConfig
+    from daca_bench.models import load_model
+    from daca_bench.rl.bases.map import map_logprobs
+    from daca_bench.rl.likelihood import fewest_steps, sml_logprobs
+
+    try:
+        dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))  # the watchdog: a hang raises here
+        n, P, L = 8, 3, 8
+        gen = torch.Generator().manual_seed(0)
+        prompt, comp = torch.randint(4, 90, (n, P), generator=gen), torch.randint(4, 90, (n, L), generator=gen)
+        mask = torch.ones(n, P, dtype=torch.long)
+        mine = slice(rank * n // world, (rank + 1) * n // world)
+        out, passes = {}, {}
+        for mode in ("replicate", "shard"):
+            par = Parallel(mode, rank, world)
+            single = load_model(ModelConfig())
+            adapter = load_model(ModelConfig())
+            par.wrap(adapter.model)
+            calls = []  # rows per forward call: each call is one all-gather per FSDP unit under shard
+            adapter.model.register_forward_pre_hook(lambda m, a, kw: calls.append((a or [kw["input_ids"]])[0].shape[0]),
+                                                    with_kwargs=True)
+            for unequal in (False, True):
+                step = _commit_steps(n, L, unequal)
+                for name, kw in MATRIX.items():
+                    fn = map_logprobs if name == "map" else sml_logprobs
+                    key = f"{name}-{'threshold' if unequal else 'schedule'}-{mode}"
+                    with torch.no_grad(), warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # the causal clamp's warning
+                        one = fn(single, prompt, mask, comp, commit_step=step, seq_ids=range(n), **kw)[mine]
+                        before = len(calls)
+                        got = fn(adapter, prompt[mine], mask[mine], comp[mine], commit_step=step[mine],
+                                 seq_ids=range(n)[mine], par=par, fewest=fewest_steps(step[mine], 0, par),
+                                 chunk=n // world, **kw)  # one stratum's rows per forward call
+                    out[key] = (got - one).abs().max().item()
+                    passes[key] = calls[before:]
+        queue.put((rank, out, passes, None))
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+        queue.put((rank, {}, {}, f"{type(exc).__name__}: {exc}"))
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_likelihood_passes_agree_across_ranks_and_equal_one_process(tmp_path, world):
+    """Issue 56: with threshold decoding's unequal steps, causal K and the strata's passes come from a global
+    reduction, so under `shard` no rank waits forever on an all-gather and under `replicate` the numbers are
+    one process's; a hang fails within the 60 s process-group timeout (or the queue's 240 s)."""
+    import queue as queues
+
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_matrix, args=(r, world, str(tmp_path / "store"), queue)) for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        got = sorted((queue.get(timeout=240) for _ in procs), key=lambda g: g[0])
+    except queues.Empty:
+        pytest.fail("a rank neither finished nor failed within 240 s: a hang")
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    assert [g[3] for g in got] == [None] * world, got
+    assert len(got[0][1]) == 2 * 2 * len(MATRIX)
+    for _, diffs, passes, _ in got:
+        assert max(diffs.values()) <= 1e-5, diffs
+        assert passes == got[0][2]  # the same forwards on every rank
+    assert len(got[0][2]["causal-threshold-shard"]) == 2 == len(got[0][2]["causal-schedule-shard"]) // 2  # k=2 steps
+
+
 def test_a_grid_cell_given_two_gpus_runs_as_two_processes(tmp_path, singles):
     """`ablate --executor ray --gpus-per-cell 2`: the cell is one torchrun job of 2 processes (here gloo)."""
     from daca_bench.config import RLConfig, load_config
@@ -281,6 +393,23 @@ def test_sft_under_two_processes_equals_one(tmp_path):
                 assert ra[k] == pytest.approx(rb[k], rel=1e-4), (k, ra[k], rb[k])
     s1, s2 = (json.loads((r / "summary.json").read_text()) for r in (runs[1], runs[2]))
     assert s1["accuracy"] == s2["accuracy"] and s2["world_size"] == 2
+
+
+def test_the_engine_refuses_a_torch_older_than_its_declared_minimum():
+    """fully_shard's ignored_params arrived in torch 2.7: below it the engine stops in one line, and pyproject.toml
+    declares the same minimum."""
+    import tomllib
+
+    from daca_bench.config import ConfigError
+    from daca_bench.engine.parallel import TORCH_MIN, require_torch
+
+    with pytest.raises(ConfigError, match=r"torch >= 2\.7") as err:
+        require_torch("2.6.0+cpu")
+    assert "\n" not in str(err.value)
+    require_torch("2.7.0")
+    require_torch()  # this environment's torch
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["train"]
+    assert f"torch>={'.'.join(map(str, TORCH_MIN))},<3" in deps
 
 
 def test_an_accelerate_deepspeed_or_fsdp_launch_is_refused_in_one_line(monkeypatch):

@@ -307,6 +307,21 @@ def run_local(cells: list[Cell], out: str | Path, workers: int = 0, retries: int
     return sorted(({"cell": j, **r} for j, r in zip((c.name for c in cells), results)), key=lambda r: r["cell"])
 
 
+def init_ray(tries: int = 3, **kw) -> None:
+    """ray.init, tried again after a slow start: Ray waits a fixed 30 s for its own node to register, which a
+    loaded machine can miss ("The current node timed out during startup"); any other error is raised at once."""
+    import ray
+
+    for attempt in range(tries):
+        try:
+            ray.init(**kw)
+            return
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for it
+            ray.shutdown()
+            if "timed out during startup" not in str(exc) or attempt == tries - 1:
+                raise
+
+
 def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus_per_cell: int = 1,
             gpus_per_cell: float = 0, retries: int = 1, progress: bool = True) -> list[dict]:
     """One Ray task per cell with the CPUs/GPUs it asks for; `address` joins a cluster (None = local)."""
@@ -318,7 +333,7 @@ def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus
 
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        init_ray(address=address, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("DACA_", "HF_"))}})
     # a lost worker (node or process death) reruns its cell once, which resumes from its checkpoint
     remote = ray.remote(num_cpus=cpus_per_cell, num_gpus=gpus_per_cell, max_retries=retries)(_run_cell)

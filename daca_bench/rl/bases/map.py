@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ..likelihood import LOGIT_CHUNK, assign_strata, mask_prompts, target_logprobs
+from ..likelihood import LOGIT_CHUNK, agreed_levels, assign_strata, mask_prompts, target_logprobs
 from ..lossparts import advantages_rloo, clip_stats
 
 __all__ = ["advantages_rloo", "estimator", "loss_map", "map_logprobs"]
@@ -37,16 +37,18 @@ def _scores(adapter, ids, attn, completion, prompt_len, chunk, logit_chunk):
 
 def map_logprobs(adapter, prompt_ids, prompt_mask, completion, *, commit_step, blocks: int = 4, seq_ids=None,
                  inner: int = 0, seed: int = 0, p_mask_prompt: float = 0.0, chunk: int | None = None,
-                 logit_chunk: int = LOGIT_CHUNK, **_) -> torch.Tensor:
-    """(N, L, 2): the step-merged token log-likelihood l_k and the position log-likelihood pi_k."""
+                 logit_chunk: int = LOGIT_CHUNK, fewest=None, par=None, **_) -> torch.Tensor:
+    """(N, L, 2): the step-merged token log-likelihood l_k and the position log-likelihood pi_k; K and the
+    passes agreed over the step and every process as in `sml_logprobs` (`fewest`, `par`)."""
     n, L = completion.shape
     device = adapter.device
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
-    strata = assign_strata(n, L, blocks, "causal", seq_ids, inner, seed, commit_step).to(device)  # (N, L)
+    strata = assign_strata(n, L, blocks, "causal", seq_ids, inner, seed, commit_step, fewest=fewest,
+                           par=par).to(device)  # (N, L)
     prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed)
     completion = completion.to(device)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)
-    levels = strata.unique()
+    levels = agreed_levels(strata, blocks, par)  # the same passes on every rank
     mask = torch.full_like(completion, adapter.mask_token_id)
     ids = torch.cat([torch.cat([prompt, torch.where(strata >= j, mask, completion)], dim=1) for j in levels.tolist()])
     k = len(levels)

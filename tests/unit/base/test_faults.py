@@ -320,3 +320,57 @@ def test_a_full_disk_while_saving_the_final_model_is_one_line(small_disk, capsys
     assert len(err) == 1 and f"disk full while saving {run}/final" in err[0], err
     assert not list(run.glob(".final*")) and not (run / "final").exists()
     assert (run / "checkpoint-2").is_dir()
+
+
+# ---- a failed sharded (DCP) save -------------------------------------------------------------
+def test_a_full_disk_during_a_dcp_save_is_one_line_and_the_previous_checkpoint_survives(small_disk, capsys):
+    """The real DCP path (SFT under the engine at one process) on a real 16 MB tmpfs: checkpoint-2 fits, not 4."""
+    from daca_bench.engine.checkpoint import damage, find_checkpoint
+
+    run = small_disk / "run"
+    assert main(_sft(run, 6, "sft.parallel=shard")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"disk full while saving {run}/checkpoint-4" in err[0], err
+    assert "checkpoint-2 is intact" in err[0] and "Traceback" not in err[0]
+    assert (run / "checkpoint-2" / "dcp").is_dir() and damage(run / "checkpoint-2") is None
+    assert find_checkpoint(run) == run / "checkpoint-2" and not list(run.glob(".checkpoint-*"))
+
+
+@pytest.mark.parametrize("error", ["enospc", "eacces"])
+def test_a_failed_dcp_save_names_the_folder_and_the_cause_and_sets_the_partial_folder_aside(tmp_path, capsys,
+                                                                                           monkeypatch, error):
+    """A unit-test double of DCP's writer beside the real full disk above: the second save raises ENOSPC or EACCES."""
+    import errno
+
+    import torch.distributed.checkpoint as dcp
+
+    from daca_bench.engine.checkpoint import damage, find_checkpoint
+
+    real, calls = dcp.save, []
+
+    def failing(state, checkpoint_id=None, **kw):
+        calls.append(checkpoint_id)
+        if len(calls) == 2:
+            code = errno.ENOSPC if error == "enospc" else errno.EACCES
+            raise OSError(code, os.strerror(code), f"{checkpoint_id}/__0_0.distcp")
+        return real(state, checkpoint_id=checkpoint_id, **kw)
+
+    import os
+
+    monkeypatch.setattr(dcp, "save", failing)
+    run = tmp_path / "run"
+    assert main(["train", "--no-progress", "--output-dir", str(run), *TINY_RL, "train.steps=2",
+                 "train.save_every=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{run}/checkpoint-2" in err[0] and "checkpoint-1 is intact" in err[0], err
+    if error == "enospc":
+        assert "disk full" in err[0] and "No space left on device" in err[0]
+        assert not list(run.glob(".checkpoint-*"))  # its space is what is missing
+    else:
+        assert "Permission denied" in err[0] and ".checkpoint-2.failed" in err[0]
+        assert [p.name for p in run.glob(".checkpoint-*")] == [".checkpoint-2.failed"]
+    assert find_checkpoint(run) == run / "checkpoint-1" and damage(run / "checkpoint-1") is None
+    monkeypatch.setattr(dcp, "save", real)  # the cause fixed: the rerun resumes and clears the set-aside folder
+    assert main(["train", "--no-progress", "--output-dir", str(run), *TINY_RL, "train.steps=2",
+                 "train.save_every=1"]) == 0
+    assert find_checkpoint(run) == run / "checkpoint-2" and not list(run.glob(".checkpoint-*"))

@@ -152,10 +152,10 @@ def test_table_pairs_by_prompt_and_measures_the_baseline_against_its_start(tmp_p
 def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
     import ray
 
-    from daca_bench.experiments.grid.ablation import run_ray
+    from daca_bench.experiments.grid.ablation import init_ray, run_ray
 
     cells = expand({"overrides": QUICK, "axes": {"variant": ["baseline", "+DPS"]}})
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    init_ray(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"DACA_BENCH_TASKS": str(ROOT / "tests" / "task_doubles"),
                                        "PYTHONPATH": str(ROOT)}})
     try:
@@ -164,6 +164,28 @@ def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
         ray.shutdown()
     assert [r["status"] for r in results] == ["done", "done"]
     assert len(load_results(tmp_path)) == 2
+
+
+def test_a_slow_ray_start_is_tried_again_and_any_other_failure_is_not(monkeypatch):
+    """A unit-test double of ray.init beside the real start above: Ray's fixed 30 s node-start wait, missed on a
+    loaded machine, is retried (issue 56 item 8); a wrong address is raised at once."""
+    ray = pytest.importorskip("ray")
+    from daca_bench.experiments.grid.ablation import init_ray
+
+    calls = []
+
+    def slow_then_up(**kw):
+        calls.append(kw)
+        if len(calls) == 1:
+            raise Exception("The current node timed out during startup. This could happen because ...")
+
+    monkeypatch.setattr(ray, "init", slow_then_up)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    init_ray(num_cpus=2)
+    assert calls == [{"num_cpus": 2}, {"num_cpus": 2}]
+    monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(ConnectionError("no cluster at 1.2.3.4")))
+    with pytest.raises(ConnectionError):
+        init_ray(address="1.2.3.4")
 
 
 def test_a_cell_written_under_another_config_is_set_aside_and_rerun(tmp_path):
