@@ -38,9 +38,9 @@ import pandas as pd
 
 from ...errors import ConfigError
 from . import cellstore
+from .agreement import difference, hartung_knapp, pool, tost_p
 from .cellstore import START, locate
 from .design import across
-from .agreement import difference, hartung_knapp, pool, tost_p
 from .stats import adjust, mde
 from .variants import VARIANT_ORDER
 
