@@ -1,8 +1,11 @@
-"""What a replication report may claim (issue 58): equivalence only from two one-sided tests (TOST)
+"""What a replication report may claim (issue 58): two runs' estimates differ by more than their
+noise (`difference`), several runs pooled (`pool`), equivalence only from two one-sided tests (TOST)
 against a declared margin, a pooled estimate by Hartung-Knapp (a t interval on k - 1 df around the
 random-effects mean), the RL start compared on the prompts both runs scored, and whether the runs
 share an SFT checkpoint.
 
+    difference(a, se_a, df_a, b, se_b, df_b)  # SE sqrt(se_a^2 + se_b^2), Welch-Satterthwaite t: diff, lo, hi, p
+    pool(estimates, ses, dfs)             # inverse-variance mean, Cochran's Q, DerSimonian-Laird tau^2, I^2
     tost_p(diff, se, df, margin)          # p of "|true difference| >= margin": < alpha = equivalent within ±margin
     hartung_knapp(estimates, ses)         # (mean, se, df, lo, hi, tau2): random effects, DerSimonian-Laird tau2
     start_agreement(here, there)          # per-prompt rewards of two RL starts -> (shared, agreeing, acc, acc)
@@ -12,10 +15,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
+
+from .stats import p_value
 
 
 def tost_p(diff: float, se: float, df: float, margin: float) -> float:
@@ -47,6 +53,89 @@ def hartung_knapp(estimates, ses, level: float = 0.95) -> dict:
     var = max(float((wr * (x - m) ** 2).sum() / ((k - 1) * wr.sum())), 1 / float(wr.sum()))
     half = float(stats.t.ppf((1 + level) / 2, k - 1) * math.sqrt(var))
     return {"mean": m, "se": math.sqrt(var), "df": float(k - 1), "lo": m - half, "hi": m + half, "tau2": tau2}
+
+
+def _welch_df(parts) -> float:
+    """Satterthwaite df of a sum of independent variances, each (variance, its df); an infinite df
+    (a normal term) or a zero variance adds nothing to the denominator."""
+    total = sum(v for v, _ in parts)
+    den = sum(v * v / df for v, df in parts if v > 0 and math.isfinite(df))
+    return float(total * total / den) if den > 0 else math.inf
+
+
+def _half(se: float, df: float, level: float = 0.95) -> float:
+    return float((stats.t.ppf((1 + level) / 2, df) if math.isfinite(df) else stats.norm.ppf((1 + level) / 2)) * se)
+
+
+@dataclass(frozen=True)
+class Difference:
+    diff: float  # a - b
+    se: float  # sqrt(se_a^2 + se_b^2): independent runs
+    df: float  # Welch-Satterthwaite from the two runs' df
+    lo: float  # 95 % interval: diff -+ t_{0.975, df} * se (hi the other end); p: two-sided, NaN without spread
+    hi: float
+    p: float
+
+
+def difference(a: float, se_a: float, df_a: float, b: float, se_b: float, df_b: float,
+               level: float = 0.95) -> Difference:
+    """a - b for two independent runs' estimates of one comparison (each with its SE and df): SE
+    sqrt(se_a^2 + se_b^2) on the Welch-Satterthwaite df (each table's own t, carried over)."""
+    d = float(a - b)
+    se = math.sqrt(se_a ** 2 + se_b ** 2)
+    if not (math.isfinite(se) and se > 0):
+        return Difference(d, se, math.nan, d, d, math.nan)
+    df = _welch_df([(se_a ** 2, df_a), (se_b ** 2, df_b)])
+    half = _half(se, df, level)
+    return Difference(d, se, df, d - half, d + half, p_value(d, se, df))
+
+
+@dataclass(frozen=True)
+class Pooled:
+    mean: float  # inverse-variance pooled estimate: sum w_i x_i / W, w_i = 1 / se_i^2, W = sum w_i
+    se: float  # 1 / sqrt(W), df: Satterthwaite W^2 / sum (w_i^2 / df_i), lo/hi: its 95 % t interval
+    df: float
+    lo: float
+    hi: float
+    k: int  # runs pooled
+    q: float  # Cochran's Q = sum w_i (x_i - mean)^2 (q_p: its chi^2 p on k - 1 df)
+    q_p: float
+    tau2: float  # DerSimonian-Laird: max(0, (Q - (k-1)) / (W - sum w^2 / W)); i2: max(0, (Q - (k-1)) / Q)
+    i2: float
+    re_mean: float  # random effects, weights 1 / (se_i^2 + tau2), with a normal interval (re_lo, re_hi)
+    re_se: float
+    re_lo: float
+    re_hi: float
+
+
+def pool(estimates, ses, dfs=None, level: float = 0.95) -> Pooled:
+    """Several runs' estimates of one comparison (SEs; df, default infinite) pooled (`Pooled`); NaN
+    where a run has no spread (a zero SE has no finite weight)."""
+    x = np.asarray(list(estimates), dtype=float)
+    se = np.asarray(list(ses), dtype=float)
+    df = np.full(x.shape, math.inf) if dfs is None else np.asarray(list(dfs), dtype=float)
+    k = int(x.size)
+    nan = math.nan
+    if k == 0 or not (np.isfinite(se).all() and (se > 0).all() and np.isfinite(x).all()):
+        return Pooled(nan, nan, nan, nan, nan, k, nan, nan, nan, nan, nan, nan, nan, nan)
+    w = 1.0 / se ** 2
+    W = float(w.sum())
+    m = float((w * x).sum() / W)
+    s = 1.0 / math.sqrt(W)
+    den = float(sum(wi * wi / d for wi, d in zip(w, df) if math.isfinite(d)))
+    dof = W * W / den if den > 0 else math.inf
+    half = _half(s, dof, level)
+    q = float((w * (x - m) ** 2).sum())
+    q_p = float(stats.chi2.sf(q, k - 1)) if k > 1 else nan
+    c = W - float((w * w).sum()) / W
+    tau2 = max(0.0, (q - (k - 1)) / c) if k > 1 and c > 0 else 0.0
+    i2 = max(0.0, (q - (k - 1)) / q) if k > 1 and q > 0 else 0.0
+    wr = 1.0 / (se ** 2 + tau2)
+    re_m = float((wr * x).sum() / wr.sum())
+    re_s = 1.0 / math.sqrt(float(wr.sum()))
+    z = float(stats.norm.ppf((1 + level) / 2))
+    return Pooled(m, s, float(dof), m - half, m + half, k, q, q_p, float(tau2), float(i2), re_m, re_s,
+                  re_m - z * re_s, re_m + z * re_s)
 
 
 def start_agreement(here: dict, there: dict) -> tuple[int, int, float, float]:

@@ -1,8 +1,8 @@
-"""`daca-bench table`: the command that builds a results folder's tables (the library is results.py).
+"""`daca-bench table`: the command that builds a results folder's tables (the library is results.py, render.py).
 
     daca-bench table results/grid            # writes table.md, table.csv, table.tex beside the cells
     daca-bench table results/tiny-quick      # a preset's output folder: reads cells/, writes beside it
-    daca-bench table RUN --against results/tiny   # and the replication report (experiments/analysis/replicate.py)
+    daca-bench table RUN --against results/tiny   # and the replication report (experiments/analysis/replication.py)
     daca-bench table RUN --against A --against B  # against two independent runs: pooled, with heterogeneity
     daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/analysis/plan.py)
 
@@ -12,8 +12,9 @@ fails in one line with the run's tables untouched.
 from __future__ import annotations
 
 from ..analysis.plan import write_plan
-from ..analysis.replicate import check_reference, write_report
-from ..analysis.results import write_tables
+from ..analysis.render import write_tables
+from ..analysis.replicate import check_reference
+from ..analysis.replication import write_report
 
 
 def configure(parser) -> None:

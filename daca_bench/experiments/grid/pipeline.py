@@ -270,7 +270,7 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
     and plots there. OUT/cells holds only this grid's cells (check_output refused any other); a packed
     copy of earlier ones (OUT/cells.parquet) is removed: `daca-bench pack OUT --remove` packs the new ones."""
     from ..figures.plots import plot_all
-    from ..analysis.results import write_tables
+    from ..analysis.render import write_tables
 
     check_output(out, names)
     light = out / "cells"

@@ -13,7 +13,8 @@ from daca_bench import registry
 from daca_bench.cli import main
 from daca_bench.errors import ConfigError, RewardError
 from daca_bench.experiments.analysis.accuracy import checked_accuracy
-from daca_bench.experiments.analysis.results import load_table, to_csv, to_markdown
+from daca_bench.experiments.analysis.render import to_csv, to_markdown
+from daca_bench.experiments.analysis.results import load_table
 from daca_bench.rewards.battery import run_check
 from daca_bench.eval.evaluate import mean_reward_beside, read_eval_records, summarize
 from daca_bench.types import CORRECT, NO_ANSWER, WRONG, Reward, reward_problem

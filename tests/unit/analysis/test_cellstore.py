@@ -14,7 +14,8 @@ from daca_bench.cli import main
 from daca_bench.errors import ConfigError
 from daca_bench.experiments.analysis.cellstore import (PACKED, all_cells, cells, copy_tree, is_run, pack, read_packed,
                                                         records, unpack)
-from daca_bench.experiments.analysis.results import load_table, locate, to_csv, to_markdown
+from daca_bench.experiments.analysis.render import to_csv, to_markdown
+from daca_bench.experiments.analysis.results import load_table, locate
 from repo_paths import ROOT
 
 TINY = ROOT / "results" / "tiny"  # 15 cells and 2 RL starts: the smallest committed run with a table

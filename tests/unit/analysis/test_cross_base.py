@@ -11,7 +11,8 @@ from statsmodels.stats.multitest import multipletests
 
 from daca_bench.errors import ConfigError
 from daca_bench.experiments.analysis.design import across, declared, family_of, validate
-from daca_bench.experiments.analysis.results import build_table, to_markdown
+from daca_bench.experiments.analysis.render import to_markdown
+from daca_bench.experiments.analysis.results import build_table
 
 TASK, SEEDS, PROMPTS = "sudoku_tiny", range(8), 300
 # true accuracies: wd1's baseline is 20 pp above grpo's baseline and level with grpo +DACA
@@ -94,7 +95,8 @@ def test_a_cross_base_vs_is_validated_and_matched_by_base_and_variant():
 
 def test_a_replication_matches_cross_rows_by_their_vs_and_the_gains_plot_leaves_them_out():
     from daca_bench.experiments.figures.plots import plot_gains
-    from daca_bench.experiments.analysis.replicate import compare_tables, verdict
+    from daca_bench.experiments.analysis.replicate import compare_tables
+    from daca_bench.experiments.analysis.replication import verdict
 
     planned = declared(validate(copy.deepcopy(DESIGN)))
     table, again = build_table(grid(), planned=planned), build_table(grid(), planned=planned)

@@ -118,7 +118,8 @@ def _grid(folder, git="abc1234", steps=32):
 
 
 def test_the_table_says_confirmatory_only_when_every_cell_ran_under_the_design(tmp_path):
-    from daca_bench.experiments.analysis.results import load_table, to_markdown
+    from daca_bench.experiments.analysis.render import to_markdown
+    from daca_bench.experiments.analysis.results import load_table
 
     design = {**DESIGN, "families": {"sudoku": {**DESIGN["families"]["sudoku"],
                                                 "test": {**DESIGN["families"]["sudoku"]["test"], "size": 64}}}}

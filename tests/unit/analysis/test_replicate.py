@@ -13,9 +13,11 @@ from scipy.stats import t as stats_t
 
 from daca_bench.cli import main
 from daca_bench.experiments.analysis.cellstore import PACKED, is_run
-from daca_bench.experiments.analysis.replicate import compare_tables, verdict
-from daca_bench.experiments.analysis.stats import difference, pool
-from daca_bench.experiments.analysis.results import load_table, locate, to_csv, to_markdown
+from daca_bench.experiments.analysis.replicate import compare_tables
+from daca_bench.experiments.analysis.replication import verdict
+from daca_bench.experiments.analysis.agreement import difference, pool
+from daca_bench.experiments.analysis.render import to_csv, to_markdown
+from daca_bench.experiments.analysis.results import load_table, locate
 from repo_paths import ROOT
 
 SEEDS, PROMPTS = 4, 200
@@ -166,7 +168,7 @@ def test_tost_and_hartung_knapp_on_planted_differences_and_null_ones():
     """TOST (agreement.tost_p): at a true difference equal to the margin it claims equivalence at most 5 %
     of the time; at a true difference of 0 with a margin of 3 SE, most of the time. Hartung-Knapp: its
     interval covers the true mean about 95 % of the time for 3 heterogeneous runs, where the normal
-    DerSimonian-Laird interval (stats.pool's re_lo/re_hi) covers less."""
+    DerSimonian-Laird interval (agreement.pool's re_lo/re_hi) covers less."""
     from daca_bench.experiments.analysis.agreement import hartung_knapp, tost_p
 
     rng = np.random.default_rng(0)

@@ -12,7 +12,8 @@ from test_task_record import sort4  # noqa: F401 - the fixture: sort4 registered
 
 from daca_bench import registry
 from daca_bench.experiments.figures.plots import paper_area as plots_paper_area
-from daca_bench.experiments.analysis.results import load_table, to_csv, to_markdown
+from daca_bench.experiments.analysis.render import to_csv, to_markdown
+from daca_bench.experiments.analysis.results import load_table
 from daca_bench.experiments.analysis.variants import method, paper_area, variants_lines
 
 HEADLINE = {"dps": {"enabled": True, "score": "progress"}, "sml": {"k": 4, "partition": "causal"}}

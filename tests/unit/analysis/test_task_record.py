@@ -13,7 +13,8 @@ from daca_bench import registry
 from daca_bench.cli import main
 from daca_bench.config import RLConfig, apply
 from daca_bench.errors import ConfigError
-from daca_bench.experiments.analysis.results import load_table, to_csv, to_markdown
+from daca_bench.experiments.analysis.render import to_csv, to_markdown
+from daca_bench.experiments.analysis.results import load_table
 
 # a user's task, as a new user writes it: sort four digits; the puzzles of one multiset of digits
 # share their answer, so they cluster (and split) by it

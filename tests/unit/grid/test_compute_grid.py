@@ -9,7 +9,8 @@ import pytest
 
 from daca_bench.experiments.analysis.budgets import by_start
 from daca_bench.experiments.analysis.cellstore import cells, is_run
-from daca_bench.experiments.analysis.results import build_table, load_results, to_markdown
+from daca_bench.experiments.analysis.render import to_markdown
+from daca_bench.experiments.analysis.results import build_table, load_results
 from daca_bench.experiments.analysis.stats import compare
 from daca_bench.experiments.grid import compute_grid
 from daca_bench.experiments.grid.cost import arms, matched_steps
