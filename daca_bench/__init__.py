@@ -2,7 +2,8 @@
 
 The package is laid out in rooms, each importing only downwards or into the shared base:
 
-    daca_bench/              the shared base: types, registry, config, models, loaders, checkpoint,
+    daca_bench/              the shared base: types, registry, config, adapter (one interface over
+                             every model), models (loading one), loaders, checkpoint,
                              errors (expected failures), jsonl (line-faithful JSONL), cli
     daca_bench/rewards/      answer extraction, math / json / code checks, scoring, `verify`
     daca_bench/containers/   host side of the Docker code sandbox: image, worker slot, pool, CLI

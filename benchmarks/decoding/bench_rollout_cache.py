@@ -39,8 +39,9 @@ from dataclasses import replace
 
 import torch
 
+from daca_bench.adapter import ModelAdapter
 from daca_bench.config import ModelConfig, SamplerConfig
-from daca_bench.models import ModelAdapter, count_parameters, load_model
+from daca_bench.models import count_parameters, load_model
 from daca_bench.rl.sampler import pad_prompts, sample
 
 # CPU: a small width, and a vocabulary cut to 1,024 so that the output layer is ~7 % of the work per
@@ -152,7 +153,9 @@ class Before:
         sys.modules["daca_bench_before"] = module
         spec.loader.exec_module(module)
         self.sampler = importlib.import_module("daca_bench_before.rl.sampler")
-        self.models = importlib.import_module("daca_bench_before.models")
+        # ModelAdapter: daca_bench/adapter.py, or daca_bench/models.py in a checkout from before their split
+        where = "adapter" if (init.parent / "adapter.py").exists() else "models"
+        self.adapters = importlib.import_module(f"daca_bench_before.{where}")
         self.archs = importlib.import_module("daca_bench_before.archs")
 
     def adapter(self, adapter: ModelAdapter) -> ModelAdapter:
@@ -162,8 +165,8 @@ class Before:
             model = cls(cls.config_class(**fields))
         model.load_state_dict(adapter.model.state_dict(), assign=True)
         model.eval()
-        return self.models.ModelAdapter(model, adapter.tokenizer, adapter.mask_token_id, adapter.eos_token_id,
-                                        adapter.pad_token_id, shift_logits=adapter.shift_logits, source="before")
+        return self.adapters.ModelAdapter(model, adapter.tokenizer, adapter.mask_token_id, adapter.eos_token_id,
+                                          adapter.pad_token_id, shift_logits=adapter.shift_logits, source="before")
 
 
 def distinct_prompts(rows: int, length: int) -> list[str]:

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import torch
 
+from daca_bench.adapter import ModelAdapter
 from daca_bench.archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
 from daca_bench.config import SamplerConfig
-from daca_bench.models import ModelAdapter, count_parameters
-from daca_bench.rl.likelihood import sml_logprobs
 from daca_bench.engine.memory import enable_gradient_checkpointing
+from daca_bench.models import count_parameters
+from daca_bench.rl.likelihood import sml_logprobs
 from daca_bench.rl.sampler import pad_prompts, sample
 from daca_bench.testing.paper import paper_config, paper_tokenizer
 

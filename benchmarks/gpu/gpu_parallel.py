@@ -82,8 +82,8 @@ def _free(device) -> None:
 def build(size: str, device, dtype, compact: bool, seed: int = 0):
     """A LLaDA of the named size with random weights, built directly on the device (no folder, no
     download) through the native class, with the paper tokenizer (compact ids at toy width)."""
+    from daca_bench.adapter import ModelAdapter
     from daca_bench.archs import LLaDAConfig, LLaDAModelLM
-    from daca_bench.models import ModelAdapter
     from daca_bench.testing.paper import paper_config, paper_tokenizer
 
     fields = paper_config("llada", compact, **SIZES[size])
@@ -120,10 +120,10 @@ def policy(cfg, size: str, device, compact: bool):
 
     from peft import LoraConfig, get_peft_model
 
-    from daca_bench.models import DTYPES
     from daca_bench.engine.memory import enable_gradient_checkpointing
     from daca_bench.engine.parallel import Parallel
     from daca_bench.engine.policy import disable_dropout, lora_targets
+    from daca_bench.models import DTYPES
 
     t = cfg.train
     dtype = DTYPES.get(cfg.model.dtype) or torch.float32

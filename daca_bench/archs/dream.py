@@ -6,7 +6,7 @@ published checkpoint by its own key names (`model.layers.N.self_attn.q_proj`, `l
     raw = model(input_ids, attention_mask=mask, position_ids=pos).logits   # (B, T, V), unshifted
 
 Like the published code, row i of the output predicts token i+1 (Dream was adapted from an
-autoregressive model): the adapter (`daca_bench.models.ModelAdapter`, shift_logits) moves it one
+autoregressive model): the adapter (`daca_bench.adapter.ModelAdapter`, shift_logits) moves it one
 position right so that logits[i] predicts token i, as for every other model. The attention mask
 may be None, (B, T) 1/0 or the published code's (B, 1, T, T) bool form. `past_key_values` takes
 a `KVCache` (common.py): the prefix and dual caches of `sampler.cache`.

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import torch
 
+from ..adapter import ModelAdapter
 from ..config import ConfigError, RLConfig, apply
-from ..models import ModelAdapter, load_checkpoint, load_model, load_pretrained
+from ..models import load_checkpoint, load_model, load_pretrained
 from .checkpoint import is_sharded, load_sharded
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from dataclasses import replace
 
 from ..config import RLConfig, SamplerConfig
-from ..models import ModelAdapter
+from ..adapter import ModelAdapter
 from ..types import Task, correct_share, mean_reward, record_correct
 from ..rl.sampler import sample
 from .prompts import task_prompts

@@ -26,7 +26,7 @@ from .protocols import SHOT_IDS, row
 from .readers import READERS
 
 if TYPE_CHECKING:
-    from ..models import ModelAdapter
+    from ..adapter import ModelAdapter
 
 PROMPTS_ENV = "DACA_BENCH_PROTOCOL_PROMPTS"
 

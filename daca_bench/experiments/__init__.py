@@ -4,7 +4,7 @@
     analysis/   reading finished cells: results (the cell table), stats, clusters, design (what a
                 table registered), plan (sizing), replicate (two runs compared), cellstore (packed)
     figures/    the figures of a results folder: plots, curves, layout, gold
-    grid/       running grids: cells and their runner (ablation, jobs), the presets and their
+    grid/       running grids: cells and their runners (ablation, executors, jobs), the presets and their
                 pipeline (SFT -> sweep -> grid -> table), `reproduce`, calibration, provenance
     studies/    the estimator studies: likelihood bias, estimator gradients, DPS credit
     commands/   command-line entry points with no home below: `train`, `eval`, `table`

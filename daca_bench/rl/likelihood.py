@@ -32,7 +32,7 @@ import warnings
 
 import torch
 
-from ..models import ModelAdapter
+from ..adapter import ModelAdapter
 
 LOGIT_CHUNK = 1024  # tokens per float32 log-softmax chunk: 0.5 GB at LLaDA's vocabulary of 126,464
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ..adapter import ModelAdapter
 from ..archs.block import block_step
 from ..archs.common import KVCache
 from ..config import ConfigError, SamplerConfig, pick
-from ..models import ModelAdapter
 from .likelihood import LOGIT_CHUNK, _chunks, logsumexp_max
 
 

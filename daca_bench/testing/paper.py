@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ..models import ModelAdapter
+from ..adapter import ModelAdapter
 
 CHARS = string.printable[:95] + "\n"
 # the published configs' fields (values as published; sizes made tiny by write_paper_folder)

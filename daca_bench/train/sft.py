@@ -27,12 +27,13 @@ from pathlib import Path
 
 import torch
 
+from ..adapter import ModelAdapter
 from ..canvas import check, gold_lengths
 from ..config import ConfigError, RunConfig, to_dict
 from ..engine.checkpoint import is_sharded
 from ..engine.parallel import Parallel
-from ..models import ModelAdapter, default_device, load_model, load_pretrained
 from ..eval.evaluate import evaluate, mean_reward_beside
+from ..models import default_device, load_model, load_pretrained
 from ..rl.sampler import pad_prompts
 from ..runfolder import RESUMABLE_SFT
 from .loop import Loop

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from daca_bench.experiments.grid.ablation import expand, run_local
+from daca_bench.experiments.grid.ablation import expand
+from daca_bench.experiments.grid.executors import run_local
 
 from repo_paths import ROOT
 QUICK = {"train.task": "even_length", "train.prompts_per_step": 2, "train.num_generations": 4,

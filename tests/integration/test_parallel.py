@@ -361,7 +361,7 @@ def test_likelihood_passes_agree_across_ranks_and_equal_one_process(tmp_path, wo
 def test_a_grid_cell_given_two_gpus_runs_as_two_processes(tmp_path, singles):
     """`ablate --executor ray --gpus-per-cell 2`: the cell is one torchrun job of 2 processes (here gloo)."""
     from daca_bench.config import RLConfig, load_config
-    from daca_bench.experiments.grid.ablation import train_cell
+    from daca_bench.experiments.grid.executors import train_cell
 
     cell = tmp_path / "cell"
     train_cell(load_config(None, [a for a in BASE if "=" in a], RLConfig), cell, resume=False, gpus=2)

@@ -135,7 +135,8 @@ def test_a_confirmatory_preset_registers_its_design_first_and_refuses_another(tm
 
 def test_cells_record_the_grid_s_code_and_are_set_aside_when_their_init_weights_change(tmp_path):
     from daca_bench.config import RLConfig, apply
-    from daca_bench.experiments.grid.ablation import Cell, _run_cell, stamp_cells
+    from daca_bench.experiments.grid.ablation import Cell, stamp_cells
+    from daca_bench.experiments.grid.executors import _run_cell
     from daca_bench.testing import write_paper_folder
 
     init = write_paper_folder("llada", tmp_path / "init", compact=True)

@@ -1,4 +1,4 @@
-"""Running grids: a grid's cells and how they run (`ablation`, `jobs`), the presets
+"""Running grids: a grid's cells (`ablation`) and how they run (`executors`, `jobs`), the presets
 (`presets`, `bases_grid`, `readings`, `headline`) and their pipeline (`pipeline`: SFT -> lr
 sweep -> grid -> table), `reproduce`, `calibrate`, pre-registration (`preregister`) and the
 code a cell ran (`provenance`).

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ...config import ConfigError, apply, pick
-from .ablation import Cell, run_local
-from .ablation import evaluate_starts
+from .ablation import Cell, evaluate_starts
+from .executors import run_local
 from .pipeline import run_sft, tiny_cells
 from .presets import TinyPreset
 

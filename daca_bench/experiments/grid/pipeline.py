@@ -47,7 +47,7 @@ def sft_folder(work: Path, cfg: RunConfig) -> Path:
 
     fields = to_dict(cfg)
     for section, key, default in LATER_KEYS:  # keys added later: a folder named before them keeps its name
-        if fields[section].get(key, default) == default:
+        if section in fields and fields[section].get(key, default) == default:
             fields[section].pop(key, None)
     key = json.dumps({**fields, "task_version": task_spec(cfg.sft.task).version}, sort_keys=True)
     return work / "sft" / f"{cfg.sft.task}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"

@@ -27,7 +27,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ...config import ConfigError, parse_overrides, pick, to_dict
-from .ablation import evaluate_starts, run_local, run_ray, stamp_cells
+from .ablation import evaluate_starts, stamp_cells
+from .executors import run_local, run_ray
 from .pipeline import ROOT, check_disjoint, check_output, copy_light, needs_sandbox, paper_cells, \
     publish, run_sft, selection_cells, sft_markdown, tiny_cells
 from .presets import PRESETS, Family, PaperPreset, TinyPreset, comparisons

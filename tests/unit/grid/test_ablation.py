@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 
 from daca_bench.config import ConfigError, apply, to_dict
+<<<<<<< HEAD
 from daca_bench.experiments.grid.ablation import VARIANTS, _run_cell, expand, run_local
 from daca_bench.experiments.analysis.render import write_tables
 from daca_bench.experiments.analysis.results import load_results
+=======
+from daca_bench.experiments.grid.ablation import VARIANTS, expand
+from daca_bench.experiments.grid.executors import _run_cell, run_local
+from daca_bench.experiments.analysis.results import load_results, write_tables
+>>>>>>> house-splitC
 
 from repo_paths import ROOT
 QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
@@ -153,7 +159,7 @@ def test_table_pairs_by_prompt_and_measures_the_baseline_against_its_start(tmp_p
 def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
     import ray
 
-    from daca_bench.experiments.grid.ablation import init_ray, run_ray
+    from daca_bench.experiments.grid.executors import init_ray, run_ray
 
     cells = expand({"overrides": QUICK, "axes": {"variant": ["baseline", "+DPS"]}})
     init_ray(num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -171,7 +177,7 @@ def test_a_slow_ray_start_is_tried_again_and_any_other_failure_is_not(monkeypatc
     """A unit-test double of ray.init beside the real start above: Ray's fixed 30 s node-start wait, missed on a
     loaded machine, is retried (issue 56 item 8); a wrong address is raised at once."""
     ray = pytest.importorskip("ray")
-    from daca_bench.experiments.grid.ablation import init_ray
+    from daca_bench.experiments.grid.executors import init_ray
 
     calls = []
 
@@ -205,7 +211,7 @@ def test_a_cell_written_under_another_config_is_set_aside_and_rerun(tmp_path):
 def test_a_config_key_added_since_a_cell_ran_does_not_make_it_stale(tmp_path):
     """Upgrading the package adds keys; a finished cell whose stored config lacks one at its default
     is still this cell (not rerun); one lacking it at another value is stale."""
-    from daca_bench.experiments.grid.ablation import _set_aside_if_stale
+    from daca_bench.experiments.grid.executors import _set_aside_if_stale
 
     cell = expand({"overrides": QUICK, "axes": {"variant": ["baseline"]}})[0]
     folder = tmp_path / "cell"

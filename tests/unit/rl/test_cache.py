@@ -69,7 +69,7 @@ def test_a_window_reads_the_cached_keys_not_the_current_canvas(adapters, family)
 
 
 def test_a_model_without_a_cache_is_one_error_naming_the_key(tiny):
-    from daca_bench.models import ModelAdapter
+    from daca_bench.adapter import ModelAdapter
 
     class Plain(torch.nn.Module):
         def __init__(self, inner):

@@ -90,7 +90,7 @@ def test_the_in_place_cache_and_the_kept_head_give_the_logits_read_before(adapte
 
 
 def test_a_model_that_cannot_take_logits_to_keep_is_sliced_after(tiny):
-    from daca_bench.models import ModelAdapter
+    from daca_bench.adapter import ModelAdapter
 
     class Plain(torch.nn.Module):  # no logits_to_keep, as the published LLaDA code
         def __init__(self, inner):
