@@ -6,15 +6,10 @@ import numpy as np
 import pytest
 
 from daca_bench.config import ConfigError, apply, to_dict
-<<<<<<< HEAD
-from daca_bench.experiments.grid.ablation import VARIANTS, _run_cell, expand, run_local
 from daca_bench.experiments.analysis.render import write_tables
 from daca_bench.experiments.analysis.results import load_results
-=======
 from daca_bench.experiments.grid.ablation import VARIANTS, expand
 from daca_bench.experiments.grid.executors import _run_cell, run_local
-from daca_bench.experiments.analysis.results import load_results, write_tables
->>>>>>> house-splitC
 
 from repo_paths import ROOT
 QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
