@@ -24,7 +24,7 @@ SUBCOMMANDS = {
     "new-task": ("daca_bench.experiments.commands.scaffold", "write a new task file and its test from a template"),
     "verify": ("daca_bench.rewards.verify", "score completions in a JSONL file with a task's verifier"),
     "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
-    "sample": ("daca_bench.rl.sampler", "sample completions (with the trajectory record) from a model"),
+    "sample": ("daca_bench.experiments.commands.sample", "sample completions (with the trajectory record) from a model"),
     "sft": ("daca_bench.experiments.commands.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
     "train": ("daca_bench.experiments.commands.train", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
     "eval": ("daca_bench.experiments.commands.eval", "evaluate a checkpoint on a task at one or more lengths (d1 / llada / dare protocols)"),

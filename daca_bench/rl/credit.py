@@ -24,7 +24,7 @@ import warnings
 import torch
 
 from ..config import DPSConfig
-from .likelihood import keyed_generator
+from .strata import keyed_generator
 
 SCORES = {}
 NORMS = {}

@@ -38,10 +38,11 @@ from ..rl.credit import dps_weights, weight_stats
 from ..eval.evaluate import eval_task, evaluate, mean_reward_beside, score, write_eval_records
 from ..eval.prompts import task_prompts
 from ..rl.ledger import PHASES, Ledger, run_ledger
-from ..rl.likelihood import CAUSAL, STRATA, fewest_steps, keyed_generator, sml_logprobs
+from ..rl.likelihood import sml_logprobs
 from ..rl.losses import ADVANTAGES, AGGREGATIONS, LOSSES
 from ..rl.lossparts import row_norms, step_norms
 from ..rl.sampler import sample
+from ..rl.strata import CAUSAL, STRATA, fewest_steps, keyed_generator
 from ..runfolder import RESUMABLE_RL
 from .guards import Guard, collapse_stats, gathered
 from .loop import Loop

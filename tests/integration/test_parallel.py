@@ -288,7 +288,8 @@ def _matrix(rank: int, world: int, store_path: str, queue) -> None:
     from daca_bench.config import ModelConfig
     from daca_bench.models import load_model
     from daca_bench.rl.bases.map import map_logprobs
-    from daca_bench.rl.likelihood import fewest_steps, sml_logprobs
+    from daca_bench.rl.likelihood import sml_logprobs
+    from daca_bench.rl.strata import fewest_steps
 
     try:
         dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world,

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from ...config import LossConfig, SamplerConfig
-from ...rl.likelihood import keyed_generator
 from ...rl.losses import ADVANTAGES, LOSSES
 from ...rl.sampler import sample
+from ...rl.strata import keyed_generator
 from .shared import Estimator, bootstrap_items, nearby_copy, row_corr
 
 

@@ -1,5 +1,6 @@
 """The field's dLLM RL methods as bases, one module each, registered in FIELD (docs/method.md,
-"The field's methods as bases"): wd1, spg, espo, coupled_grpo, map.
+"The field's methods as bases"): wd1, spg, espo, coupled_grpo, map; each module holds its advantage, loss and
+own likelihood estimator (on `likelihood.masked_passes`).
 
     base = FIELD["spg"]                   # advantage, loss, likelihood, what it admits
     lik = estimator_for(cfg) or sml_logprobs   # the base's own likelihood, or SML

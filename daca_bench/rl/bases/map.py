@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from ..likelihood import LOGIT_CHUNK, agreed_levels, assign_strata, mask_prompts, target_logprobs
+from ..likelihood import LOGIT_CHUNK, target_logprobs
 from ..lossparts import advantages_rloo, clip_stats
+from ..strata import agreed_levels, assign_strata, mask_prompts
 
 __all__ = ["advantages_rloo", "estimator", "loss_map", "map_logprobs"]
 

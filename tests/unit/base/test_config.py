@@ -48,7 +48,7 @@ def test_print_config_names_every_choice_of_each_named_key():
     from daca_bench.config import RLConfig
     from daca_bench.confighelp import describe
     from daca_bench.rl.credit import NORMS, SCORES
-    from daca_bench.rl.likelihood import STRATA
+    from daca_bench.rl.strata import STRATA
     from daca_bench.rl.losses import AGGREGATIONS, LOSSES
     from daca_bench.engine.runtime import PRECISIONS
     from daca_bench.train.trainer import REWARDS

@@ -15,8 +15,8 @@ from daca_bench.cli import main  # noqa: E402
 from daca_bench.config import SamplerConfig  # noqa: E402
 from daca_bench.errors import ConfigError  # noqa: E402
 from daca_bench.eval.lmeval import DacaLM, Guided, cut_at_stops, request_key  # noqa: E402
-from daca_bench.rl.likelihood import keyed_generator  # noqa: E402
 from daca_bench.rl.sampler import sample  # noqa: E402
+from daca_bench.rl.strata import keyed_generator  # noqa: E402
 from repo_paths import ROOT
 
 TASK = """task: {name}

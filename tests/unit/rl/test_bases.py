@@ -8,8 +8,10 @@ import torch
 
 from daca_bench.config import ConfigError, LossConfig, RLConfig, apply
 from daca_bench.rl.bases import FIELD, check
+from daca_bench.rl.bases.coupled import coupled_logprobs
+from daca_bench.rl.bases.espo import espo_counts, espo_logprobs
 from daca_bench.rl.bases.map import map_logprobs
-from daca_bench.rl.likelihood import coupled_logprobs, espo_counts, espo_logprobs, spg_logprobs, spg_masks
+from daca_bench.rl.bases.spg import spg_logprobs, spg_masks
 from daca_bench.rl.losses import ADVANTAGES, LOSSES
 from daca_bench.rl.lossparts import advantages_rloo
 from repo_paths import ROOT

@@ -1,13 +1,9 @@
 import pytest
 import torch
 
-from daca_bench.rl.likelihood import (
-    assign_strata,
-    elbo_logprobs,
-    mask_prompts,
-    sml_logprobs,
-)
+from daca_bench.rl.likelihood import elbo_logprobs, sml_logprobs
 from daca_bench.rl.sampler import pad_prompts
+from daca_bench.rl.strata import assign_strata, mask_prompts
 
 PROMPTS = ["12+5=", "3-1+20=", "7="]
 

@@ -9,8 +9,9 @@ import torch
 
 from daca_bench.cli import main
 from daca_bench.experiments.studies.bias import summarise
-from daca_bench.rl.likelihood import assign_strata, elbo_logprobs, sml_logprobs
+from daca_bench.rl.likelihood import elbo_logprobs, sml_logprobs
 from daca_bench.rl.sampler import pad_prompts
+from daca_bench.rl.strata import assign_strata
 
 
 @pytest.fixture(scope="module")
