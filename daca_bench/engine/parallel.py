@@ -4,7 +4,7 @@ object per process (docs/trainer.md, "Scaling out").
     par = Parallel.start(t.parallel, t.lora)   # the process group (cpu:gloo,cuda:nccl) and the mode
     model = par.wrap(model)                    # FSDP2 on a replicate / shard / hybrid mesh; as is for none
     with par.rollout(model): sample(...)       # unsharded and collective-free: ranks may decode unequal passes
-    with par.micro(model, last=i == n - 1): loss.backward()   # gradients reduced once, on the last micro-batch
+    with par.micro(model, last=i == n - 1): loss.backward()   # reduce-scattered each micro-batch, all-reduced on the last
 
 `train.parallel`: none (one process, no engine), replicate (every rank holds the whole model, gradients
 all-reduced: DDP semantics, for LoRA as d1 and dllm run it; frozen weights stay outside FSDP2), shard
@@ -206,9 +206,13 @@ class Parallel:
 
     @contextmanager
     def micro(self, model, last: bool):
-        """Backward of one micro-batch: gradients are reduced across ranks only on the last one."""
+        """Backward of one micro-batch: gradients reduce-scattered on every micro-batch, so each rank only ever
+        holds its shard of them (as torchtitan does; deferring the whole sync would keep the unsharded fp32
+        gradient on every rank until the last one: +4 bytes per parameter), and all-reduced across replicas
+        (`replicate`, `hybrid`) only on the last."""
         for u in self._fsdp(model)[:1]:  # the root sets it for every unit below it
-            u.set_requires_gradient_sync(last)
+            u.set_requires_gradient_sync(True)
+            u.set_requires_all_reduce(last or self.mode == "shard")  # shard: one replica, nothing to defer
         yield
 
     def check_shared(self, out) -> None:
