@@ -328,6 +328,24 @@ def _matrix(rank: int, world: int, store_path: str, queue) -> None:
         queue.put((rank, {}, {}, f"{type(exc).__name__}: {exc}"))
 
 
+def _gathers_per_micro_batch(par, adapter, prompt, mask, comp) -> float:
+    """FSDP2's all-gathers in one micro-batch's forward and backward after a rollout (+ the FSDP units / 100)."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_param_group as group
+
+    from daca_bench.rl.likelihood import sml_logprobs
+
+    with par.rollout(adapter.model), torch.no_grad():
+        adapter.logits(prompt, mask)
+    real, calls = group.foreach_all_gather, []
+    group.foreach_all_gather = lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    try:
+        with par.micro(adapter.model, last=True):
+            sml_logprobs(adapter, prompt, mask, comp, k=1).sum().backward()
+    finally:
+        group.foreach_all_gather = real
+    return len(calls) + len(par._fsdp(adapter.model)) / 100  # gathers, and the units after the point
+
+
 def _accumulate(rank, world, prompt, mask, comp) -> dict:
     """2 micro-batches under par.micro against one backward of every row on a plain model: the gradients' largest
     difference, and (shard) the gradient elements this rank holds after the first micro-batch over the model's."""
@@ -352,6 +370,7 @@ def _accumulate(rank, world, prompt, mask, comp) -> dict:
                 held = [p.grad for p in adapter.model.parameters()]
                 out[f"grad-elements-{mode}"] = sum(g.to_local().numel() if g is not None else 0 for g in held) / total
         got = {n: p.grad.full_tensor() * world for n, p in adapter.model.named_parameters()}  # FSDP2 averages ranks
+        out[f"gathers-{mode}"] = _gathers_per_micro_batch(par, adapter, prompt[rows[0]], mask[rows[0]], comp[rows[0]])
         out[f"grad-accum-{mode}"] = max((got[n] - want[n]).abs().max().item() for n in want)
     return out
 
@@ -380,12 +399,17 @@ def test_likelihood_passes_agree_across_ranks_and_equal_one_process(tmp_path, wo
             if p.is_alive():
                 p.kill()
     assert [g[3] for g in got] == [None] * world, got
-    assert len(got[0][1]) == 2 * 2 * len(MATRIX) + 4
+    assert len(got[0][1]) == 2 * 2 * len(MATRIX) + 6
     for _, diffs, passes, _ in got:
         # train.grad_accum=2: the gradients of the whole batch, and under shard each rank holds only its shard
         # of them after the first micro-batch (reduce-scattered at once, never the unsharded gradient)
         assert diffs.pop("grad-elements-shard") == pytest.approx(1 / world, rel=0.02)
         diffs.pop("grad-elements-replicate")  # held by FSDP2 until the last micro-batch's all-reduce: whole anyway
+        # after a rollout, a micro-batch gathers each block twice (forward, backward) and the root (embedding, output
+        # layer) once, as FSDP2 intends: 2 (units - 1) + 1, not 2 units (issue 56 item 4)
+        diffs.pop("gathers-replicate")  # a shard group of one member gathers nothing
+        gathers = diffs.pop("gathers-shard")
+        assert gathers == pytest.approx((2 * 4 + 1 if world == 2 else 0) + 5 / 100)  # 4 blocks and the root
         assert max(diffs.values()) <= 1e-5, diffs
         assert passes == got[0][2]  # the same forwards on every rank
     assert len(got[0][2]["causal-threshold-shard"]) == 2 == len(got[0][2]["causal-schedule-shard"]) // 2  # k=2 steps

@@ -194,6 +194,7 @@ class Parallel:
         collective, so ranks that decode different numbers of passes (threshold decoding, early stops)
         never wait on each other. Entered by every rank (the unshard itself is collective)."""
         units = [u for m in models if m is not None for u in self._fsdp(m)]
+        roots = {id(m) for m in models if m is not None}
         for u in units:
             u.set_reshard_after_forward(False, recurse=False)
             u.unshard()
@@ -202,7 +203,9 @@ class Parallel:
         finally:
             for u in units:
                 u.reshard()
-                u.set_reshard_after_forward(True, recurse=False)
+                # after it, FSDP2's own defaults: each block resharded after its forward, the root (embedding and
+                # output layer) kept whole from the forward to the backward, so a micro-batch gathers it once
+                u.set_reshard_after_forward(id(u) not in roots, recurse=False)
 
     @contextmanager
     def micro(self, model, last: bool):
