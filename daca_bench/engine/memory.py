@@ -7,7 +7,8 @@ memory when it is 0, and the one-line out-of-memory error that names the knobs.
 The row estimate (`rows_that_fit`) keeps, per canvas token, the 16-bit logits row that the
 chunked log-softmax holds for the backward pass, plus per layer either the layer input
 (checkpointing) or ~34 h bytes of intermediates (Korthikanti et al., 2022, without the
-attention-score term that fused attention avoids), and uses half the free memory.
+attention-score term that fused attention avoids), and uses half the free memory. `memory_table()` is
+docs/trainer.md's table of memory per GPU at LLaDA-8B, term by term (tests/test_scale_docs.py checks it).
 """
 from __future__ import annotations
 
@@ -60,3 +61,49 @@ def sml_chunk(adapter, cfg: RLConfig, seq_len: int) -> int | None:
 def out_of_memory(step: int, exc: BaseException) -> ConfigError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return ConfigError(f"out of memory in training step {step} ({first[:120]}); lower {KNOBS}")
+
+
+# LLaDA-8B-Instruct (docs/trainer.md, "Memory per GPU"): its parameters, the root's (input embedding and output
+# layer, 126,464 x 4,096 each), d1's LoRA at r = 128, and the measured activations of a 6-row pass (GB)
+LLADA_8B = {"params": 8_015_581_184, "root": 2 * 126_464 * 4_096, "lora": 167_772_160, "activations": 15.7}
+ROWS = ("lora-none", "lora-replicate", "full-shard", "full-shard-offload")
+
+
+def memory_terms(row: str, n: int, m: dict = LLADA_8B) -> dict[str, float]:
+    """GB (10^9 bytes) per GPU of each term at n processes; `host` terms are host memory per process. The
+    update's terms and the rollout's copy are added although they never coexist (an upper bound); `startup`,
+    the whole policy in fp32 on every GPU before FSDP2 shards it, is a peak of its own."""
+    P, R, gb = m["params"], m["lora"], 1e9
+    if row.startswith("lora"):
+        terms = {"base bf16": 2 * P / gb, "LoRA state": 16 * R / gb, "AdamW step temporary": 4 * R / gb,
+                 "activations": m["activations"]}
+        return {**terms, "adapters' copy": 2 * R / gb} if row == "lora-replicate" else terms
+    sharded = {"state": 16 * P / gb / n, "reference": 2 * P / gb / n, "AdamW step temporary": 4 * P / gb / n}
+    gpu = {"rollout copy": 2 * P / gb, "root gather": 2 * m["root"] / gb, "activations": m["activations"]}
+    if row == "full-shard-offload":
+        return {**gpu, **{f"host {k}": v for k, v in sharded.items()}, "startup": 4 * P / gb}
+    return {**sharded, **gpu, "startup": 4 * P / gb}
+
+
+def memory_bound(terms: dict[str, float]) -> float:
+    """The larger of the steady bound (every term but host memory and start-up, summed) and the start-up peak."""
+    return max(sum(v for k, v in terms.items() if not k.startswith("host") and k != "startup"), terms.get("startup", 0))
+
+
+def memory_table(gpu_gb: float = 80.0) -> list[str]:
+    """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100)."""
+    label = {"lora-none": "LoRA, `none` (one GPU)", "lora-replicate": "LoRA, `replicate`",
+             "full-shard": "full, `shard`", "full-shard-offload": "full, `shard` + `train.offload`"}
+    lines = []
+    for row in ROWS:
+        cells = []
+        for n in (1, 2, 4, 8):
+            if row == "lora-none" and n > 1:
+                cells.append("-")
+                continue
+            terms = memory_terms(row, n)
+            bound = memory_bound(terms)
+            host = sum(v for k, v in terms.items() if k.startswith("host"))
+            cells.append(f"{bound:.1f} GB, {'fits' if bound < gpu_gb else 'no'}" + (f" (host {host:.1f} GB)" if host else ""))
+        lines.append(f"| {label[row]} | {' | '.join(cells)} |")
+    return lines

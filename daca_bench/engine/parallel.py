@@ -4,7 +4,7 @@ object per process (docs/trainer.md, "Scaling out").
     par = Parallel.start(t.parallel, t.lora)   # the process group (cpu:gloo,cuda:nccl) and the mode
     model = par.wrap(model)                    # FSDP2 on a replicate / shard / hybrid mesh; as is for none
     with par.rollout(model): sample(...)       # unsharded and collective-free: ranks may decode unequal passes
-    with par.micro(model, last=i == n - 1): loss.backward()   # gradients reduced once, on the last micro-batch
+    with par.micro(model, last=i == n - 1): loss.backward()   # reduce-scattered each micro-batch, all-reduced on the last
 
 `train.parallel`: none (one process, no engine), replicate (every rank holds the whole model, gradients
 all-reduced: DDP semantics, for LoRA as d1 and dllm run it; frozen weights stay outside FSDP2), shard
@@ -194,6 +194,7 @@ class Parallel:
         collective, so ranks that decode different numbers of passes (threshold decoding, early stops)
         never wait on each other. Entered by every rank (the unshard itself is collective)."""
         units = [u for m in models if m is not None for u in self._fsdp(m)]
+        roots = {id(m) for m in models if m is not None}
         for u in units:
             u.set_reshard_after_forward(False, recurse=False)
             u.unshard()
@@ -202,13 +203,19 @@ class Parallel:
         finally:
             for u in units:
                 u.reshard()
-                u.set_reshard_after_forward(True, recurse=False)
+                # after it, FSDP2's own defaults: each block resharded after its forward, the root (embedding and
+                # output layer) kept whole from the forward to the backward, so a micro-batch gathers it once
+                u.set_reshard_after_forward(id(u) not in roots, recurse=False)
 
     @contextmanager
     def micro(self, model, last: bool):
-        """Backward of one micro-batch: gradients are reduced across ranks only on the last one."""
+        """Backward of one micro-batch: gradients reduce-scattered on every micro-batch, so each rank only ever
+        holds its shard of them (as torchtitan does; deferring the whole sync would keep the unsharded fp32
+        gradient on every rank until the last one: +4 bytes per parameter), and all-reduced across replicas
+        (`replicate`, `hybrid`) only on the last."""
         for u in self._fsdp(model)[:1]:  # the root sets it for every unit below it
-            u.set_requires_gradient_sync(last)
+            u.set_requires_gradient_sync(True)
+            u.set_requires_all_reduce(last or self.mode == "shard")  # shard: one replica, nothing to defer
         yield
 
     def check_shared(self, out) -> None:

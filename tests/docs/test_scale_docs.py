@@ -249,3 +249,26 @@ def test_the_frozen_base_is_held_once_under_replicate_as_the_memory_table_says()
     assert done.returncode == 0, done.stderr[-2000:]
     shared, frozen, trainable = map(int, done.stdout.split())
     assert trainable > 0 and frozen > 0 and shared == frozen, "frozen weights copied in the rollout: update the table"
+
+
+def test_the_memory_table_is_its_formula_term_by_term():
+    """docs/trainer.md's memory table is memory_table()'s rows, each the sum of memory_terms (every term: the root
+    gather, AdamW's step temporary, the fp32 start-up copy among them), recomputed here from the parameter counts."""
+    from daca_bench.engine.memory import LLADA_8B, memory_bound, memory_table, memory_terms
+
+    text = (ROOT / "docs" / "trainer.md").read_text()
+    for line in memory_table():
+        assert line in text, line
+    P, R, root = LLADA_8B["params"], LLADA_8B["lora"], LLADA_8B["root"]
+    assert P == 8_015_581_184 and root == 1_035_993_088 and R == 32 * (3 * 128 * 8_192 + 128 * 16_384)
+    for n in (1, 2, 4, 8):
+        full = memory_terms("full-shard", n)
+        assert {"root gather", "AdamW step temporary", "startup", "rollout copy", "state", "reference"} <= set(full)
+        want = (16 + 2 + 4) * P / n / 1e9 + 2 * P / 1e9 + 2 * root / 1e9 + LLADA_8B["activations"]
+        assert memory_bound(full) == pytest.approx(max(want, 4 * P / 1e9))
+        off = memory_terms("full-shard-offload", n)
+        assert memory_bound(off) == pytest.approx(2 * P / 1e9 + 2 * root / 1e9 + LLADA_8B["activations"])
+        assert sum(v for k, v in off.items() if k.startswith("host")) == pytest.approx(22 * P / n / 1e9)
+    lora = memory_terms("lora-replicate", 1)
+    assert memory_bound(lora) == pytest.approx((2 * P + (16 + 4 + 2) * R) / 1e9 + LLADA_8B["activations"])
+    assert "| full, `shard` | 210.1 GB, no | 122.0 GB, no | 77.9 GB, fits | 55.8 GB, fits |" in text

@@ -169,3 +169,23 @@ def test_causal_with_k_above_the_steps_warns_and_builds_no_empty_stratum(tiny, d
     assert sum(calls) == 2 * 3  # two passes of three rows: no duplicate pass for an empty stratum
     exact = sml_logprobs(tiny, p, m, comp, k=2, partition="causal", commit_step=commit)
     assert torch.equal(clamped, exact)
+
+
+def test_a_micro_batch_clamps_causal_k_as_its_whole_step_does():
+    """A micro-batch (or one process's rows) holds rows with more steps than the step's fewest: given the step's
+    `fewest_steps`, its strata are the whole batch's rows; on its own it would clamp K to its own fewest."""
+    from daca_bench.rl.strata import agreed_levels, fewest_steps
+
+    commit = torch.tensor([[1, 1, 2, 2, 2, 2], [1, 2, 3, 3, 3, 3], [1, 2, 3, 4, 4, 4]])  # 2, 3 and 4 steps
+    with pytest.warns(UserWarning, match="using k=2"):
+        whole = assign_strata(3, 6, 4, "causal", [0, 1, 2], 0, commit_step=commit)
+    fewest = fewest_steps(commit)
+    assert fewest.tolist() == [2]
+    with pytest.warns(UserWarning, match="using k=2"):
+        part = assign_strata(2, 6, 4, "causal", [1, 2], 0, commit_step=commit[1:], fewest=fewest)
+    assert torch.equal(part, whole[1:])
+    with pytest.warns(UserWarning, match="using k=3"):  # the micro-batch's own fewest: other strata
+        assert not torch.equal(assign_strata(2, 6, 4, "causal", [1, 2], 0, commit_step=commit[1:]), whole[1:])
+    assert agreed_levels(whole[2:], 4).tolist() == [0, 1]
+    # a block model: the fewest steps of each block, counted from the block's first
+    assert fewest_steps(torch.tensor([[1, 2, 3, 4], [1, 1, 3, 4]]), block=2).tolist() == [1, 2]
