@@ -16,6 +16,7 @@ The names most people need are importable from here too (loaded on first use, so
 `import daca_bench` stays light): `get_task`, `reward_function`, `load_model`, `sample`,
 `sml_logprobs`, `dps_weights`, `train`, `load_config`.
 """
+
 __version__ = "0.1.0"
 
 _PUBLIC = {

@@ -8,6 +8,7 @@
 attention (archs/block.py), the KV-cached pass (`forward_cached`), decoding and saving.
 `CanvasMask` is an attention mask prepared once for the many passes of a rollout.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -24,6 +25,7 @@ from .errors import ConfigError
 @dataclass
 class CanvasMask:
     """An (N, S) attention mask prepared once for many forward passes (`ModelAdapter.canvas_mask`)."""
+
     mask: torch.Tensor  # (N, S) 1/0
     positions: torch.Tensor  # (N, S) position ids, 0 at each row's first real token
     padded: bool  # any 0 in mask (known on the host)
@@ -40,7 +42,9 @@ class ModelAdapter:
     shift_logits: bool = False  # Dream predicts position i from the hidden state at i-1
     source: str = "tiny"
     square_mask: bool = False  # the published Dream code takes only None or a (B, 1, L, L) bool mask
-    block_size: int = 0  # block diffusion: causal across blocks of this many tokens (archs/block.py); 0 = full attention
+    block_size: int = (
+        0  # block diffusion: causal across blocks of this many tokens (archs/block.py); 0 = full attention
+    )
 
     def __post_init__(self):
         core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # peft
@@ -54,7 +58,9 @@ class ModelAdapter:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def logits(self, input_ids: torch.Tensor, attention_mask=None, keep: tuple | None = None, clean=None) -> torch.Tensor:
+    def logits(
+        self, input_ids: torch.Tensor, attention_mask=None, keep: tuple | None = None, clean=None
+    ) -> torch.Tensor:
         """(N, P+L) ids -> (N, P+L, V) logits. Left padding is given positions from 0 at the first real token.
         attention_mask: (N, P+L) 1/0, or a `CanvasMask` prepared once for many passes (`canvas_mask`).
         keep = (a, b): the logits of positions a..b-1 only, (N, b-a, V): the output layer runs on those
@@ -106,10 +112,13 @@ class ModelAdapter:
             positions = None
         if attention_mask is not None and self._takes_mask:
             keep = attention_mask.bool()  # (N, P+L)
-            kw["attention_mask"] = keep[:, None, None, :].expand(-1, 1, keep.shape[1], -1) if self.square_mask \
-                else attention_mask  # (N, 1, P+L, P+L) bool for the published Dream code
+            kw["attention_mask"] = (
+                keep[:, None, None, :].expand(-1, 1, keep.shape[1], -1) if self.square_mask else attention_mask
+            )  # (N, 1, P+L, P+L) bool for the published Dream code
         if attention_mask is not None and self._takes_positions:
-            kw["position_ids"] = positions if positions is not None else (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+            kw["position_ids"] = (
+                positions if positions is not None else (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+            )
         return kw
 
     def _rows(self, keep: tuple[int, int], first: int, device) -> torch.Tensor:
@@ -140,12 +149,21 @@ class ModelAdapter:
         kind = self.cache_kind()
         if kind is None:
             core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-            raise ConfigError(f"{key}: {type(core).__name__} ({self.source}) has no KV-cached forward pass; "
-                              f"set {key}=none, or load LLaDA / Dream without model.trust_remote_code")
+            raise ConfigError(
+                f"{key}: {type(core).__name__} ({self.source}) has no KV-cached forward pass; "
+                f"set {key}=none, or load LLaDA / Dream without model.trust_remote_code"
+            )
         return kind
 
-    def forward_cached(self, input_ids: torch.Tensor, attention_mask, cache, window=None,
-                       key: str = "sampler.cache", keep: tuple[int, int] | None = None) -> torch.Tensor:
+    def forward_cached(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask,
+        cache,
+        window=None,
+        key: str = "sampler.cache",
+        keep: tuple[int, int] | None = None,
+    ) -> torch.Tensor:
         """The KV-cached pass (`sampler.cache`). (N, S) canvas ids and 1/0 mask (or a `CanvasMask`), a
         `KVCache`: window None -> a full pass that (re)fills the cache, (N, S, V) logits as `logits` gives;
         window (lo, hi) -> only positions lo..hi-1 recomputed against the cached keys of the rest,
@@ -163,16 +181,22 @@ class ModelAdapter:
         if keep is not None and not self.shift_logits and tuple(keep) == (lo, hi):
             keep = None  # every row of the pass: the plain call
         rows = None if keep is None else self._rows(keep, lo, input_ids.device)
-        kw = {"input_ids": input_ids[:, lo:hi], "attention_mask": mask, "position_ids": positions[:, lo:hi],
-              "past_key_values": cache, "logits_to_keep": rows}
+        kw = {
+            "input_ids": input_ids[:, lo:hi],
+            "attention_mask": mask,
+            "position_ids": positions[:, lo:hi],
+            "past_key_values": cache,
+            "logits_to_keep": rows,
+        }
         if kind == "native":
             out = self.model(**kw).logits
         else:
             from .archs.bert import bert_cached
 
             core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-            out = _as_call(self.model, kw, lambda: bert_cached(core, kw["input_ids"], mask, kw["position_ids"], cache,
-                                                                rows))
+            out = _as_call(
+                self.model, kw, lambda: bert_cached(core, kw["input_ids"], mask, kw["position_ids"], cache, rows)
+            )
         if rows is not None:
             return out
         if self.shift_logits:  # (N, hi-lo, V): raw row i-1 predicts position i; position 0 keeps its own row
@@ -186,7 +210,7 @@ class ModelAdapter:
         """Decode up to the first EOS; ids the tokenizer cannot decode (Dream) are dropped."""
         out = []
         vocab = len(self.tokenizer)
-        for i in (ids.tolist() if torch.is_tensor(ids) else ids):
+        for i in ids.tolist() if torch.is_tensor(ids) else ids:
             if i == self.eos_token_id:
                 break
             if 0 <= i < vocab and i not in (self.pad_token_id, self.mask_token_id):

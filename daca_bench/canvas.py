@@ -8,6 +8,7 @@ block_length, steps a multiple of the blocks) and hold a task's longest gold ans
 
 Every failure is one ConfigError naming the keys and a value that works.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,14 +41,18 @@ def check(cfg: SamplerConfig, prefix: str, gold: list[int] | None = None, task: 
     if L % b:
         raise ConfigError(f"{gl}={L} must be a multiple of {bl}={b}: set {bl}={L}, or {gl}={-(-L // b) * b}")
     if cfg.threshold is None and T % (L // b):
-        raise ConfigError(f"{st}={T} must be a multiple of the {L // b} blocks of {L // b}x{b} tokens: "
-                          f"set {st}={-(-T // (L // b)) * (L // b)}")
+        raise ConfigError(
+            f"{st}={T} must be a multiple of the {L // b} blocks of {L // b}x{b} tokens: "
+            f"set {st}={-(-T // (L // b)) * (L // b)}"
+        )
     need = max(gold) + int(eos) if gold else 0
     if need > L:
         fit = -(-need // b) * b
-        raise ConfigError(f"{gl}={L} cannot hold {task or 'the task'}'s longest gold answer ({max(gold)} tokens)"
-                          f"{' plus EOS' if eos else ''}; set {gl}={fit} (a multiple of {bl}={b}; {st} a multiple of "
-                          f"{fit // b})")
+        raise ConfigError(
+            f"{gl}={L} cannot hold {task or 'the task'}'s longest gold answer ({max(gold)} tokens)"
+            f"{' plus EOS' if eos else ''}; set {gl}={fit} (a multiple of {bl}={b}; {st} a multiple of "
+            f"{fit // b})"
+        )
 
 
 POSITION_FIELDS = ("max_position_embeddings", "max_sequence_length", "n_positions")  # BERT/Dream, LLaDA, GPT-2
@@ -66,8 +71,10 @@ def check_positions(gen_length: int, prompt: int, positions: int | None, key: st
         return
     room = positions - prompt
     fix = f"set {key}<={room}" if room > 0 else "shorten the prompts"
-    raise ConfigError(f"{key}={gen_length} plus the longest prompt ({prompt} tokens) exceeds the model's {positions} "
-                      f"positions; {fix}{f' (or lower {prompt_key})' if prompt_key else ''}")
+    raise ConfigError(
+        f"{key}={gen_length} plus the longest prompt ({prompt} tokens) exceeds the model's {positions} "
+        f"positions; {fix}{f' (or lower {prompt_key})' if prompt_key else ''}"
+    )
 
 
 def check_fits(adapter, prompts: list[str], lengths, key: str) -> None:
@@ -114,7 +121,6 @@ def check_rl(cfg) -> None:
     on stderr: the test evaluation would not decode what training did."""
     from .registry import task_spec, test_set
 
-
     gold, name, drawn = None, cfg.train.task, None
     spec = task_spec(name)
     if spec.tiny:
@@ -137,6 +143,8 @@ def check_rl(cfg) -> None:
             check_positions(sampler.gen_length, prompt, limit, f"{section}.gen_length", "train.max_prompt_length")
     r, e = cfg.rollout, cfg.eval
     if (r.gen_length, r.block_length) != (e.gen_length, e.block_length):
-        print(f"warning: rollouts use a canvas of {r.gen_length} (block {r.block_length}) but the test evaluation "
-              f"{e.gen_length} (block {e.block_length}); set eval.gen_length/eval.block_length/eval.steps to match",
-              file=sys.stderr)
+        print(
+            f"warning: rollouts use a canvas of {r.gen_length} (block {r.block_length}) but the test evaluation "
+            f"{e.gen_length} (block {e.block_length}); set eval.gen_length/eval.block_length/eval.steps to match",
+            file=sys.stderr,
+        )

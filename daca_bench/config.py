@@ -4,6 +4,7 @@ error that names the close matches, never a silent no-op.
 
     cfg = load_config("configs/tiny_sft.yaml", ["sft.steps=100"], RunConfig)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,7 +39,9 @@ class LossConfig:
     beta: float = 0.0  # KL coefficient (d1: 0.04)
     scale_rewards: bool = False  # grpo: divide by the group std
     loss_type: str = "grpo"  # token aggregation: grpo (per-sequence mean) | bnpo (d1: batch token mean) | dr_grpo
-    norm_rows: int = 0  # bnpo's token count: 0 = the whole step's (any GPU count, any grad_accum); n = per n rows (d1: 6)
+    norm_rows: int = (
+        0  # bnpo's token count: 0 = the whole step's (any GPU count, any grad_accum); n = per n rows (d1: 6)
+    )
     std_unbiased: bool = True  # scale_rewards divides by the unbiased group std (TRL, d1); false = population std
     spg_mode: str = "mix"  # spg, A < 0: eubo | mix (w EUBO + (1-w) ELBO: SPG's mitigation of eubo's collapse) | elbo
     spg_beta: float = 1.0  # spg: the EUBO's beta (SPG: 1.0 sudoku, 1.5 gsm8k / math)
@@ -61,7 +64,9 @@ class ModelConfig:
     trust_remote_code: bool = False  # needed for LLaDA / Dream
     dtype: str = "float32"  # float32 | bfloat16 | float16 (the tiny model too)
     seed: int = 0
-    block_size: int = 0  # block diffusion (archs/block.py): causal across blocks of this many tokens; 0 = full attention
+    block_size: int = (
+        0  # block diffusion (archs/block.py): causal across blocks of this many tokens; 0 = full attention
+    )
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,9 @@ class SamplerConfig:
     remasking: str = "low_confidence"  # low_confidence | random
     threshold: float | None = None  # confidence-threshold parallel decoding (Fast-dLLM); rollout.threshold too
     batch_size: int = 64
-    cache: str = "none"  # KV cache: none | prefix (prompt + decoded blocks reused within a block) | dual (+ the masked suffix)
+    cache: str = (
+        "none"  # KV cache: none | prefix (prompt + decoded blocks reused within a block) | dual (+ the masked suffix)
+    )
     #                      | block (a block model's exact cache of its finished blocks)
 
 
@@ -146,13 +153,17 @@ class TrainConfig:
     eval_split: str = "test"  # the split scored at the end: test | dev (disjoint from test: for choosing readings)
     test_exclude: str = ""  # a file of prompt ids the test set skips (registry.draw_test): prompts scored before
     reward: str = "exact"  # training reward: exact | dense (the task's partial credit) | d1; the test stays exact
-    precision: str = "auto"  # autocast: auto (bf16 rollouts where the hardware has it, bf16 updates on CUDA) | bf16 | fp32
+    precision: str = (
+        "auto"  # autocast: auto (bf16 rollouts where the hardware has it, bf16 updates on CUDA) | bf16 | fp32
+    )
     threads: int = 0
     lora: bool = False
     lora_r: int = 128
     lora_alpha: int = 64
     lora_dropout: float = 0.0  # d1: 0.05
-    disable_dropout: bool = True  # dropout off during RL (TRL's disable_dropout): old, current and reference passes agree
+    disable_dropout: bool = (
+        True  # dropout off during RL (TRL's disable_dropout): old, current and reference passes agree
+    )
     report_to: str = "none"  # none | tensorboard | wandb, or a list: tensorboard,wandb
     require_gpu: bool = False  # paper-scale presets: stop at once on a machine without CUDA
     # d1 parity (docs/paper-presets.md):
@@ -167,6 +178,7 @@ class TrainConfig:
 @dataclass(frozen=True)
 class GuardConfig:
     """Collapse guards of the rollouts (daca_bench/train/guards.py); None = no bound."""
+
     action: str = "warn"  # warn | stop (checkpoint and stop the run)
     patience: int = 3  # consecutive steps over a bound before acting
     max_fallback_frac: float | None = None  # steps committing only their forced token (threshold rollouts)
@@ -365,8 +377,7 @@ def read_yaml(path: str | Path, what: str = "config"):
         raise ConfigError(f"{path}: not valid YAML{at}: {problem}; fix the {what} file") from None
 
 
-def command_config(overrides: list[str], sections: tuple[str, ...], options: dict[str, Any] | None = None,
-                   base=None):
+def command_config(overrides: list[str], sections: tuple[str, ...], options: dict[str, Any] | None = None, base=None):
     """The RunConfig of a command that reads only some sections (`sample`: model, sampler).
 
     `options` are the command's own flags as dotted keys (`{"model.name": args.model}`; None = not

@@ -1,6 +1,7 @@
 """Help for every config key: `daca-bench train --print-config` (and sft, sample) lists each
 dotted key with its current value and a help text. Help comes from the comment after the
 field in config.py, else from HELP below (keyed `Section.field`)."""
+
 from __future__ import annotations
 
 import inspect
@@ -79,5 +80,7 @@ def print_config(cfg) -> None:
     for key, value, help_ in rows:
         print(f"{f'{key} = {value!r}'.ljust(width)}  # {help_}")
     if hasattr(cfg, "train") and hasattr(cfg, "loss"):
-        print("\nTRL's names are accepted as overrides too: " + ", ".join(
-            f"{name} -> {ours}" for name, (ours, _) in TRL_ALIASES.items()))
+        print(
+            "\nTRL's names are accepted as overrides too: "
+            + ", ".join(f"{name} -> {ours}" for name, (ours, _) in TRL_ALIASES.items())
+        )

@@ -5,6 +5,7 @@ line the CLI prints before it exits with code 2. Anything else is a bug and keep
     raise ConfigError(f"{path}: not valid YAML ...")     # names the input and the fix
     line = explain(exc)                                  # None: not an expected failure
 """
+
 from __future__ import annotations
 
 import errno

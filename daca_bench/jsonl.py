@@ -8,6 +8,7 @@ of JSONL lines.
 The file is read as bytes and each line is decoded on its own, so a bad byte, a line that is
 not JSON, a number past Python's digit limit or a blank line spoils only its own line.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,9 @@ def parse_line(raw: bytes, number: int) -> Line:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Line(number, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
-                    raw.decode("utf-8", errors="replace"))
+        return Line(
+            number, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})", raw.decode("utf-8", errors="replace")
+        )
     if not text.strip():
         return Line(number, None, "blank line", text)
     try:

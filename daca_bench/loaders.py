@@ -12,6 +12,7 @@ no offline variable is set and the hub answers a connection within seconds is it
 Otherwise it is one UnavailableError line ("not cached; ... or pass a local file"). Inside
 `cache_only()` (`daca-bench tasks`) the network is never touched.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,9 @@ _BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "
 
 
 def _builder(files) -> str:
-    first = files if isinstance(files, (str, Path)) else next(iter(
-        files.values() if isinstance(files, dict) else files))
+    first = (
+        files if isinstance(files, (str, Path)) else next(iter(files.values() if isinstance(files, dict) else files))
+    )
     if isinstance(first, (list, tuple)):
         first = first[0]
     suffixes = Path(str(first)).suffixes
@@ -93,7 +95,9 @@ def cache_only():
 
 
 def offline_requested() -> bool:
-    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
 
 
 def hub_reachable(timeout: float = PROBE_SECONDS) -> bool:
@@ -114,8 +118,9 @@ def _offline():
     import datasets.config
     from huggingface_hub import constants
 
-    flags = [(m, a) for m in (datasets.config, constants) for a in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-             if hasattr(m, a)]
+    flags = [
+        (m, a) for m in (datasets.config, constants) for a in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if hasattr(m, a)
+    ]
     saved = [getattr(m, a) for m, a in flags]
     logger = logging.getLogger("datasets")
     level = logger.level
@@ -149,13 +154,16 @@ def load_hub_rows(hub_id: str, config: str | None, split: str) -> list[dict]:
     elif not hub_reachable():
         why = f"the hub ({constants.ENDPOINT}) cannot be reached"
     if why:
-        raise UnavailableError(f"the hub dataset {hub_id} ({split} split) is not cached here and {why}; run once "
-                               f"with internet to cache it, or pass a local file: --data-file {split}=FILE")
+        raise UnavailableError(
+            f"the hub dataset {hub_id} ({split} split) is not cached here and {why}; run once "
+            f"with internet to cache it, or pass a local file: --data-file {split}=FILE"
+        )
     return datasets.load_dataset(hub_id, config, split=split).to_list()
 
 
-def load_rows(hub_id: str, *, split: str, config: str | None = None, path: str | Path | None = None,
-              data_files: Any = None) -> list[dict]:
+def load_rows(
+    hub_id: str, *, split: str, config: str | None = None, path: str | Path | None = None, data_files: Any = None
+) -> list[dict]:
     """The rows of one split as plain dicts (in dataset order)."""
     if path is None and data_files is None:
         path = data_file(split)
@@ -197,8 +205,11 @@ def select(rows: list, n: int | None) -> list:
 #   Countdown test JSONL: one object per line, `input` the numbers joined by commas ("30,100,93")
 #     and `output` the target ("23").
 D1_DATA_ENV = "DACA_BENCH_D1_DATA"
-D1_FILES = {"sudoku/train": "4x4_sudoku_unique_puzzles.csv", "sudoku/test": "4x4_test_sudoku.csv",
-            "countdown/test": "countdown_cd3_test.jsonl"}
+D1_FILES = {
+    "sudoku/train": "4x4_sudoku_unique_puzzles.csv",
+    "sudoku/test": "4x4_test_sudoku.csv",
+    "countdown/test": "countdown_cd3_test.jsonl",
+}
 D1_SEED = 42  # d1's seed: its test draws (numpy's legacy global RNG) and its train shuffle (datasets)
 D1_HELD_OUT = 500  # d1 leaves the last 500 shuffled countdown / sudoku train rows out of training
 
@@ -213,13 +224,16 @@ def d1_file(kind: str, path: str | Path | None = None) -> Path:
     if path is None:
         folder = os.environ.get(D1_DATA_ENV)
         if not folder:
-            raise ConfigError(f"the d1 file {name} is not on the hub and not shipped; clone d1 "
-                              f"(dllm-reasoning/d1) and set {D1_DATA_ENV}=<clone>/dataset, or pass path=FILE")
+            raise ConfigError(
+                f"the d1 file {name} is not on the hub and not shipped; clone d1 "
+                f"(dllm-reasoning/d1) and set {D1_DATA_ENV}=<clone>/dataset, or pass path=FILE"
+            )
         path = Path(folder) / name
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"no such d1 data file: {path} (expected d1's {name}; set {D1_DATA_ENV} to the "
-                          "folder that holds it)")
+        raise ConfigError(
+            f"no such d1 data file: {path} (expected d1's {name}; set {D1_DATA_ENV} to the folder that holds it)"
+        )
     return path
 
 
@@ -248,8 +262,9 @@ def read_d1_countdown(path: str | Path) -> list[dict]:
         try:
             rows.append({"numbers": [int(x) for x in str(row["input"]).split(",")], "target": int(row["output"])})
         except (KeyError, ValueError):
-            raise ConfigError(f"{path}: record {i} is not d1's countdown format "
-                              '({"input": "30,100,93", "output": "23"})') from None
+            raise ConfigError(
+                f'{path}: record {i} is not d1\'s countdown format ({{"input": "30,100,93", "output": "23"}})'
+            ) from None
     return rows
 
 

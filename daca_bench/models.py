@@ -10,6 +10,7 @@ masked LM (`AutoModelForMaskedLM`), and LLaDA / Dream through the native classes
 `trust_remote_code`, patched for transformers 5). Mask id from the tokenizer or config; Dream's
 adapter shifts its raw logits right by one position so that logits[i] predicts token i.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,14 +26,24 @@ from .config import ModelConfig, pick
 from .errors import ConfigError, UnavailableError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
 def build_tiny_model(cfg: ModelConfig, tokenizer):
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(cfg.seed)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-                        num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size,
-                        max_position_embeddings=cfg.max_positions, pad_token_id=tokenizer.pad_token_id,
-                        type_vocab_size=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        intermediate_size=cfg.intermediate_size,
+        max_position_embeddings=cfg.max_positions,
+        pad_token_id=tokenizer.pad_token_id,
+        type_vocab_size=1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     return BertForMaskedLM(config)
 
 
@@ -101,8 +112,9 @@ def _remote_class(config, name: str, key: str):
     return cls
 
 
-def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "float32",
-                    quantization_config=None) -> ModelAdapter:
+def load_pretrained(
+    name: str, trust_remote_code: bool = False, dtype: str = "float32", quantization_config=None
+) -> ModelAdapter:
     """A local save_pretrained folder or a hub id: masked LMs; LLaDA and Dream through the native
     classes (daca_bench.archs) unless trust_remote_code asks for their own code. `quantization_config`
     (bitsandbytes 4-bit, train.load_in_4bit) goes to from_pretrained."""
@@ -113,21 +125,34 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
 
     hf_logging.disable_progress_bar()
     torch_dtype = pick(DTYPES, dtype, "model.dtype")
-    quant = {"quantization_config": quantization_config, "device_map": {"": default_device()}} if quantization_config else {}
+    quant = (
+        {"quantization_config": quantization_config, "device_map": {"": default_device()}}
+        if quantization_config
+        else {}
+    )
     native = None if trust_remote_code else native_class(_model_type(name))
     try:
-        config = native.config_class.from_pretrained(name) if native else \
-            AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        config = (
+            native.config_class.from_pretrained(name)
+            if native
+            else AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        )
     except (OSError, ValueError) as exc:  # a missing folder, a malformed hub id, not cached offline
         if "trust_remote_code" in str(exc):
-            raise ConfigError(f"{name} ships its own model code; pass model.trust_remote_code=true "
-                              "(--trust-remote-code on the command line)") from exc
+            raise ConfigError(
+                f"{name} ships its own model code; pass model.trust_remote_code=true "
+                "(--trust-remote-code on the command line)"
+            ) from exc
         if Path(name).is_dir():
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UnavailableError(f"cannot load the model folder {name}: {first} Point it at a save_pretrained "
-                                   "folder (e.g. an SFT run's final/)") from exc
-        raise UnavailableError(f"cannot load model {name!r}: it is neither a save_pretrained folder nor a hub id "
-                               "in the local cache; check the path (model.name, train.init or --model)") from exc
+            raise UnavailableError(
+                f"cannot load the model folder {name}: {first} Point it at a save_pretrained "
+                "folder (e.g. an SFT run's final/)"
+            ) from exc
+        raise UnavailableError(
+            f"cannot load model {name!r}: it is neither a save_pretrained folder nor a hub id "
+            "in the local cache; check the path (model.name, train.init or --model)"
+        ) from exc
     tokenizer = load_tokenizer(name, trust_remote_code)
     model_type = str(getattr(config, "model_type", "")).lower()
     family = "dream" if "dream" in model_type else model_type
@@ -149,9 +174,17 @@ def load_pretrained(name: str, trust_remote_code: bool = False, dtype: str = "fl
         else:
             model = AutoModelForMaskedLM.from_pretrained(name, dtype=torch_dtype, **quant)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer, config)
-    return ModelAdapter(model, tokenizer, _mask_id(tokenizer, config), _eos_id(tokenizer, config), int(pad),
-                        shift_logits=shift, source=name, square_mask=bool(auto_map) and family == "dream" and not native,
-                        block_size=int(stored.get("block_size", 0)))
+    return ModelAdapter(
+        model,
+        tokenizer,
+        _mask_id(tokenizer, config),
+        _eos_id(tokenizer, config),
+        int(pad),
+        shift_logits=shift,
+        source=name,
+        square_mask=bool(auto_map) and family == "dream" and not native,
+        block_size=int(stored.get("block_size", 0)),
+    )
 
 
 def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
@@ -159,8 +192,10 @@ def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
     import torch as _torch
 
     if need_gpu and not _torch.cuda.is_available():
-        raise UnavailableError(f"this preset needs a CUDA GPU ({cfg.name}); none is visible here. "
-                               "Run it on a GPU machine, or use configs/tiny.yaml on a CPU.")
+        raise UnavailableError(
+            f"this preset needs a CUDA GPU ({cfg.name}); none is visible here. "
+            "Run it on a GPU machine, or use configs/tiny.yaml on a CPU."
+        )
     if cfg.name == "tiny" or Path(cfg.name).is_dir():
         return
     from huggingface_hub import try_to_load_from_cache
@@ -168,12 +203,15 @@ def require_available(cfg: ModelConfig, need_gpu: bool = False) -> None:
     try:
         cached = isinstance(try_to_load_from_cache(cfg.name, "config.json"), str)
     except ValueError:  # not even a valid hub id: a folder path that does not exist
-        raise UnavailableError(f"no such model folder {cfg.name}; check the path (model.name or train.init)"
-                               f"{_how_to_make(cfg.name)}") from None
+        raise UnavailableError(
+            f"no such model folder {cfg.name}; check the path (model.name or train.init){_how_to_make(cfg.name)}"
+        ) from None
     if not cached:
-        raise UnavailableError(f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
-                               f"Download them where the hub is reachable (`hf download {cfg.name}`) "
-                               "or set model.name to a local save_pretrained folder.")
+        raise UnavailableError(
+            f"weights for {cfg.name!r} are neither a local folder nor in the Hugging Face cache. "
+            f"Download them where the hub is reachable (`hf download {cfg.name}`) "
+            "or set model.name to a local save_pretrained folder."
+        )
 
 
 def _how_to_make(name: str) -> str:
@@ -199,14 +237,18 @@ def run_canvas(name: str) -> tuple[dict, Path] | None:
     except (OSError, ValueError):
         return None
     section = run.get("eval") or run.get("sampler") if isinstance(run, dict) else None
-    if not isinstance(section, dict) or not all(isinstance(section.get(k), int) for k in ("gen_length", "block_length", "steps")):
+    if not isinstance(section, dict) or not all(
+        isinstance(section.get(k), int) for k in ("gen_length", "block_length", "steps")
+    ):
         return None
     return {k: section[k] for k in ("gen_length", "block_length", "steps")}, stored
 
 
 def default_device() -> torch.device:
     """This process's CUDA device (LOCAL_RANK under torchrun) when there is one, else the CPU."""
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    return (
+        torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    )
 
 
 def load_model(cfg: ModelConfig) -> ModelAdapter:
@@ -215,8 +257,9 @@ def load_model(cfg: ModelConfig) -> ModelAdapter:
     if cfg.name == "tiny":
         tok = build_char_tokenizer()
         model = build_tiny_model(cfg, tok).to(pick(DTYPES, cfg.dtype, "model.dtype"))
-        return ModelAdapter(model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny",
-                            block_size=cfg.block_size)
+        return ModelAdapter(
+            model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny", block_size=cfg.block_size
+        )
     adapter = load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
     if cfg.block_size and cfg.block_size != adapter.block_size:  # 0: the folder's own
         raise ConfigError(f"model.block_size={cfg.block_size}, but {cfg.name} has block size {adapter.block_size}")
@@ -235,8 +278,16 @@ def load_checkpoint(name: str, trust_remote_code: bool = False, dtype: str = "fl
         raise ValueError(f"{name} is a LoRA adapter that does not name its base model; pass the base (--base)")
     adapter = load_model(ModelConfig(name=base, trust_remote_code=trust_remote_code, dtype=dtype))
     model = PeftModel.from_pretrained(adapter.model, str(folder)).merge_and_unload()
-    return ModelAdapter(model, adapter.tokenizer, adapter.mask_token_id, adapter.eos_token_id, adapter.pad_token_id,
-                        adapter.shift_logits, source=name, block_size=adapter.block_size)
+    return ModelAdapter(
+        model,
+        adapter.tokenizer,
+        adapter.mask_token_id,
+        adapter.eos_token_id,
+        adapter.pad_token_id,
+        adapter.shift_logits,
+        source=name,
+        block_size=adapter.block_size,
+    )
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -10,19 +10,20 @@ whose value is a module that registers its tasks when imported (see tasks/README
 A task may also declare how it is posed under a protocol (`register_protocol`: gsm8k under d1 is d1's
 system prompt, prefill, rewards and verdict); get_task(name, protocol=...) builds it. Try `daca-bench tasks`.
 """
+
 from __future__ import annotations
 
 import difflib
 import functools
 import importlib.metadata
-import inspect
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from .errors import ConfigError, UnknownTaskError
 from .resources import data_dir
@@ -35,9 +36,25 @@ FAMILIES = ("math", "code", "constraint", "json")
 # a task of one's own written into tasks/ (where `new-task` writes by default) is never taken for one of these
 # (the paper's gains stand beside these only: experiments/analysis/variants.py). tests/unit/analysis/test_accuracy.py checks
 # that it names exactly the tasks the shipped folder registers.
-SHIPPED_TASKS = frozenset({
-    "arithmetic", "arithmetic_tiny", "countdown", "countdown_d1", "countdown_tiny", "gsm8k", "humaneval",
-    "json_schema", "json_tiny", "math500", "mbpp", "python_tiny", "sudoku", "sudoku_d1", "sudoku_tiny"})
+SHIPPED_TASKS = frozenset(
+    {
+        "arithmetic",
+        "arithmetic_tiny",
+        "countdown",
+        "countdown_d1",
+        "countdown_tiny",
+        "gsm8k",
+        "humaneval",
+        "json_schema",
+        "json_tiny",
+        "math500",
+        "mbpp",
+        "python_tiny",
+        "sudoku",
+        "sudoku_d1",
+        "sudoku_tiny",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -68,9 +85,18 @@ RETIRED = {"gsm8k_d1": ("gsm8k", "d1"), "math500_d1": ("math500", "d1")}  # old 
 _loaded: frozenset | None = None  # the task folders loaded (None: nothing yet, plug-ins neither)
 
 
-def register_task(name: str, *, family: str, version: int, splits=("train", "test"),
-                  tiny: bool = False, description: str = "", cluster=None, partial_credit: bool = False,
-                  shaped_range: tuple[float, float] | None = None):
+def register_task(
+    name: str,
+    *,
+    family: str,
+    version: int,
+    splits=("train", "test"),
+    tiny: bool = False,
+    description: str = "",
+    cluster=None,
+    partial_credit: bool = False,
+    shaped_range: tuple[float, float] | None = None,
+):
     """Decorator: register a builder `f(split, n, seed, **kw) -> Task` under `name`. `cluster`: the
     metadata field (or a function of the sample) that items cluster on, where several items share
     what the split is keyed on (sudoku: the solution grid); None where every item stands alone.
@@ -83,12 +109,23 @@ def register_task(name: str, *, family: str, version: int, splits=("train", "tes
 
     def wrap(fn):
         if name in _REGISTRY and _REGISTRY[name].build.__module__ != fn.__module__:
-            raise ConfigError(f"task {name!r} is registered twice: in {_source(_REGISTRY[name].build)} and in "
-                              f"{_source(fn)}; task names are global: rename one, or drop one of the two folders "
-                              "or plug-ins")
-        _REGISTRY[name] = TaskSpec(name, family, version, tuple(splits), _checked(fn, name, partial_credit, shaped_range),
-                                   tiny, description or (fn.__doc__ or "").strip().split("\n")[0], cluster,
-                                   bool(partial_credit), tuple(shaped_range) if shaped_range else None)
+            raise ConfigError(
+                f"task {name!r} is registered twice: in {_source(_REGISTRY[name].build)} and in "
+                f"{_source(fn)}; task names are global: rename one, or drop one of the two folders "
+                "or plug-ins"
+            )
+        _REGISTRY[name] = TaskSpec(
+            name,
+            family,
+            version,
+            tuple(splits),
+            _checked(fn, name, partial_credit, shaped_range),
+            tiny,
+            description or (fn.__doc__ or "").strip().split("\n")[0],
+            cluster,
+            bool(partial_credit),
+            tuple(shaped_range) if shaped_range else None,
+        )
         return fn
 
     return wrap
@@ -185,8 +222,10 @@ def load_file(path: str | Path) -> None:
         first = Path(getattr(have, "__file__", "") or "").resolve()
         if first == path:
             return
-        raise ConfigError(f"two task files named {path.name}: {first} and {path} (a task file's name must be unique "
-                          "over every task folder); rename one")
+        raise ConfigError(
+            f"two task files named {path.name}: {first} and {path} (a task file's name must be unique "
+            "over every task folder); rename one"
+        )
     spec = importlib.util.spec_from_file_location(modname, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module
@@ -197,14 +236,20 @@ def load_file(path: str | Path) -> None:
         raise
     except SyntaxError as exc:
         del sys.modules[modname]
-        raise ConfigError(f"{exc.filename}:{exc.lineno}: syntax error in a task file ({exc.msg}); fix it, or move "
-                          "the file out of the task folder") from exc
+        raise ConfigError(
+            f"{exc.filename}:{exc.lineno}: syntax error in a task file ({exc.msg}); fix it, or move "
+            "the file out of the task folder"
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - a task file that fails to import names itself, in one line
         del sys.modules[modname]
-        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__))
-                     if Path(f.filename).resolve() == path), "?")
-        raise ConfigError(f"{path}:{line}: the task file failed to import ({type(exc).__name__}: {exc}); fix it, or "
-                          "move it out of the task folder (--traceback shows where)") from exc
+        line = next(
+            (f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__)) if Path(f.filename).resolve() == path),
+            "?",
+        )
+        raise ConfigError(
+            f"{path}:{line}: the task file failed to import ({type(exc).__name__}: {exc}); fix it, or "
+            "move it out of the task folder (--traceback shows where)"
+        ) from exc
 
 
 def load_all() -> None:
@@ -219,8 +264,9 @@ def load_all() -> None:
         if not folder.is_dir():
             if folder == TASKS_DIR:
                 continue
-            raise ConfigError(f"DACA_BENCH_TASKS (or --tasks-dir) names {folder}, which is not a folder; "
-                              "give a folder of task files")
+            raise ConfigError(
+                f"DACA_BENCH_TASKS (or --tasks-dir) names {folder}, which is not a folder; give a folder of task files"
+            )
         if folder.resolve() in done:
             continue
         for path in sorted(folder.glob("*.py")):
@@ -232,8 +278,10 @@ def load_all() -> None:
             try:
                 ep.load()
             except Exception as exc:  # a broken plug-in names itself instead of hiding every task
-                raise ImportError(f"task plug-in {ep.name!r} ({ep.value}, group {ENTRY_POINT_GROUP}) "
-                                  f"failed to load: {type(exc).__name__}: {exc}") from exc
+                raise ImportError(
+                    f"task plug-in {ep.name!r} ({ep.value}, group {ENTRY_POINT_GROUP}) "
+                    f"failed to load: {type(exc).__name__}: {exc}"
+                ) from exc
     _loaded = frozenset(done)
 
 
@@ -246,14 +294,18 @@ def task_spec(name: str) -> TaskSpec:
     load_all()
     if name in RETIRED and name not in _REGISTRY:
         task, protocol = RETIRED[name]
-        raise UnknownTaskError(f"task {name!r} is now {task!r} under protocol {protocol!r}: train.task={task} with "
-                               f"train.protocol={protocol} (sft.protocol for SFT), eval --task {task} --protocol "
-                               f"{protocol}, get_task({task!r}, protocol={protocol!r})")
+        raise UnknownTaskError(
+            f"task {name!r} is now {task!r} under protocol {protocol!r}: train.task={task} with "
+            f"train.protocol={protocol} (sft.protocol for SFT), eval --task {task} --protocol "
+            f"{protocol}, get_task({task!r}, protocol={protocol!r})"
+        )
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_REGISTRY))}"
-        raise UnknownTaskError(f"unknown task {name!r}{hint}; `daca-bench tasks` lists them; a task of your own: "
-                               "--tasks-dir DIR (the folder of its file), DACA_BENCH_TASKS=DIR or an installed plug-in")
+        raise UnknownTaskError(
+            f"unknown task {name!r}{hint}; `daca-bench tasks` lists them; a task of your own: "
+            "--tasks-dir DIR (the folder of its file), DACA_BENCH_TASKS=DIR or an installed plug-in"
+        )
     return _REGISTRY[name]
 
 
@@ -268,9 +320,11 @@ def get_task(name: str, split: str = "test", protocol: str = "", **kw) -> Task:
     build = _POSED.get((name, protocol))
     if build is None:
         have = task_protocols(name)
-        raise ConfigError(f"task {name!r} declares no protocol {protocol!r} (its protocols: "
-                          f"{', '.join(have) or 'none'}); drop the protocol, or pose the task in its file "
-                          "(registry.register_protocol)")
+        raise ConfigError(
+            f"task {name!r} declares no protocol {protocol!r} (its protocols: "
+            f"{', '.join(have) or 'none'}); drop the protocol, or pose the task in its file "
+            "(registry.register_protocol)"
+        )
     return build(split=split, **kw)
 
 
@@ -279,8 +333,11 @@ def task_record(name: str, samples=()) -> dict:
     task is not registered: family, version, cluster key (a metadata field, a function's name, or None:
     every item its own) and, where the task declares one, the cluster of each of SAMPLES by id."""
     spec = task_spec(name)
-    key = spec.cluster if spec.cluster is None or isinstance(spec.cluster, str) else \
-        getattr(spec.cluster, "__name__", "function")
+    key = (
+        spec.cluster
+        if spec.cluster is None or isinstance(spec.cluster, str)
+        else getattr(spec.cluster, "__name__", "function")
+    )
     out = {"name": spec.name, "family": spec.family, "version": spec.version, "cluster": key}
     if spec.cluster is not None:
         out["clusters"] = {s.id: spec.cluster_of(s) for s in samples}
@@ -339,8 +396,10 @@ def draw_test(name: str, split: str, n: int | None, seed: int, exclude: str | Pa
             if len(kept) == n:
                 break
     if len(kept) < n:
-        raise ConfigError(f"{name} {split}: only {len(kept)} new prompts are left after excluding the {len(skip)} "
-                          f"listed in {exclude} (train.n_eval={n}); lower n_eval or draw from a larger split")
+        raise ConfigError(
+            f"{name} {split}: only {len(kept)} new prompts are left after excluding the {len(skip)} "
+            f"listed in {exclude} (train.n_eval={n}); lower n_eval or draw from a larger split"
+        )
     return replace(task, samples=kept)
 
 
@@ -362,13 +421,16 @@ def run(args) -> int:
             except Exception:  # a hub dataset that is neither reachable nor cached here, say
                 sizes.append(f"{split}=?")
                 missing = True
-        rows.append((spec.name, spec.family, str(spec.version), "yes" if spec.tiny else "",
-                     " ".join(sizes), spec.description))
+        rows.append(
+            (spec.name, spec.family, str(spec.version), "yes" if spec.tiny else "", " ".join(sizes), spec.description)
+        )
     header = ("name", "family", "version", "tiny", "splits (sizes)", "description")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
     for r in [header, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5])
     if missing:
-        print("\n?: data not available here (hub dataset not reachable or cached); load a local copy "
-              "with get_task(name, path=FILE) -- see tasks/README.md")
+        print(
+            "\n?: data not available here (hub dataset not reachable or cached); load a local copy "
+            "with get_task(name, path=FILE) -- see tasks/README.md"
+        )
     return 0

@@ -7,6 +7,7 @@ pyproject.toml).
     from daca_bench.resources import data_dir
     data_dir("configs") / "tiny.yaml"
 """
+
 from __future__ import annotations
 
 import importlib.resources

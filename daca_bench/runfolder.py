@@ -9,6 +9,7 @@ other key differing from the folder's config.json is refused in one line that na
 and `--fresh`. `--fresh` sets the earlier run aside instead of deleting it, as `ablate` does
 with a changed cell.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,32 @@ from .errors import CheckpointError
 STALE = ".stale"
 # keys a rerun may change and still resume: none of them changes a number the run reports
 _COMMON = ("output_dir", "model.trust_remote_code")
-RESUMABLE_RL = (*_COMMON, "train.steps", "train.threads", "train.report_to", "train.save_every",
-                "train.save_total_limit", "train.require_gpu", "train.gradient_checkpointing", "train.parallel",
-                "train.offload", "rollout.batch_size",
-                "eval.batch_size", "sml.chunk", "sml.logit_chunk")
-RESUMABLE_SFT = (*_COMMON, "sft.steps", "sft.threads", "sft.parallel", "sft.offload", "sft.save_every", "sft.save_total_limit", "sampler.batch_size")
+RESUMABLE_RL = (
+    *_COMMON,
+    "train.steps",
+    "train.threads",
+    "train.report_to",
+    "train.save_every",
+    "train.save_total_limit",
+    "train.require_gpu",
+    "train.gradient_checkpointing",
+    "train.parallel",
+    "train.offload",
+    "rollout.batch_size",
+    "eval.batch_size",
+    "sml.chunk",
+    "sml.logit_chunk",
+)
+RESUMABLE_SFT = (
+    *_COMMON,
+    "sft.steps",
+    "sft.threads",
+    "sft.parallel",
+    "sft.offload",
+    "sft.save_every",
+    "sft.save_total_limit",
+    "sampler.batch_size",
+)
 
 
 def flat(d: dict, prefix: str = "") -> dict:
@@ -64,15 +86,18 @@ def refuse_changed(folder: str | Path, cfg, resumable=()) -> None:
     try:
         data = json.loads(stored.read_text())
     except ValueError:
-        raise CheckpointError(f"{stored} is not valid JSON; rerun with --fresh to set the run in {folder} aside "
-                              "and start over") from None
+        raise CheckpointError(
+            f"{stored} is not valid JSON; rerun with --fresh to set the run in {folder} aside and start over"
+        ) from None
     diff = changes(data, cfg, resumable)
     if not diff:
         return
     shown = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in diff[:6])
     more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
-    raise CheckpointError(f"{folder} holds a run with another config ({shown}{more}); rerun with --fresh to set "
-                          f"that run aside in {Path(folder) / STALE}/ and start over, or choose another --output-dir")
+    raise CheckpointError(
+        f"{folder} holds a run with another config ({shown}{more}); rerun with --fresh to set "
+        f"that run aside in {Path(folder) / STALE}/ and start over, or choose another --output-dir"
+    )
 
 
 def set_aside(folder: str | Path, keep=(".lock",)) -> Path | None:

@@ -7,11 +7,13 @@ registered task's verifier as every caller gets it: a value the task does not al
 of one line naming the task and the completion (registry.register_task wraps each builder's Task).
 What a task is: docs/tasks.md.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 # Reward statuses. Only INFRA_ERROR carries value NaN (left out of group statistics).
 CORRECT = "correct"
@@ -49,8 +51,10 @@ class Reward:
         if self.status == INFRA_ERROR and not math.isnan(self.value):
             raise ValueError("an infrastructure failure must carry value NaN, never a score")
         if self.status != INFRA_ERROR and isinstance(self.value, float) and not math.isfinite(self.value):
-            raise ValueError(f"a {self.status} reward's value is {self.value}; only an infrastructure failure "
-                             "carries NaN (rewards.scoring.infra_error)")
+            raise ValueError(
+                f"a {self.status} reward's value is {self.value}; only an infrastructure failure "
+                "carries NaN (rewards.scoring.infra_error)"
+            )
 
     @property
     def scored(self) -> bool:
@@ -91,8 +95,10 @@ def record_correct(row: Mapping[str, Any], where: str = "a record") -> float | N
         return float(row["reward"])
     from .errors import ConfigError
 
-    raise ConfigError(f"{where}: reward {row['reward']!r} without a known status: whether the answer was correct is not "
-                      "recorded, so no accuracy can be read from it; rescore the completions with `daca-bench verify`")
+    raise ConfigError(
+        f"{where}: reward {row['reward']!r} without a known status: whether the answer was correct is not "
+        "recorded, so no accuracy can be read from it; rescore the completions with `daca-bench verify`"
+    )
 
 
 def reward_problem(reward: Reward, partial_credit: bool = False, shaped_range=None) -> str | None:
@@ -110,8 +116,10 @@ def reward_problem(reward: Reward, partial_credit: bool = False, shaped_range=No
     if reward.status == CORRECT and v != 1:
         return "must be 1 for a correct answer"
     if reward.status in (WRONG, NO_ANSWER, TIMEOUT) and v != 0 and not partial_credit:
-        return (f"must be 0 for {reward.status} (a task that gives partial credit declares it: "
-                "register_task(..., partial_credit=True))")
+        return (
+            f"must be 0 for {reward.status} (a task that gives partial credit declares it: "
+            "register_task(..., partial_credit=True))"
+        )
     return None
 
 
@@ -127,15 +135,20 @@ class CheckedVerify:
             self.batch = self._batch
 
     def check(self, reward: Reward, completion: str) -> Reward:
-        problem = reward_problem(reward, self.partial_credit, self.shaped_range) if isinstance(reward, Reward) else \
-            f"is {type(reward).__name__}, not a Reward"
+        problem = (
+            reward_problem(reward, self.partial_credit, self.shaped_range)
+            if isinstance(reward, Reward)
+            else f"is {type(reward).__name__}, not a Reward"
+        )
         if problem:
             from .errors import RewardError
 
             shown = " ".join(str(completion).split())
-            raise RewardError(f"task {self.task!r}: reward {getattr(reward, 'value', reward)!r} "
-                              f"(status {getattr(reward, 'status', '?')}) {problem}; completion "
-                              f"{shown[:60] + ('...' if len(shown) > 60 else '')!r}")
+            raise RewardError(
+                f"task {self.task!r}: reward {getattr(reward, 'value', reward)!r} "
+                f"(status {getattr(reward, 'status', '?')}) {problem}; completion "
+                f"{shown[:60] + ('...' if len(shown) > 60 else '')!r}"
+            )
         return reward
 
     def __call__(self, sample: Sample, completion: str) -> Reward:
@@ -163,9 +176,14 @@ class Task:
         import datasets
 
         samples = self.samples if n is None else self.samples[:n]
-        rows = [{"prompt": s.prompt, "id": s.id,
-                 **{k: json.dumps(v) if isinstance(v, dict) else v for k, v in s.metadata.items()}}
-                for s in samples]
+        rows = [
+            {
+                "prompt": s.prompt,
+                "id": s.id,
+                **{k: json.dumps(v) if isinstance(v, dict) else v for k, v in s.metadata.items()},
+            }
+            for s in samples
+        ]
         return datasets.Dataset.from_list(rows)
 
 

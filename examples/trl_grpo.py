@@ -6,6 +6,7 @@ Swap the tiny model for any causal LM (`AutoModelForCausalLM.from_pretrained(...
 task for any registered one (`daca-bench tasks`); the reward function needs only the columns
 that `to_hf_dataset()` writes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,10 +23,18 @@ def tiny_causal_lm(tokenizer, seed: int = 0):
     import torch
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         bos_token_id=None)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -38,11 +47,27 @@ def main(argv: list[str] | None = None):
 
     dataset = get_task(args.task, split="train", n=16).to_hf_dataset()  # prompt, id, scoring fields
     tokenizer = build_char_tokenizer()
-    config = GRPOConfig(output_dir=args.output, max_steps=args.steps, per_device_train_batch_size=4,
-                        num_generations=4, max_completion_length=8, learning_rate=1e-4, beta=0.0,
-                        logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, seed=0)
-    trainer = GRPOTrainer(model=tiny_causal_lm(tokenizer), reward_funcs=[reward_function(args.task)],
-                          args=config, train_dataset=dataset, processing_class=tokenizer)
+    config = GRPOConfig(
+        output_dir=args.output,
+        max_steps=args.steps,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        learning_rate=1e-4,
+        beta=0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=tiny_causal_lm(tokenizer),
+        reward_funcs=[reward_function(args.task)],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
     trainer.train()
     return trainer
 

@@ -13,6 +13,7 @@ batch (LLaDA: given its mask, which the original ignores, as d1 runs it; Dream: 
 (B, 1, L, L) bool mask and positions from the first real token); one gradient of a fixed
 weighted sum of the unpadded logits. The .pt files hold the config, weights, inputs and outputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,23 +30,71 @@ sys.path.insert(0, str(ROOT))
 from daca_bench.archs.remote import patch_module  # noqa: E402
 
 OUT = ROOT / "tests/fixtures/golden"
-FILES = {"llada": ("configuration_llada.py", "modeling_llada.py"),
-         "dream": ("configuration_dream.py", "modeling_dream.py", "generation_utils.py")}
+FILES = {
+    "llada": ("configuration_llada.py", "modeling_llada.py"),
+    "dream": ("configuration_dream.py", "modeling_dream.py", "generation_utils.py"),
+}
 # tiny configs: the published fields, small sizes; pad/eos/mask ids inside the small vocabulary
 CONFIGS = {
-    "llada": dict(d_model=32, n_heads=4, n_kv_heads=4, n_layers=2, mlp_hidden_size=48, mlp_ratio=4, vocab_size=96,
-                  embedding_size=96, max_sequence_length=64, rope_theta=500000.0, rms_norm_eps=1e-5, rope=True,
-                  rope_full_precision=True, block_type="llama", layer_norm_type="rms", activation_type="silu",
-                  include_bias=False, include_qkv_bias=False, weight_tying=False, alibi=False, flash_attention=False,
-                  attention_layer_norm=False, scale_logits=False, input_emb_norm=False, block_group_size=1,
-                  init_device="cpu", mask_token_id=95, eos_token_id=94, pad_token_id=94),
-    "dream": dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, hidden_act="silu", max_position_embeddings=64, rms_norm_eps=1e-6,
-                  rope_theta=1000000.0, rope_scaling=None, use_sliding_window=False, tie_word_embeddings=False,
-                  mask_token_id=95, pad_token_id=94, bos_token_id=94, eos_token_id=94),
+    "llada": dict(
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=4,
+        n_layers=2,
+        mlp_hidden_size=48,
+        mlp_ratio=4,
+        vocab_size=96,
+        embedding_size=96,
+        max_sequence_length=64,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+        rope=True,
+        rope_full_precision=True,
+        block_type="llama",
+        layer_norm_type="rms",
+        activation_type="silu",
+        include_bias=False,
+        include_qkv_bias=False,
+        weight_tying=False,
+        alibi=False,
+        flash_attention=False,
+        attention_layer_norm=False,
+        scale_logits=False,
+        input_emb_norm=False,
+        block_group_size=1,
+        init_device="cpu",
+        mask_token_id=95,
+        eos_token_id=94,
+        pad_token_id=94,
+    ),
+    "dream": dict(
+        vocab_size=96,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        hidden_act="silu",
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        rope_scaling=None,
+        use_sliding_window=False,
+        tie_word_embeddings=False,
+        mask_token_id=95,
+        pad_token_id=94,
+        bos_token_id=94,
+        eos_token_id=94,
+    ),
 }
-GRADS = {"llada": ("model.transformer.wte.weight", "model.transformer.blocks.0.q_proj.weight", "model.transformer.ln_f.weight"),
-         "dream": ("model.embed_tokens.weight", "model.layers.0.self_attn.k_proj.bias", "model.norm.weight")}
+GRADS = {
+    "llada": (
+        "model.transformer.wte.weight",
+        "model.transformer.blocks.0.q_proj.weight",
+        "model.transformer.ln_f.weight",
+    ),
+    "dream": ("model.embed_tokens.weight", "model.layers.0.self_attn.k_proj.bias", "model.norm.weight"),
+}
 PADS = 3  # left pads before row 1 of the padded batch; row 0 holds 3 more real tokens instead
 
 
@@ -62,7 +111,9 @@ def load_original(family: str, folder: Path, tmp: Path):
     modeling = importlib.import_module(f"{pkg.name}.{FILES[family][1][:-3]}")
     config = importlib.import_module(f"{pkg.name}.{FILES[family][0][:-3]}")
     patch_module(modeling)
-    return (config.LLaDAConfig, modeling.LLaDAModelLM) if family == "llada" else (config.DreamConfig, modeling.DreamModel)
+    return (
+        (config.LLaDAConfig, modeling.LLaDAModelLM) if family == "llada" else (config.DreamConfig, modeling.DreamModel)
+    )
 
 
 def random_state(model: torch.nn.Module, seed: int) -> dict:
@@ -72,7 +123,9 @@ def random_state(model: torch.nn.Module, seed: int) -> dict:
     out = {}
     for name, p in model.state_dict().items():
         noise = torch.randn(p.shape, generator=gen)
-        out[name] = 1 + 0.1 * noise if name.endswith("norm.weight") else (0.02 if name.endswith("bias") else 0.1) * noise
+        out[name] = (
+            1 + 0.1 * noise if name.endswith("norm.weight") else (0.02 if name.endswith("bias") else 0.1) * noise
+        )
     return out
 
 
@@ -98,7 +151,12 @@ def run(family: str, folder: Path, tmp: Path) -> dict:
         model.reset_rope_parameters()
     model.eval()
     x = inputs(fields["vocab_size"], fields["pad_token_id"], seed=3)
-    out = {"family": family, "config": fields, "state": state, **{k: x[k] for k in ("ids", "padded", "mask", "weights")}}
+    out = {
+        "family": family,
+        "config": fields,
+        "state": state,
+        **{k: x[k] for k in ("ids", "padded", "mask", "weights")},
+    }
     with torch.no_grad():
         out["logits"] = model(input_ids=x["ids"]).logits.float()  # (B, T, V)
         if family == "llada":
@@ -118,7 +176,9 @@ def run(family: str, folder: Path, tmp: Path) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llada", type=Path, help="folder with LLaDA's configuration_llada.py and modeling_llada.py")
-    ap.add_argument("--dream", type=Path, help="folder with Dream's configuration_dream.py, modeling_dream.py, generation_utils.py")
+    ap.add_argument(
+        "--dream", type=Path, help="folder with Dream's configuration_dream.py, modeling_dream.py, generation_utils.py"
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--check", action="store_true", help="compare with the committed fixtures instead of writing")
     args = ap.parse_args(argv)

@@ -8,6 +8,7 @@ to another file of the repository (a config, a results table, a folder) goes to 
 `repo/` (a folder becomes a page listing its files). A link to nothing is left alone, so that
 `mkdocs build --strict` fails on it.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,7 +72,7 @@ def _site_path(repo_path: str) -> str | None:
     if repo_path in ROOT_PAGES:
         return ROOT_PAGES[repo_path]
     if repo_path.startswith("docs/") and (ROOT / repo_path).is_file():
-        return repo_path[len("docs/"):]
+        return repo_path[len("docs/") :]
     if repo_path.startswith("..") or not (ROOT / repo_path).exists():
         return None
     if (ROOT / repo_path).is_dir():
@@ -102,7 +103,13 @@ def on_files(files, config):
                 continue
             if where.endswith("/index.md") and (ROOT / dest).is_dir():
                 listing = "\n".join(f"- `{name}`" for name in _tracked(dest))
-                files.append(File.generated(config, where, content=f"# `{dest}/`\n\nThe files of this folder in the repository:\n\n{listing}\n"))
+                files.append(
+                    File.generated(
+                        config,
+                        where,
+                        content=f"# `{dest}/`\n\nThe files of this folder in the repository:\n\n{listing}\n",
+                    )
+                )
                 _origin[where] = dest + "/index.md"
             else:
                 files.append(File.generated(config, where, abs_src_path=str(ROOT / dest)))

@@ -12,6 +12,7 @@ the rescorings that were looked at but not committed (RESCORED: the first N prom
 test split drawn with seed 0, results/README.md "What would close the gaps"). A scored id's prompt
 text comes from the test split's seed-0 draw (every committed table drew with test seed 0).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,29 +60,37 @@ def scored(skip: set[str]) -> dict[str, dict[str, str]]:
     out = {}
     for task in TASKS:
         pool = get_task(task, split="test", n=POOL, seed=0).samples
-        ids[task] |= {s.id for s in pool[:RESCORED.get(task, 0)]}
+        ids[task] |= {s.id for s in pool[: RESCORED.get(task, 0)]}
         prompts = {s.id: prompt_digest(s.prompt) for s in pool}
         lost = sorted(ids[task] - set(prompts))
         if lost:
-            raise SystemExit(f"{task}: {len(lost)} scored id(s) (e.g. {lost[0]}) are not in the test split's seed-0 "
-                             f"draw of {POOL}: their prompt text is unknown")
+            raise SystemExit(
+                f"{task}: {len(lost)} scored id(s) (e.g. {lost[0]}) are not in the test split's seed-0 "
+                f"draw of {POOL}: their prompt text is unknown"
+            )
         out[task] = {i: prompts[i] for i in ids[task]}
     return out
 
 
 def text(task: str, found: dict[str, str]) -> str:
-    head = (f"# {task}: the {len(found)} test prompts scored by a committed table (results/*/cells) or a rescoring\n"
-            "# looked at before (scripts/scored_prompts.py RESCORED), as `<sha256 of the prompt, 16 hex> <id>`; a\n"
-            "# confirmatory test set skips these prompts (train.test_exclude). Regenerate: python scripts/scored_prompts.py\n")
+    head = (
+        f"# {task}: the {len(found)} test prompts scored by a committed table (results/*/cells) or a rescoring\n"
+        "# looked at before (scripts/scored_prompts.py RESCORED), as `<sha256 of the prompt, 16 hex> <id>`; a\n"
+        "# confirmatory test set skips these prompts (train.test_exclude). Regenerate: python scripts/scored_prompts.py\n"
+    )
     return head + "".join(f"{d} {i}\n" for i, d in sorted(found.items()))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a written list misses a scored id")
-    parser.add_argument("--skip", nargs="*", default=list(DRAWN_AGAINST),
-                        help="results folders not read (default: the confirmatory runs drawn against these lists, "
-                             "with test seeds other than 0: " + ", ".join(DRAWN_AGAINST) + ")")
+    parser.add_argument(
+        "--skip",
+        nargs="*",
+        default=list(DRAWN_AGAINST),
+        help="results folders not read (default: the confirmatory runs drawn against these lists, "
+        "with test seeds other than 0: " + ", ".join(DRAWN_AGAINST) + ")",
+    )
     args = parser.parse_args()
     found = scored(set(args.skip))
     if args.check:
@@ -97,13 +106,21 @@ def main() -> int:
         (OUT / f"{task}.txt").write_text(text(task, f), encoding="utf-8")
         print(f"configs/scored/{task}.txt: {len(f)} prompts ({len(set(f.values()))} distinct texts)")
     for task, f in after_full(found).items():
-        (OUT / f"{task}.after-full.txt").write_text(text(task, f).replace("scored by a committed table", "scored by a "
-                                                    "committed table (tiny-full's fresh draw included)"), encoding="utf-8")
+        (OUT / f"{task}.after-full.txt").write_text(
+            text(task, f).replace(
+                "scored by a committed table", "scored by a committed table (tiny-full's fresh draw included)"
+            ),
+            encoding="utf-8",
+        )
         print(f"configs/scored/{task}.after-full.txt: {len(f)} prompts")
     for task, f in after_compute(after_full(found)).items():
-        (OUT / f"{task}.after-compute.txt").write_text(text(task, f).replace("scored by a committed table", "scored by "
-                                                       "a committed table (tiny-full's and tiny-compute's fresh draws "
-                                                       "included)"), encoding="utf-8")
+        (OUT / f"{task}.after-compute.txt").write_text(
+            text(task, f).replace(
+                "scored by a committed table",
+                "scored by a committed table (tiny-full's and tiny-compute's fresh draws included)",
+            ),
+            encoding="utf-8",
+        )
         print(f"configs/scored/{task}.after-compute.txt: {len(f)} prompts")
     return 0
 
@@ -121,8 +138,10 @@ def after_full(found: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         if fam.task not in found or not rl.get("train.test_exclude"):
             continue
         drawn = draw_test(fam.task, "test", rl["train.n_eval"], rl["train.test_seed"], ROOT / rl["train.test_exclude"])
-        out[fam.task] = {**found[fam.task], **{f"{s.id}@seed{rl['train.test_seed']}": prompt_digest(s.prompt)
-                                               for s in drawn.samples}}
+        out[fam.task] = {
+            **found[fam.task],
+            **{f"{s.id}@seed{rl['train.test_seed']}": prompt_digest(s.prompt) for s in drawn.samples},
+        }
     return out
 
 

@@ -9,6 +9,7 @@ number) with exact number comparison. Field for held-out rows: `expression` (or 
 e.g. `17+5-9=`), optional `answer`.
     daca-bench tasks --family math
 """
+
 from __future__ import annotations
 
 import random
@@ -60,15 +61,17 @@ def _verifier(shaping: str | None):
 
 
 def _sample(expr: str, answer: int, name: str = "arithmetic") -> Sample:
-    return Sample(id=f"{name}/{expr}", prompt=f"{expr}=", target=str(answer),
-                  metadata={"expression": expr, "answer": answer})
+    return Sample(
+        id=f"{name}/{expr}", prompt=f"{expr}=", target=str(answer), metadata={"expression": expr, "answer": answer}
+    )
 
 
 def from_record(row: dict, name: str = "arithmetic") -> Sample:
     expr = str(field(row, "expression", "prompt")).strip().rstrip("=").replace(" ", "")
     if not re.fullmatch(r"\d+(?:[+-]\d+)*", expr):
-        raise ValueError(f"not a +/- integer expression (arithmetic takes non-negative integers joined by + and - "
-                         f"only): {expr!r}")
+        raise ValueError(
+            f"not a +/- integer expression (arithmetic takes non-negative integers joined by + and - only): {expr!r}"
+        )
     answer = _value(expr)
     if row.get("answer") is not None and int(row["answer"]) != answer:
         raise ValueError(f"answer {row['answer']!r} does not match {expr} = {answer}")
@@ -91,17 +94,31 @@ def _build(name: str, operands: tuple, split: str, n: int | None, seed: int, rec
     return Task(name, "math", VERSION, list(seen.values()), _verifier(shaping), split)
 
 
-@register_task("arithmetic", family="math", version=VERSION, splits=HASH_SPLITS, tiny=True,
-               description="tiny integer expressions (2-3 operands up to 30), answer is the number")
-def arithmetic(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-               shaping: str | None = None) -> Task:
+@register_task(
+    "arithmetic",
+    family="math",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    tiny=True,
+    description="tiny integer expressions (2-3 operands up to 30), answer is the number",
+)
+def arithmetic(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, shaping: str | None = None
+) -> Task:
     return _build("arithmetic", (2, 3), split, n, seed, records, shaping)
 
 
-@register_task("arithmetic_tiny", family="math", version=VERSION, splits=HASH_SPLITS, tiny=True,
-               description="tiny integer sums and differences of two operands up to 30, answer is the number")
-def arithmetic_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-                    shaping: str | None = None) -> Task:
+@register_task(
+    "arithmetic_tiny",
+    family="math",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    tiny=True,
+    description="tiny integer sums and differences of two operands up to 30, answer is the number",
+)
+def arithmetic_tiny(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, shaping: str | None = None
+) -> Task:
     """Two operands (1,922 expressions: about 510 test, 240 dev and 1,170 train): the size at which the tiny
     model's SFT gets off the floor, so that RL has correct samples to reward."""
     return _build("arithmetic_tiny", (2,), split, n, seed, records, shaping)

@@ -14,6 +14,7 @@ the train set d1's (the three-number rows of Jiayi-Pan/Countdown-Tasks-3to4), d1
 (a `\\boxed{}` expression at test time), d1's rewards under shaping="d1" and d1's verdict beside
 ours in details["d1"].
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,12 +35,12 @@ from daca_bench.loaders import (
 from daca_bench.registry import protocol_wording, register_task
 from daca_bench.rewards.answers import d1_boxed, d1_first_tag, d1_last_tag, d1_plain, last_boxed, tagged
 from daca_bench.rewards.scoring import (
+    HASH_SPLITS,
     LazySamples,
     correct_if,
     d1_countdown,
     d1_metric,
     field,
-    HASH_SPLITS,
     hash_split,
     no_answer,
     stable_seed,
@@ -49,8 +50,10 @@ from daca_bench.rewards.scoring import (
 from daca_bench.types import Reward, Sample, Task
 
 VERSION = 2  # 2: a dev split (12.5 % of keys) carved from train; test unchanged
-PROMPT = ("Using the numbers {numbers}, write an expression that equals {target}. Use each number "
-          "exactly once and only + - * / and parentheses. Put the expression inside <answer></answer>.\n")
+PROMPT = (
+    "Using the numbers {numbers}, write an expression that equals {target}. Use each number "
+    "exactly once and only + - * / and parentheses. Put the expression inside <answer></answer>.\n"
+)
 TINY_PROMPT = "use {numbers} to make {target}\n"
 MAX_TOKENS = 64
 _TOKEN = re.compile(r"\s*(?:(\d+)|([-+*/()]))")
@@ -207,11 +210,13 @@ def _show(node) -> str:
     if isinstance(node, int):
         return str(node)
     op, left, right = node
+
     def wrap(child, right_side):
         if isinstance(child, int):
             return str(child)
         tighter = _PREC[child[0]] < _PREC[op] or (right_side and _PREC[child[0]] == _PREC[op] and op in "-/")
         return f"({_show(child)})" if tighter else _show(child)
+
     return f"{wrap(left, False)}{op}{wrap(right, True)}"
 
 
@@ -259,8 +264,9 @@ def _sample(name, ident, numbers, target, expression, tiny) -> Sample:
     else:
         prompt = PROMPT.format(numbers=shown, target=target)
         target_text = f"<answer>{expression}</answer>" if expression else ""
-    return Sample(id=ident, prompt=prompt, target=target_text,
-                  metadata={"numbers": list(numbers), "target": int(target)})
+    return Sample(
+        id=ident, prompt=prompt, target=target_text, metadata={"numbers": list(numbers), "target": int(target)}
+    )
 
 
 def from_record(name: str, row: dict, index: int, tiny: bool) -> Sample:
@@ -281,27 +287,48 @@ def _build(name, split, n, seed, records, shaping, tiny, **gen) -> Task:
     return Task(name, "constraint", VERSION, samples, reward, split)
 
 
-@register_task("countdown", family="constraint", version=VERSION, splits=HASH_SPLITS,
-               description="Countdown: 3-4 numbers (1-99) to a target 10-100, exact arithmetic")
-def countdown(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-              shaping: str | None = None) -> Task:
-    return _build("countdown", split, n, seed, records, shaping, False,
-                  counts=(3, 4), num_range=(1, 99), target_range=(10, 100))
+@register_task(
+    "countdown",
+    family="constraint",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    description="Countdown: 3-4 numbers (1-99) to a target 10-100, exact arithmetic",
+)
+def countdown(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, shaping: str | None = None
+) -> Task:
+    return _build(
+        "countdown", split, n, seed, records, shaping, False, counts=(3, 4), num_range=(1, 99), target_range=(10, 100)
+    )
 
 
-@register_task("countdown_tiny", family="constraint", version=VERSION, splits=HASH_SPLITS, tiny=True,
-               description="tiny Countdown: three numbers 1-15 to a target up to 99")
-def countdown_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-                   shaping: str | None = None) -> Task:
-    return _build("countdown_tiny", split, n, seed, records, shaping, True,
-                  counts=(3,), num_range=(1, 15), target_range=(1, 99))
+@register_task(
+    "countdown_tiny",
+    family="constraint",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    tiny=True,
+    description="tiny Countdown: three numbers 1-15 to a target up to 99",
+)
+def countdown_tiny(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, shaping: str | None = None
+) -> Task:
+    return _build(
+        "countdown_tiny", split, n, seed, records, shaping, True, counts=(3,), num_range=(1, 15), target_range=(1, 99)
+    )
 
 
 # ---- d1's protocol (dllm-reasoning/d1) ------------------------------------------------------
 # d1 checks an answer by evaluating it as Python arithmetic. The same value is computed here
 # from the syntax tree (numbers, + - * / // **, unary signs; nothing else), never with eval.
-_D1_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
+_D1_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
 _D1_ALLOWED = re.compile(r"^[\d+\-*/().\s]+$")
 
 
@@ -369,23 +396,31 @@ def d1_train_value(numbers, target, completion: str) -> float:
 
 
 D1_LAYOUT = "\nAnswer in exactly this layout:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
-D1_TRAIN = ("{layout}\nWith only the numbers {numbers}, write an arithmetic expression whose value is exactly "
-            "{target}. Use every number in the list exactly once, with +, -, * and / as needed. After your "
-            "reasoning, give only the expression inside <answer></answer> tags, with no equals sign and no target. "
-            "For example, for the numbers [2, 3, 4] and the target 5, a valid answer is: <answer>\n2*4-3\n</answer>")
-D1_TEST_SYSTEM = ("With only the numbers given, write an arithmetic expression whose value is exactly the target. "
-                  "Use +, -, * and / as needed and every number exactly once. Reason step by step. After your "
-                  "reasoning, give only the final expression inside \\boxed{}, with no equals sign and no target, "
-                  "for example \\boxed{a + b * c}. Answer in exactly this layout:\n<reasoning>\nyour reasoning\n"
-                  "</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
+D1_TRAIN = (
+    "{layout}\nWith only the numbers {numbers}, write an arithmetic expression whose value is exactly "
+    "{target}. Use every number in the list exactly once, with +, -, * and / as needed. After your "
+    "reasoning, give only the expression inside <answer></answer> tags, with no equals sign and no target. "
+    "For example, for the numbers [2, 3, 4] and the target 5, a valid answer is: <answer>\n2*4-3\n</answer>"
+)
+D1_TEST_SYSTEM = (
+    "With only the numbers given, write an arithmetic expression whose value is exactly the target. "
+    "Use +, -, * and / as needed and every number exactly once. Reason step by step. After your "
+    "reasoning, give only the final expression inside \\boxed{}, with no equals sign and no target, "
+    "for example \\boxed{a + b * c}. Answer in exactly this layout:\n<reasoning>\nyour reasoning\n"
+    "</reasoning>\n<answer>\n\\boxed{...}\n</answer>"
+)
 D1_PREFILL = "<reasoning>"
 D1_TRAIN_HUB = "Jiayi-Pan/Countdown-Tasks-3to4"
 
 
 def _d1_prompt(split: str, numbers: list[int], target: int) -> str:
     if split == "test":
-        return protocol_wording("d1", "countdown_d1", split, D1_TEST_SYSTEM) + f"\n\nNumbers: {numbers}\nTarget: {target}"
-    return D1_TRAIN.format(layout=protocol_wording("d1", "countdown_d1", split, D1_LAYOUT), numbers=numbers, target=target)
+        return (
+            protocol_wording("d1", "countdown_d1", split, D1_TEST_SYSTEM) + f"\n\nNumbers: {numbers}\nTarget: {target}"
+        )
+    return D1_TRAIN.format(
+        layout=protocol_wording("d1", "countdown_d1", split, D1_LAYOUT), numbers=numbers, target=target
+    )
 
 
 def _d1_gold(numbers: list[int], target: int) -> str:
@@ -404,26 +439,40 @@ def _d1_gold(numbers: list[int], target: int) -> str:
     return ""
 
 
-@register_task("countdown_d1", family="constraint", version=VERSION,
-               description="d1's 3-number Countdown (test file via path / $DACA_BENCH_D1_DATA): ours and d1's verdict")
-def countdown_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-                 shaping: str | None = None) -> Task:
+@register_task(
+    "countdown_d1",
+    family="constraint",
+    version=VERSION,
+    description="d1's 3-number Countdown (test file via path / $DACA_BENCH_D1_DATA): ours and d1's verdict",
+)
+def countdown_d1(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None, shaping: str | None = None
+) -> Task:
     """`seed` is not used: d1's test draw and train shuffle have their own seed (42)."""
     if shaping not in (None, "d1"):
         raise ValueError(f"this task has no {shaping!r} shaping")
     if records is not None:
-        rows = [{"numbers": parse_numbers(field(r, "numbers", "nums")), "target": int(field(r, "target"))}
-                for r in list(records)[:n]]
+        rows = [
+            {"numbers": parse_numbers(field(r, "numbers", "nums")), "target": int(field(r, "target"))}
+            for r in list(records)[:n]
+        ]
     elif split == "test":
         rows = d1_test_draw(read_d1_countdown(d1_file("countdown/test", path)), n, 256)
     else:
-        rows = [{"numbers": [int(x) for x in field(r, "nums", "numbers")], "target": int(r["target"])}
-                for r in load_rows(D1_TRAIN_HUB, split="train", path=path)]
+        rows = [
+            {"numbers": [int(x) for x in field(r, "nums", "numbers")], "target": int(r["target"])}
+            for r in load_rows(D1_TRAIN_HUB, split="train", path=path)
+        ]
         rows = d1_train_rows([r for r in rows if len(r["numbers"]) == 3], 500)[:n]
-    samples = [Sample(f"countdown_d1/{split}/{i}", _d1_prompt(split, r["numbers"], r["target"]),
-                      _d1_gold(r["numbers"], r["target"]),
-                      {"numbers": r["numbers"], "target": r["target"],
-                       **({"prefill": D1_PREFILL} if split == "test" else {})}) for i, r in enumerate(rows)]
+    samples = [
+        Sample(
+            f"countdown_d1/{split}/{i}",
+            _d1_prompt(split, r["numbers"], r["target"]),
+            _d1_gold(r["numbers"], r["target"]),
+            {"numbers": r["numbers"], "target": r["target"], **({"prefill": D1_PREFILL} if split == "test" else {})},
+        )
+        for i, r in enumerate(rows)
+    ]
 
     def d1_verify(sample: Sample, completion: str) -> Reward:
         reward = verify(sample, completion)

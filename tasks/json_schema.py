@@ -10,6 +10,7 @@ are disjoint by schema (a hash of its canonical text). Field `schema` (or `json_
 a dict or its JSON text. Scoring: daca_bench.rewards.jsoncheck (declared draft, formats asserted).
     get_task("json_schema", path="jsonschemabench_github_easy.jsonl")   # local files
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,9 +21,9 @@ from daca_bench.loaders import load_rows, select
 from daca_bench.registry import register_task
 from daca_bench.rewards.jsoncheck import load_schema, partial_json, score_json
 from daca_bench.rewards.scoring import (
+    HASH_SPLITS,
     LazySamples,
     field,
-    HASH_SPLITS,
     hash_split,
     stable_seed,
     with_shaping,
@@ -30,10 +31,34 @@ from daca_bench.rewards.scoring import (
 from daca_bench.types import Sample, Task
 
 VERSION = 2  # 2: a dev split (12.5 % of keys) carved from train; test unchanged
-PROMPT = ("Write a JSON value that validates against this JSON Schema. Put only the JSON inside "
-          "<answer></answer>.\n\nSchema:\n{schema}\n")
-KEYS = ["id", "name", "age", "email", "tags", "price", "active", "count", "title", "score", "owner",
-        "items", "status", "level", "code", "note", "url", "host", "date", "size", "color", "rank"]
+PROMPT = (
+    "Write a JSON value that validates against this JSON Schema. Put only the JSON inside "
+    "<answer></answer>.\n\nSchema:\n{schema}\n"
+)
+KEYS = [
+    "id",
+    "name",
+    "age",
+    "email",
+    "tags",
+    "price",
+    "active",
+    "count",
+    "title",
+    "score",
+    "owner",
+    "items",
+    "status",
+    "level",
+    "code",
+    "note",
+    "url",
+    "host",
+    "date",
+    "size",
+    "color",
+    "rank",
+]
 WORDS = ["red", "blue", "green", "alpha", "beta", "open", "closed", "cat", "dog", "north", "south", "low", "high"]
 FORMATS = ("date", "date-time", "email", "ipv4", "uuid", "uri", "hostname")
 
@@ -217,8 +242,9 @@ def _schema_key(schema) -> str:
 def from_record(name: str, row: dict, index: int) -> Sample:
     schema = load_schema(field(row, "schema", "json_schema"))
     ident = row.get("unique_id") or row.get("id") or f"{index}-{_schema_key(schema)}"
-    prompt = row.get("prompt") if name == "json_tiny" and row.get("prompt") else PROMPT.format(
-        schema=json.dumps(schema))
+    prompt = (
+        row.get("prompt") if name == "json_tiny" and row.get("prompt") else PROMPT.format(schema=json.dumps(schema))
+    )
     return Sample(id=f"{name}/{ident}", prompt=prompt, target="", metadata={"schema": schema})
 
 
@@ -252,18 +278,39 @@ def _generate(name: str, split: str, n: int, seed: int, levels: tuple[int, ...])
         if key in seen or hash_split(f"json/{key}") != split:
             continue
         seen.add(key)
-        samples.append(Sample(id=f"{name}/{f'L{level}/' if level else ''}{key}", prompt=prompt, target=target,
-                              metadata={"schema": schema, "level": level}))
+        samples.append(
+            Sample(
+                id=f"{name}/{f'L{level}/' if level else ''}{key}",
+                prompt=prompt,
+                target=target,
+                metadata={"schema": schema, "level": level},
+            )
+        )
     if len(samples) < n:
         raise RuntimeError(f"{name}: only {len(samples)} distinct {split} schemas, {n} asked")
     return samples
 
 
-@register_task("json_schema", family="json", version=VERSION, splits=HASH_SPLITS,
-               description="JSON-schema adherence: generated schemas, levels 1-5 (or JSONSchemaBench files)")
-def json_schema(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-                data_files=None, hub_id: str | None = None, config: str | None = None,
-                levels: tuple[int, ...] = (1, 2, 3, 4, 5), shaping: str | None = None) -> Task:
+@register_task(
+    "json_schema",
+    family="json",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    description="JSON-schema adherence: generated schemas, levels 1-5 (or JSONSchemaBench files)",
+)
+def json_schema(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    path=None,
+    data_files=None,
+    hub_id: str | None = None,
+    config: str | None = None,
+    levels: tuple[int, ...] = (1, 2, 3, 4, 5),
+    shaping: str | None = None,
+) -> Task:
     """`path`/`data_files` (or `hub_id` + `config`, e.g. JSONSchemaBench) load real schemas;
     otherwise schemas are generated at the given difficulty levels."""
     if records is None and (path or data_files or hub_id):
@@ -278,10 +325,17 @@ def json_schema(split: str = "test", n: int | None = None, seed: int = 0, *, rec
     return Task("json_schema", "json", VERSION, samples, _verifier(shaping), split)
 
 
-@register_task("json_tiny", family="json", version=VERSION, splits=HASH_SPLITS, tiny=True,
-               description="tiny JSON: one- or two-key objects, prompt `json n:int 2-7 ok:bool`")
-def json_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-              shaping: str | None = None) -> Task:
+@register_task(
+    "json_tiny",
+    family="json",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    tiny=True,
+    description="tiny JSON: one- or two-key objects, prompt `json n:int 2-7 ok:bool`",
+)
+def json_tiny(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, shaping: str | None = None
+) -> Task:
     if records is not None:
         samples = [from_record("json_tiny", row, i) for i, row in enumerate(records)]
     else:

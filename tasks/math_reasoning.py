@@ -14,6 +14,7 @@ gold; so is a `\\boxed{}` answer). Load from the hub (online or cached) or a loc
     daca-bench verify gsm8k --input completions.jsonl --output scored.jsonl
     get_task("gsm8k", split="test", path="gsm8k_test.jsonl")
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,10 @@ from daca_bench.rewards.scoring import (
 from daca_bench.types import Reward, Sample, Task
 
 VERSION = 1
-PROMPT = ("Solve the problem. Reason step by step inside <reasoning></reasoning>, then give the "
-          "final answer inside <answer></answer>.\n\nProblem: {question}\n")
+PROMPT = (
+    "Solve the problem. Reason step by step inside <reasoning></reasoning>, then give the "
+    "final answer inside <answer></answer>.\n\nProblem: {question}\n"
+)
 
 
 def _reasoning(name: str, row: dict) -> str:
@@ -68,8 +71,12 @@ def from_record(name: str, row: dict, index: int, split: str, worked: bool = Tru
     reasoning = _reasoning(name, row) if worked else ""
     target = (f"<reasoning>\n{reasoning}\n</reasoning>\n" if reasoning else "") + f"<answer>\n{gold}\n</answer>"
     ident = row.get("unique_id") or row.get("id") or f"{split}/{index}"
-    return Sample(id=f"{name}/{ident}", prompt=PROMPT.format(question=question), target=target,
-                  metadata={"answer": gold, **{k: row[k] for k in ("level", "subject") if k in row}})
+    return Sample(
+        id=f"{name}/{ident}",
+        prompt=PROMPT.format(question=question),
+        target=target,
+        metadata={"answer": gold, **{k: row[k] for k in ("level", "subject") if k in row}},
+    )
 
 
 def _build(name, hub_id, config, split, n, records, path, data_files, shaping, timeout, d1=d1_math) -> Task:
@@ -77,38 +84,73 @@ def _build(name, hub_id, config, split, n, records, path, data_files, shaping, t
         return score_math(sample.metadata["answer"], completion, timeout)
 
     reward = with_shaping(verify, shaping, d1=d1)  # an unknown shaping fails before any data loads
-    rows = records if records is not None else load_rows(hub_id, config=config, split=split,
-                                                         path=path, data_files=data_files)
+    rows = (
+        records
+        if records is not None
+        else load_rows(hub_id, config=config, split=split, path=path, data_files=data_files)
+    )
     samples = [from_record(name, row, i, split) for i, row in enumerate(select(list(rows), n))]
     return Task(name, "math", VERSION, samples, reward, split)
 
 
-@register_task("gsm8k", family="math", version=VERSION, splits=("train", "test"),
-               description="GSM8K grade-school word problems (openai/gsm8k), answer equivalence")
-def gsm8k(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-          data_files=None, shaping: str | None = None, timeout: float = 5.0) -> Task:
+@register_task(
+    "gsm8k",
+    family="math",
+    version=VERSION,
+    splits=("train", "test"),
+    description="GSM8K grade-school word problems (openai/gsm8k), answer equivalence",
+)
+def gsm8k(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    path=None,
+    data_files=None,
+    shaping: str | None = None,
+    timeout: float = 5.0,
+) -> Task:
     return _build("gsm8k", "openai/gsm8k", "main", split, n, records, path, data_files, shaping, timeout)
 
 
 MATH_HUB = {"test": "HuggingFaceH4/MATH-500", "train": "ankner/math-500"}  # train: the MATH train set (d1's)
 
 
-@register_task("math500", family="math", version=VERSION, splits=("train", "test"),
-               description="MATH-500 competition problems (HuggingFaceH4/MATH-500), math-verify equivalence")
-def math500(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-            data_files=None, shaping: str | None = None, timeout: float = 5.0) -> Task:
-    return _build("math500", MATH_HUB[split], None, split, n, records, path, data_files, shaping, timeout,
-                  d1=d1_math500)
+@register_task(
+    "math500",
+    family="math",
+    version=VERSION,
+    splits=("train", "test"),
+    description="MATH-500 competition problems (HuggingFaceH4/MATH-500), math-verify equivalence",
+)
+def math500(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    path=None,
+    data_files=None,
+    shaping: str | None = None,
+    timeout: float = 5.0,
+) -> Task:
+    return _build(
+        "math500", MATH_HUB[split], None, split, n, records, path, data_files, shaping, timeout, d1=d1_math500
+    )
 
 
 # ---- d1's protocol (dllm-reasoning/d1): prompts, training rewards, evaluation verdict --------
 # The system prompts give d1's layout and instructions in this project's words (d1's text is not
 # copied; $DACA_BENCH_D1_PROMPTS swaps in a user's copy of it, daca_bench.registry.protocol_wording).
 D1_LAYOUT = "\nAnswer in exactly this layout:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
-D1_EXPERT = ("You are an expert in mathematics. Solve the question below step by step and put the final "
-             "answer inside \\boxed{}.")
-D1_TEST_SYSTEM = (D1_EXPERT + "\nAnswer in exactly this layout:\n<reasoning>\nyour step-by-step reasoning\n"
-                  "</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
+D1_EXPERT = (
+    "You are an expert in mathematics. Solve the question below step by step and put the final answer inside \\boxed{}."
+)
+D1_TEST_SYSTEM = (
+    D1_EXPERT + "\nAnswer in exactly this layout:\n<reasoning>\nyour step-by-step reasoning\n"
+    "</reasoning>\n<answer>\n\\boxed{...}\n</answer>"
+)
 D1_PREFILL = "<reasoning>"  # d1 starts every evaluation answer with it, after the chat template
 
 
@@ -136,8 +178,9 @@ def d1_math_reward(sample: Sample, completion: str, reward: Reward) -> Reward:
     answer = d1_boxed(text)
     ok = d1_equivalent(text if answer is None else answer, sample.metadata["d1_gold"])
     fmt = d1_math_format(text)
-    return Reward(2.0 * ok + fmt, reward.status, {**reward.details, "correct_d1": 2.0 * ok, "format": fmt,
-                                                   "shaping": "d1"})
+    return Reward(
+        2.0 * ok + fmt, reward.status, {**reward.details, "correct_d1": 2.0 * ok, "format": fmt, "shaping": "d1"}
+    )
 
 
 def d1_gsm8k_verdict(sample: Sample, completion: str) -> bool:
@@ -152,8 +195,10 @@ def d1_math_verdict(sample: Sample, completion: str) -> bool:
     return d1_equivalent(answer, sample.metadata["answer"])
 
 
-D1_MATH = {"gsm8k": ("openai/gsm8k", "main", d1_gsm8k_verdict, d1_gsm8k_reward),
-           "math500": (None, None, d1_math_verdict, d1_math_reward)}
+D1_MATH = {
+    "gsm8k": ("openai/gsm8k", "main", d1_gsm8k_verdict, d1_gsm8k_reward),
+    "math500": (None, None, d1_math_verdict, d1_math_reward),
+}
 
 
 def _build_d1(name, split, n, records, path, data_files, shaping, timeout) -> Task:
@@ -168,8 +213,11 @@ def _build_d1(name, split, n, records, path, data_files, shaping, timeout) -> Ta
 
     if shaping not in (None, "d1"):
         raise ValueError(f"this task has no {shaping!r} shaping")
-    rows = records if records is not None else load_rows(hub_id or MATH_HUB[split], config=config, split=split,
-                                                         path=path, data_files=data_files)
+    rows = (
+        records
+        if records is not None
+        else load_rows(hub_id or MATH_HUB[split], config=config, split=split, path=path, data_files=data_files)
+    )
     samples = []
     for i, row in enumerate(select(list(rows), n)):
         base = from_record(name, row, i, split, worked=name != "gsm8k")
@@ -185,14 +233,32 @@ def _build_d1(name, split, n, records, path, data_files, shaping, timeout) -> Ta
 
 
 @register_protocol("gsm8k", "d1")
-def gsm8k_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-             data_files=None, shaping: str | None = None, timeout: float = 5.0) -> Task:
+def gsm8k_d1(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    path=None,
+    data_files=None,
+    shaping: str | None = None,
+    timeout: float = 5.0,
+) -> Task:
     """GSM8K under d1's protocol: d1's prompts, rewards, and d1's verdict beside ours."""
     return _build_d1("gsm8k", split, n, records, path, data_files, shaping, timeout)
 
 
 @register_protocol("math500", "d1")
-def math500_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-               data_files=None, shaping: str | None = None, timeout: float = 5.0) -> Task:
+def math500_d1(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    path=None,
+    data_files=None,
+    shaping: str | None = None,
+    timeout: float = 5.0,
+) -> Task:
     """MATH-500 under d1's protocol (MATH train set): d1's prompts, rewards, verdict beside ours."""
     return _build_d1("math500", split, n, records, path, data_files, shaping, timeout)

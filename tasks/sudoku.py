@@ -14,11 +14,12 @@ blank cells filled correctly is in details (and is the reward under shaping="d1"
 in d1's prompt layout, 256 test puzzles drawn as d1 draws them, our whole-grid verdict as the
 reward and d1's cell accuracy (correct blank cells / blank cells, pooled) as details["d1"].
 """
+
 from __future__ import annotations
 
 import random
 import re
-from functools import lru_cache
+from functools import cache
 
 from daca_bench.loaders import d1_file, d1_test_draw, d1_train_rows, read_d1_sudoku
 from daca_bench.registry import protocol_wording, register_task
@@ -42,9 +43,11 @@ from daca_bench.types import Reward, Sample, Task
 VERSION = 2  # 2: a dev split (12.5 % of keys) carved from train; test unchanged
 BOX = {4: 2, 9: 3}
 BLANKS = "0._*?"  # accepted blank marks in a puzzle (0 and . are the usual ones)
-PROMPT = ("Solve this {n}x{n} Sudoku. Replace every 0 with a digit 1-{n} so that each row, column "
-          "and {b}x{b} box holds each digit once. Give the {n} solved rows inside <answer></answer>."
-          "\n\n{rows}\n")
+PROMPT = (
+    "Solve this {n}x{n} Sudoku. Replace every 0 with a digit 1-{n} so that each row, column "
+    "and {b}x{b} box holds each digit once. Give the {n} solved rows inside <answer></answer>."
+    "\n\n{rows}\n"
+)
 TINY_PROMPT = "sudoku {rows}\n"
 
 
@@ -70,12 +73,13 @@ def _units(n: int) -> list[list[int]]:
     b = BOX[n]
     rows = [[r * n + c for c in range(n)] for r in range(n)]
     cols = [[r * n + c for r in range(n)] for c in range(n)]
-    boxes = [[(br + r) * n + bc + c for r in range(b) for c in range(b)]
-             for br in range(0, n, b) for bc in range(0, n, b)]
+    boxes = [
+        [(br + r) * n + bc + c for r in range(b) for c in range(b)] for br in range(0, n, b) for bc in range(0, n, b)
+    ]
     return rows + cols + boxes
 
 
-@lru_cache(maxsize=None)
+@cache
 def _peers(n: int) -> tuple[tuple[int, ...], ...]:
     units = _units(n)
     return tuple(tuple(sorted({p for u in units if i in u for p in u} - {i})) for i in range(n * n))
@@ -124,7 +128,7 @@ def solve(n: int, cells: list[int], limit: int = 2, rng: random.Random | None = 
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _all_4x4() -> tuple[str, ...]:
     return tuple("".join(map(str, g)) for g in solve(4, [0] * 16, limit=10_000))
 
@@ -177,8 +181,13 @@ def verify(sample: Sample, completion: str) -> Reward:
     if solution is None:
         return bad_input("puzzle has no solution")
     right = sum(1 for i in blanks if cells[i] == int(solution[i]))
-    return correct_if(False, givens_changed=changed, valid=valid, answer=grid,
-                      blank_fraction_correct=right / len(blanks) if blanks else 1.0)
+    return correct_if(
+        False,
+        givens_changed=changed,
+        valid=valid,
+        answer=grid,
+        blank_fraction_correct=right / len(blanks) if blanks else 1.0,
+    )
 
 
 def _reference(n: int, givens: list[int]) -> str | None:
@@ -187,7 +196,7 @@ def _reference(n: int, givens: list[int]) -> str | None:
 
 
 def _rows(cells: str, n: int, sep: str) -> str:
-    return sep.join(cells[r * n:(r + 1) * n] for r in range(n))
+    return sep.join(cells[r * n : (r + 1) * n] for r in range(n))
 
 
 def _sample(name: str, ident: str, n: int, puzzle: str, solution: str | None, tiny: bool) -> Sample:
@@ -196,8 +205,7 @@ def _sample(name: str, ident: str, n: int, puzzle: str, solution: str | None, ti
     else:
         prompt = PROMPT.format(n=n, b=BOX[n], rows=_rows(puzzle, n, "\n"))
         target = f"<answer>\n{_rows(solution, n, chr(10))}\n</answer>" if solution else ""
-    return Sample(id=ident, prompt=prompt, target=target,
-                  metadata={"size": n, "puzzle": puzzle, "solution": solution})
+    return Sample(id=ident, prompt=prompt, target=target, metadata={"size": n, "puzzle": puzzle, "solution": solution})
 
 
 def from_record(name: str, row: dict, index: int, tiny: bool) -> Sample:
@@ -216,8 +224,15 @@ def from_record(name: str, row: dict, index: int, tiny: bool) -> Sample:
     return _sample(name, f"{name}/{row.get('id', index)}", n, puzzle, solution, tiny)
 
 
-def _generate(name: str, split: str, n_samples: int, seed: int, sizes: tuple[int, ...],
-              blanks: dict[int, tuple[int, int]], tiny: bool) -> list[Sample]:
+def _generate(
+    name: str,
+    split: str,
+    n_samples: int,
+    seed: int,
+    sizes: tuple[int, ...],
+    blanks: dict[int, tuple[int, int]],
+    tiny: bool,
+) -> list[Sample]:
     rng = random.Random(stable_seed(name, split, seed))
     samples, seen = [], set()
     while len(samples) < n_samples:
@@ -250,47 +265,92 @@ def _verifier(shaping: str | None):
     return with_shaping(verify, shaping, partial=partial, d1=d1_sudoku)
 
 
-@register_task("sudoku", family="constraint", version=VERSION, splits=HASH_SPLITS, cluster="solution",
-               description="4x4 and 9x9 Sudoku with unique solutions; splits disjoint by solution grid")
-def sudoku(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-           sizes: tuple[int, ...] = (4, 9), shaping: str | None = None) -> Task:
+@register_task(
+    "sudoku",
+    family="constraint",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    cluster="solution",
+    description="4x4 and 9x9 Sudoku with unique solutions; splits disjoint by solution grid",
+)
+def sudoku(
+    split: str = "test",
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    records=None,
+    sizes: tuple[int, ...] = (4, 9),
+    shaping: str | None = None,
+) -> Task:
     sizes = tuple(sizes)
     if not sizes or any(s not in BOX for s in sizes):
         raise ValueError(f"sizes must be drawn from {tuple(BOX)}")
-    return _build("sudoku", split, n, seed, records, sizes, {4: (6, 10), 9: (40, 50)}, shaping,
-                  False, {"train": 2048, "dev": 256, "test": 256})
+    return _build(
+        "sudoku",
+        split,
+        n,
+        seed,
+        records,
+        sizes,
+        {4: (6, 10), 9: (40, 50)},
+        shaping,
+        False,
+        {"train": 2048, "dev": 256, "test": 256},
+    )
 
 
-@register_task("sudoku_tiny", family="constraint", version=VERSION, splits=HASH_SPLITS, tiny=True,
-               cluster="solution",
-               description="tiny 4x4 Sudoku: prompt `sudoku 1030 ...`, answer the 16 digits")
-def sudoku_tiny(split: str = "test", n: int | None = None, seed: int = 0, *, records=None,
-                shaping: str | None = None) -> Task:
-    return _build("sudoku_tiny", split, n, seed, records, (4,), {4: (4, 10)}, shaping,
-                  True, {"train": 4096, "dev": 256, "test": 256})
+@register_task(
+    "sudoku_tiny",
+    family="constraint",
+    version=VERSION,
+    splits=HASH_SPLITS,
+    tiny=True,
+    cluster="solution",
+    description="tiny 4x4 Sudoku: prompt `sudoku 1030 ...`, answer the 16 digits",
+)
+def sudoku_tiny(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, shaping: str | None = None
+) -> Task:
+    return _build(
+        "sudoku_tiny",
+        split,
+        n,
+        seed,
+        records,
+        (4,),
+        {4: (4, 10)},
+        shaping,
+        True,
+        {"train": 4096, "dev": 256, "test": 256},
+    )
 
 
 # ---- d1's protocol (dllm-reasoning/d1): its 4x4 files, prompt layout, cell accuracy ----------
 # The system prompt gives d1's rules and layout in this project's words (d1's text is not copied;
 # $DACA_BENCH_D1_PROMPTS swaps in a user's copy, daca_bench.registry.protocol_wording).
-D1_SYSTEM = ("\nSolve the 4x4 Sudoku puzzle below. It is given as one 16-character string, read left to right "
-             "and top to bottom, with '0' for an empty cell.\n\nRules:\n- Fill every empty cell with a digit "
-             "from 1 to 4\n- Every row holds the digits 1-4 exactly once\n- Every column holds the digits 1-4 "
-             "exactly once\n- Every 2x2 box holds the digits 1-4 exactly once\n\nYour final answer must be the "
-             "WHOLE solved grid as one 16-character string of the digits 1-4.\n\nAnswer in exactly this layout:\n"
-             "<reasoning>\nhow you solved it, step by step\n</reasoning>\n<answer>\n[the 16-character solution, "
-             "no spaces or separators]\n</answer>\n")
+D1_SYSTEM = (
+    "\nSolve the 4x4 Sudoku puzzle below. It is given as one 16-character string, read left to right "
+    "and top to bottom, with '0' for an empty cell.\n\nRules:\n- Fill every empty cell with a digit "
+    "from 1 to 4\n- Every row holds the digits 1-4 exactly once\n- Every column holds the digits 1-4 "
+    "exactly once\n- Every 2x2 box holds the digits 1-4 exactly once\n\nYour final answer must be the "
+    "WHOLE solved grid as one 16-character string of the digits 1-4.\n\nAnswer in exactly this layout:\n"
+    "<reasoning>\nhow you solved it, step by step\n</reasoning>\n<answer>\n[the 16-character solution, "
+    "no spaces or separators]\n</answer>\n"
+)
 D1_QUESTION = "Solve the following Sudoku puzzle: {puzzle}\n"
 D1_PREFILL = "<reasoning>"
 # d1's evaluation reading, tried in this order (the first that yields non-blank text wins)
 _D1_END = r"(?:<\|eot_id\|>|<\|endoftext\|>"
-D1_PATTERNS = [re.compile(p, re.DOTALL) for p in (
-    r"<answer>.*?```\s*([\d\s]+)```",
-    r"<answer>(.*?)" + _D1_END + r"|</answer>)",
-    r"</answer>\s*(.*?)" + _D1_END + r"|$)",
-    r".*?(\d{16})\s*</answer>",
-    r"\b(\d{16})\b",
-)]
+D1_PATTERNS = [
+    re.compile(p, re.DOTALL)
+    for p in (
+        r"<answer>.*?```\s*([\d\s]+)```",
+        r"<answer>(.*?)" + _D1_END + r"|</answer>)",
+        r"</answer>\s*(.*?)" + _D1_END + r"|$)",
+        r".*?(\d{16})\s*</answer>",
+        r"\b(\d{16})\b",
+    )
+]
 
 
 def _d1_cells(grid: str, puzzle: str, solution: str) -> int:
@@ -322,10 +382,16 @@ def d1_train_reward(sample: Sample, completion: str, reward: Reward) -> Reward:
     return Reward(value, reward.status, {**reward.details, "shaping": "d1"})
 
 
-@register_task("sudoku_d1", family="constraint", version=VERSION, cluster="solution",
-               description="d1's 4x4 Sudoku files (path / $DACA_BENCH_D1_DATA): whole-grid and d1's cell accuracy")
-def sudoku_d1(split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None,
-              shaping: str | None = None) -> Task:
+@register_task(
+    "sudoku_d1",
+    family="constraint",
+    version=VERSION,
+    cluster="solution",
+    description="d1's 4x4 Sudoku files (path / $DACA_BENCH_D1_DATA): whole-grid and d1's cell accuracy",
+)
+def sudoku_d1(
+    split: str = "test", n: int | None = None, seed: int = 0, *, records=None, path=None, shaping: str | None = None
+) -> Task:
     """`seed` is not used: d1's draw of the test puzzles and its train shuffle have their own seed (42)."""
     if shaping not in (None, "d1"):
         raise ValueError(f"this task has no {shaping!r} shaping")
@@ -338,17 +404,29 @@ def sudoku_d1(split: str = "test", n: int | None = None, seed: int = 0, *, recor
     samples = []
     for row in rows:
         puzzle, solution = str(row["puzzle"]), str(row["solution"])
-        meta = {"size": 4, "puzzle": puzzle, "solution": solution, **({"prefill": D1_PREFILL} if split == "test" else {})}
-        samples.append(Sample(f"sudoku_d1/{split}/{puzzle}", system + "\n\n" + D1_QUESTION.format(puzzle=puzzle),
-                              f"<answer>\n{solution}\n</answer>", meta))
+        meta = {
+            "size": 4,
+            "puzzle": puzzle,
+            "solution": solution,
+            **({"prefill": D1_PREFILL} if split == "test" else {}),
+        }
+        samples.append(
+            Sample(
+                f"sudoku_d1/{split}/{puzzle}",
+                system + "\n\n" + D1_QUESTION.format(puzzle=puzzle),
+                f"<answer>\n{solution}\n</answer>",
+                meta,
+            )
+        )
 
     def d1_verify(sample: Sample, completion: str) -> Reward:
         reward = verify(sample, completion)
         if not reward.scored:
             return reward
         puzzle = sample.metadata["puzzle"]
-        return d1_metric(reward, _d1_cells(d1_eval_grid(completion), puzzle, sample.metadata["solution"]),
-                         puzzle.count("0"))
+        return d1_metric(
+            reward, _d1_cells(d1_eval_grid(completion), puzzle, sample.metadata["solution"]), puzzle.count("0")
+        )
 
     def d1_shaped(sample: Sample, completion: str) -> Reward:
         return d1_train_reward(sample, completion, d1_verify(sample, completion))

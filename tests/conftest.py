@@ -6,7 +6,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # test doubles (a dense-reward task for trainer tests), registered beside the real tasks
 os.environ["DACA_BENCH_TASKS"] = os.path.join(os.path.dirname(__file__), "task_doubles")
 
-import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -42,8 +41,13 @@ def committed_seeds():
     runs = {p.name: cells(p / "cells") for p in sorted(root.iterdir()) if is_run(p)}  # packed or not
 
     def seeds(skip: str) -> set:
-        return {c.json("config.json")["train"]["seed"] for name, run in runs.items() if name != skip
-                for c in run if c.has("config.json")}
+        return {
+            c.json("config.json")["train"]["seed"]
+            for name, run in runs.items()
+            if name != skip
+            for c in run
+            if c.has("config.json")
+        }
 
     return seeds
 

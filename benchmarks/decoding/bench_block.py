@@ -6,6 +6,7 @@ block model uncached and with its exact block cache) and training-step seconds b
 
     PYTHONPATH=. .venv/bin/python benchmarks/decoding/bench_block.py [--repeats 5] [--threads 1] [--block 4] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,8 @@ from pathlib import Path
 import torch
 
 from daca_bench.config import RLConfig, apply, load_config
-from daca_bench.registry import get_task
 from daca_bench.engine.policy import load_initial
+from daca_bench.registry import get_task
 from daca_bench.rl.sampler import sample
 from daca_bench.train.trainer import PassCounter, train_step
 
@@ -30,8 +31,12 @@ PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
 def arms(block: int) -> dict:
     """name -> config overrides of the default regime."""
     blk = {"model.block_size": block, "rollout.block_length": block, "eval.block_length": block}
-    return {"full, cache none": {}, "full, cache prefix": {"rollout.cache": "prefix"},
-            f"block {block}, cache none": blk, f"block {block}, cache block": {**blk, "rollout.cache": "block"}}
+    return {
+        "full, cache none": {},
+        "full, cache prefix": {"rollout.cache": "prefix"},
+        f"block {block}, cache none": blk,
+        f"block {block}, cache block": {**blk, "rollout.cache": "block"},
+    }
 
 
 def rollout_seconds(cfg, prompts, repeats: int) -> float:
@@ -68,26 +73,40 @@ def main() -> None:
     task = get_task(cfg.train.task, split="train", seed=0)
     prompts = list(task.samples)[: cfg.train.prompts_per_step]
     date = subprocess.run(["date", "-u", "+%F %H:%M"], capture_output=True, text=True).stdout.strip()
-    print(f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, {date} UTC; random tiny "
-          f"weights; B={cfg.train.prompts_per_step} G={cfg.train.num_generations} L={cfg.rollout.gen_length} "
-          f"T={cfg.rollout.steps}; medians of {args.repeats} after 1 warm-up")
+    print(
+        f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, {date} UTC; random tiny "
+        f"weights; B={cfg.train.prompts_per_step} G={cfg.train.num_generations} L={cfg.rollout.gen_length} "
+        f"T={cfg.rollout.steps}; medians of {args.repeats} after 1 warm-up"
+    )
     out = {"rollout": {}, "step": {}}
     print("\n| rollout arm | seconds per rollout batch | x full, cache none |\n|---|---:|---:|")
     for name, over in arms(args.block).items():
         out["rollout"][name] = rollout_seconds(apply(cfg, over), prompts, args.repeats)
         base = out["rollout"]["full, cache none"]
         print(f"| {name} | {out['rollout'][name]:.3f} | {out['rollout'][name] / base:.2f}x |", flush=True)
-    print("\n| training step | " + " | ".join(PHASES) + " | step s | x full baseline |\n|---|" + "---:|" * (len(PHASES) + 2))
-    for model, over in (("full", {}), (f"block {args.block}", {**arms(args.block)[f"block {args.block}, cache block"]})):
-        for variant, extra in (("baseline", {}), ("+DACA K=4", {"sml.k": 4, "dps.enabled": True,
-                                                               **({"dps.scope": "block"} if over else {})})):
+    print(
+        "\n| training step | "
+        + " | ".join(PHASES)
+        + " | step s | x full baseline |\n|---|"
+        + "---:|" * (len(PHASES) + 2)
+    )
+    for model, over in (
+        ("full", {}),
+        (f"block {args.block}", {**arms(args.block)[f"block {args.block}, cache block"]}),
+    ):
+        for variant, extra in (
+            ("baseline", {}),
+            ("+DACA K=4", {"sml.k": 4, "dps.enabled": True, **({"dps.scope": "block"} if over else {})}),
+        ):
             med = step_phases(apply(cfg, {**over, **extra}), prompts, task, args.repeats)
             name = f"{model}, {variant}"
             out["step"][name] = med
             step = sum(med.values())
             base = sum(out["step"]["full, baseline"].values())
-            print(f"| {name} | " + " | ".join(f"{med[p]:.4f}" for p in PHASES) + f" | {step:.3f} | {step / base:.2f}x |",
-                  flush=True)
+            print(
+                f"| {name} | " + " | ".join(f"{med[p]:.4f}" for p in PHASES) + f" | {step:.3f} | {step / base:.2f}x |",
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 

@@ -11,6 +11,7 @@ must equal it: same settings; a cache or a threshold may change a few tokens: th
 Models: the built-in tiny model, and the native LLaDA class with random weights at a small width (the
 output layer scaled as in bench_rollout_cache, so that a threshold commits a few tokens per step).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,22 @@ from daca_bench.config import ModelConfig, SamplerConfig
 from daca_bench.models import load_model
 from daca_bench.rl.sampler import sample
 
-SHAPES = {"full": {"tiny": dict(n=32, gen=32, block=32, steps=16, batch=16),
-                   "llada": dict(n=16, gen=64, block=32, steps=32, batch=8)},
-          "quick": {"tiny": dict(n=6, gen=8, block=8, steps=4, batch=3),
-                    "llada": dict(n=4, gen=8, block=4, steps=4, batch=2)}}
-SETTINGS = [("batched", "none", None), ("batched, prefix cache", "prefix", None), ("batched, dual cache", "dual", None),
-            ("batched, dual cache, threshold 0.9", "dual", 0.9)]
+SHAPES = {
+    "full": {
+        "tiny": dict(n=32, gen=32, block=32, steps=16, batch=16),
+        "llada": dict(n=16, gen=64, block=32, steps=32, batch=8),
+    },
+    "quick": {
+        "tiny": dict(n=6, gen=8, block=8, steps=4, batch=3),
+        "llada": dict(n=4, gen=8, block=4, steps=4, batch=2),
+    },
+}
+SETTINGS = [
+    ("batched", "none", None),
+    ("batched, prefix cache", "prefix", None),
+    ("batched, dual cache", "dual", None),
+    ("batched, dual cache, threshold 0.9", "dual", 0.9),
+]
 
 
 def prompts(n: int) -> list[str]:
@@ -47,26 +58,43 @@ def timed(fn):
 def compare(name: str, adapter, shape: dict) -> list[dict]:
     """The reference loop, then each batched setting: prompts/s, speed-up, rows identical to the reference."""
     batch = prompts(shape["n"])
-    cfg = SamplerConfig(gen_length=shape["gen"], block_length=shape["block"], steps=shape["steps"], temperature=0.0,
-                        batch_size=1)
+    cfg = SamplerConfig(
+        gen_length=shape["gen"], block_length=shape["block"], steps=shape["steps"], temperature=0.0, batch_size=1
+    )
     adapter.model.eval()
     sample(adapter, batch[:2], replace(cfg, batch_size=2), record=False)  # warm-up: first-call costs out of the timings
     ref, t_ref = timed(lambda: [sample(adapter, [p], cfg, record=False).completion_ids[0] for p in batch])
-    rows = [{"model": name, "setting": "reference: one prompt at a time, uncached", "prompts/s": len(batch) / t_ref,
-             "speed-up": 1.0, "identical": f"{len(batch)}/{len(batch)}"}]
+    rows = [
+        {
+            "model": name,
+            "setting": "reference: one prompt at a time, uncached",
+            "prompts/s": len(batch) / t_ref,
+            "speed-up": 1.0,
+            "identical": f"{len(batch)}/{len(batch)}",
+        }
+    ]
     for label, cache, threshold in SETTINGS:
         run = replace(cfg, batch_size=shape["batch"], cache=cache, threshold=threshold)
         out, t = timed(lambda: sample(adapter, batch, run, record=False).completion_ids)
         same = sum(bool(torch.equal(a, b)) for a, b in zip(out, ref))
-        rows.append({"model": name, "setting": f"{label} (batch {shape['batch']})", "prompts/s": len(batch) / t,
-                     "speed-up": t_ref / t, "identical": f"{same}/{len(batch)}"})
+        rows.append(
+            {
+                "model": name,
+                "setting": f"{label} (batch {shape['batch']})",
+                "prompts/s": len(batch) / t,
+                "speed-up": t_ref / t,
+                "identical": f"{same}/{len(batch)}",
+            }
+        )
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| model | setting | prompts/s | speed-up | identical to the reference |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {r['model']} | {r['setting']} | {r['prompts/s']:.2f} | {r['speed-up']:.2f}x | {r['identical']} |"
-              for r in rows]
+    lines += [
+        f"| {r['model']} | {r['setting']} | {r['prompts/s']:.2f} | {r['speed-up']:.2f}x | {r['identical']} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
@@ -85,9 +113,13 @@ def main(argv=None) -> int:
     llada, _ = llada_adapter(False, None, prompts(sh["n"]), sh["gen"])
     rows += compare("LLaDA class (random, small)", llada, sh)
     print(markdown(rows))
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          + "; ".join(f"{k}: {v['n']} prompts, length {v['gen']}, block {v['block']}, {v['steps']} steps"
-                      for k, v in shapes.items()))
+    print(
+        f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        + "; ".join(
+            f"{k}: {v['n']} prompts, length {v['gen']}, block {v['block']}, {v['steps']} steps"
+            for k, v in shapes.items()
+        )
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

@@ -8,6 +8,7 @@ often greedy decoding agrees between the two, and the thread layouts of a grid.
 Prints Markdown rows for BENCHMARKS.md: median seconds per phase of a GRPO step (B=8, G=8)
 for baseline (K=1) and +SML (K=4), the speed-up, and greedy agreement on 256 test prompts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,10 +22,10 @@ from pathlib import Path
 import torch
 
 from daca_bench.config import RLConfig, apply, load_config
-from daca_bench.registry import get_task
-from daca_bench.engine.runtime import autocast
-from daca_bench.rl.sampler import sample
 from daca_bench.engine.policy import load_initial
+from daca_bench.engine.runtime import autocast
+from daca_bench.registry import get_task
+from daca_bench.rl.sampler import sample
 from daca_bench.train.trainer import PassCounter, train_step
 
 PHASES = ("rollout", "likelihood_old", "update")
@@ -49,16 +50,26 @@ def main() -> None:
     root = Path(__file__).resolve().parents[2]
     L = args.gen_length
     canvas = {"gen_length": L, "block_length": L, "steps": max(1, L // 2)}
-    cfg = apply(load_config(root / "configs/tiny.yaml", [], RLConfig),
-                {"train.init": args.init, "train.task": args.task, "rollout": canvas, "eval": canvas})
+    cfg = apply(
+        load_config(root / "configs/tiny.yaml", [], RLConfig),
+        {"train.init": args.init, "train.task": args.task, "rollout": canvas, "eval": canvas},
+    )
     task = get_task(args.task, split="train", seed=0)
     prompts = list(task.samples)[: cfg.train.prompts_per_step]
     date = subprocess.run(["date", "-u", "+%F %H:%M UTC"], capture_output=True, text=True).stdout.strip()
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.machine())
-    print(f"{cpu}, {torch.get_num_threads()} thread(s), torch {torch.__version__}, {date}; "
-          f"{args.task} L={L} T={L // 2}, init={args.init or 'random tiny'}; "
-          f"median of {args.steps} steps after 1 warm-up, fp32 and bf16 interleaved")
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    print(
+        f"{cpu}, {torch.get_num_threads()} thread(s), torch {torch.__version__}, {date}; "
+        f"{args.task} L={L} T={L // 2}, init={args.init or 'random tiny'}; "
+        f"median of {args.steps} steps after 1 warm-up, fp32 and bf16 interleaved"
+    )
     print("| variant | precision | " + " | ".join(PHASES) + " | step s | speed-up |")
     print("|---|---|" + "---:|" * (len(PHASES) + 2))
     for name, over in (("baseline", {}), ("+SML K=4", {"sml.k": 4})):
@@ -73,8 +84,10 @@ def main() -> None:
             med[p] = {ph: statistics.median(r.get(f"seconds_{ph}", 0.0) for r in rows[p][1:]) for ph in PHASES}
         for p in runs:
             step = sum(med[p].values())
-            print(f"| {name} | {p} | " + " | ".join(f"{med[p][ph]:.3f}" for ph in PHASES) + f" | {step:.3f} | "
-                  f"{sum(med['fp32'].values()) / step:.2f}x |")
+            print(
+                f"| {name} | {p} | " + " | ".join(f"{med[p][ph]:.3f}" for ph in PHASES) + f" | {step:.3f} | "
+                f"{sum(med['fp32'].values()) / step:.2f}x |"
+            )
     # greedy agreement and evaluation speed on the test set
     adapter = load_initial(cfg)
     adapter.model.eval()
@@ -87,8 +100,10 @@ def main() -> None:
         out.setdefault(p, []).append(time.perf_counter() - t0)
         out[p + "_texts"] = texts
     same = sum(a == b for a, b in zip(out["fp32_texts"], out["bf16_texts"]))
-    print(f"\ngreedy decoding of 256 test prompts: fp32 {min(out['fp32']):.2f} s, bf16 {min(out['bf16']):.2f} s; "
-          f"identical completions {same}/256")
+    print(
+        f"\ngreedy decoding of 256 test prompts: fp32 {min(out['fp32']):.2f} s, bf16 {min(out['bf16']):.2f} s; "
+        f"identical completions {same}/256"
+    )
     if args.compile:
         _compare_compile(adapter, prompts, cfg)
 
@@ -106,8 +121,10 @@ def _compare_compile(adapter, prompts, cfg) -> None:
     adapter.model = torch.compile(adapter.model, dynamic=True)
     first = rollout()
     compiled = min(rollout() for _ in range(4))
-    print(f"rollout of {len(rows)} completions: eager {eager:.3f} s; torch.compile first call {first:.1f} s, "
-          f"then {compiled:.3f} s ({eager / compiled:.2f}x)")
+    print(
+        f"rollout of {len(rows)} completions: eager {eager:.3f} s; torch.compile first call {first:.1f} s, "
+        f"then {compiled:.3f} s ({eager / compiled:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ The SFT starts are the tiny presets' own (experiments/grid/pipeline.run_sft, cac
 --work-dir, runs/reproduce by default); missing ones are trained first (about 10 minutes for all
 five on 2 cores).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,16 +55,20 @@ def record_stats(batch, L: int) -> dict:
     used = counts[:, 1:] > 0
     fallback = ((counts[:, 1:] == 1) & used).sum() / used.sum()
     w = dps_weights(batch.trajectory, batch.completion_mask, DPSConfig(enabled=True))
-    return {"passes": batch.forward_passes, "row_passes": per_row_passes.mean().item(),
-            "tokens_per_pass": L / per_row_passes.mean().item(), "fallback": fallback.item(),
-            "dps_w_std": weight_stats(w, batch.completion_mask)["dps_w_std"]}
+    return {
+        "passes": batch.forward_passes,
+        "row_passes": per_row_passes.mean().item(),
+        "tokens_per_pass": L / per_row_passes.mean().item(),
+        "fallback": fallback.item(),
+        "dps_w_std": weight_stats(w, batch.completion_mask)["dps_w_std"],
+    }
 
 
 def study(label: str, fam, folder: str, prompts: int, group: int) -> list[dict]:
     from daca_bench.config import ModelConfig, SamplerConfig
+    from daca_bench.eval.evaluate import evaluate
     from daca_bench.models import load_model
     from daca_bench.registry import get_task
-    from daca_bench.eval.evaluate import evaluate
     from daca_bench.rl.sampler import sample
 
     adapter = load_model(replace(ModelConfig(), name=str(Path(folder) / "final")))
@@ -80,17 +85,33 @@ def study(label: str, fam, folder: str, prompts: int, group: int) -> list[dict]:
         rollout_cfg = replace(cfg, temperature=0.9)
         t0 = time.perf_counter()
         with torch.no_grad():
-            batch = sample(adapter, [s.prompt for s in train.samples for _ in range(group)], rollout_cfg,
-                           seed=list(range(prompts * group)))
+            batch = sample(
+                adapter,
+                [s.prompt for s in train.samples for _ in range(group)],
+                rollout_cfg,
+                seed=list(range(prompts * group)),
+            )
         roll_s = time.perf_counter() - t0
-        rows.append({"family": label, "task": fam.task, "L": L, "setting": name, "accuracy": ev["accuracy"],
-                     "eval_passes": ev["forward_passes"], "eval_s": round(eval_s, 3), "rollout_s": round(roll_s, 3),
-                     **record_stats(batch, L)})
+        rows.append(
+            {
+                "family": label,
+                "task": fam.task,
+                "L": L,
+                "setting": name,
+                "accuracy": ev["accuracy"],
+                "eval_passes": ev["forward_passes"],
+                "eval_s": round(eval_s, 3),
+                "rollout_s": round(roll_s, 3),
+                **record_stats(batch, L),
+            }
+        )
         r = rows[-1]
-        print(f"  {label:9s} {name:14s} acc {100 * r['accuracy']:5.1f} %  eval {r['eval_passes']:3d} passes "
-              f"{r['eval_s']:6.2f} s | rollout {r['passes']:3d} passes {r['rollout_s']:6.2f} s, "
-              f"{r['tokens_per_pass']:.2f} tok/pass, fallback {100 * r['fallback']:.0f} %, dps_w_std {r['dps_w_std']:.3f}",
-              flush=True)
+        print(
+            f"  {label:9s} {name:14s} acc {100 * r['accuracy']:5.1f} %  eval {r['eval_passes']:3d} passes "
+            f"{r['eval_s']:6.2f} s | rollout {r['passes']:3d} passes {r['rollout_s']:6.2f} s, "
+            f"{r['tokens_per_pass']:.2f} tok/pass, fallback {100 * r['fallback']:.0f} %, dps_w_std {r['dps_w_std']:.3f}",
+            flush=True,
+        )
     return rows
 
 
@@ -111,8 +132,11 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     preset = replace(PRESETS["tiny-quick"], families={f: FIVE[f] for f in args.families})
     sft = run_sft(preset, Path(args.work_dir), args.workers, progress=False)
-    print(f"threshold decoding on the SFT'd tiny models ({platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} threads, {args.prompts} prompts, G = {args.group}):", flush=True)
+    print(
+        f"threshold decoding on the SFT'd tiny models ({platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads, {args.prompts} prompts, G = {args.group}):",
+        flush=True,
+    )
     rows = [r for f in args.families for r in study(f, FIVE[f], sft[f]["folder"], args.prompts, args.group)]
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "prompts": args.prompts, "group": args.group}, indent=2))

@@ -8,6 +8,7 @@ likelihood + backward with LoRA r = 128 and gradient checkpointing; prints a mar
 
 Peak memory is torch.cuda.max_memory_allocated per model (the process's RSS on the CPU).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,11 +29,16 @@ from daca_bench.rl.likelihood import sml_logprobs
 from daca_bench.rl.sampler import pad_prompts, sample
 from daca_bench.testing.paper import paper_config, paper_tokenizer
 
-PUBLISHED = {"llada": dict(d_model=4096, n_heads=32, n_kv_heads=32, n_layers=32, mlp_hidden_size=12288),
-             "dream": dict(hidden_size=3584, num_attention_heads=28, num_key_value_heads=4, num_hidden_layers=28,
-                           intermediate_size=18944)}
-SHAPES = {"full": {"prompt": 200, "gen": 256, "block": 32, "steps": 128, "rows": 6, "lora_r": 128},
-          "tiny": {"prompt": 24, "gen": 8, "block": 4, "steps": 4, "rows": 2, "lora_r": 4}}
+PUBLISHED = {
+    "llada": dict(d_model=4096, n_heads=32, n_kv_heads=32, n_layers=32, mlp_hidden_size=12288),
+    "dream": dict(
+        hidden_size=3584, num_attention_heads=28, num_key_value_heads=4, num_hidden_layers=28, intermediate_size=18944
+    ),
+}
+SHAPES = {
+    "full": {"prompt": 200, "gen": 256, "block": 32, "steps": 128, "rows": 6, "lora_r": 128},
+    "tiny": {"prompt": 24, "gen": 8, "block": 4, "steps": 4, "rows": 2, "lora_r": 4},
+}
 CLASSES = {"llada": (LLaDAConfig, LLaDAModelLM), "dream": (DreamConfig, DreamModel)}
 
 
@@ -46,8 +52,15 @@ def build(family: str, tiny: bool, device: torch.device) -> ModelAdapter:
         model = model_cls(config_cls(**{k: v for k, v in fields.items() if k != "model_type"}))
     model = model.to(dtype)
     tok = paper_tokenizer(family)
-    return ModelAdapter(model, tok, fields["mask_token_id"], fields["eos_token_id"], fields["pad_token_id"],
-                        shift_logits=family == "dream", source=f"{family}-random")
+    return ModelAdapter(
+        model,
+        tok,
+        fields["mask_token_id"],
+        fields["eos_token_id"],
+        fields["pad_token_id"],
+        shift_logits=family == "dream",
+        source=f"{family}-random",
+    )
 
 
 def _sync(device):
@@ -71,8 +84,11 @@ def measure(family: str, tiny: bool, device: torch.device) -> dict:
     tick = time.perf_counter()
     adapter = build(family, tiny, device)
     _sync(device)
-    row = {"model": family, "parameters_b": round(count_parameters(adapter.model) / 1e9, 3),
-           "build_s": round(time.perf_counter() - tick, 2)}
+    row = {
+        "model": family,
+        "parameters_b": round(count_parameters(adapter.model) / 1e9, 3),
+        "build_s": round(time.perf_counter() - tick, 2),
+    }
     text = ("Answer with the number only. " * 20)[: shape["prompt"]]
     prompts = [text] * shape["rows"]
     p, m = pad_prompts(adapter, prompts)
@@ -88,15 +104,27 @@ def measure(family: str, tiny: bool, device: torch.device) -> dict:
     row["forward_s"] = round(time.perf_counter() - tick, 3)
     row["finite"] = bool(torch.isfinite(logits).all())
     del logits
-    cfg = SamplerConfig(gen_length=shape["gen"], block_length=shape["block"], steps=shape["steps"], temperature=0.9,
-                        batch_size=shape["rows"])
+    cfg = SamplerConfig(
+        gen_length=shape["gen"],
+        block_length=shape["block"],
+        steps=shape["steps"],
+        temperature=0.9,
+        batch_size=shape["rows"],
+    )
     tick = time.perf_counter()
     batch = sample(adapter, prompts, cfg, seed=0)
     _sync(device)
     row["rollout_s"] = round(time.perf_counter() - tick, 2)
     row["rollout_tok_per_s"] = round(shape["rows"] * shape["gen"] / row["rollout_s"], 1)
-    adapter.model = get_peft_model(adapter.model, LoraConfig(r=shape["lora_r"], lora_alpha=64, lora_dropout=0.05,
-                                                             target_modules=["q_proj", "k_proj", "v_proj", "up_proj"]))
+    adapter.model = get_peft_model(
+        adapter.model,
+        LoraConfig(
+            r=shape["lora_r"],
+            lora_alpha=64,
+            lora_dropout=0.05,
+            target_modules=["q_proj", "k_proj", "v_proj", "up_proj"],
+        ),
+    )
     enable_gradient_checkpointing(adapter.model)
     adapter.model.train()
     tick = time.perf_counter()

@@ -17,6 +17,7 @@ MFU  for every run, the rollout's and the update's apart, with the FLOP formula 
 Random weights earn no reward, so the rewards are drawn at random (seeded): the advantages and the
 gradients are then nonzero, as in a real run; these are cost figures, not learning.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,27 +35,34 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {"g1": "configs/paper/llada_gsm8k.yaml", "g3": "configs/paper/llada_gsm8k_full.yaml"}
 # LLaDA-8B-Instruct's published shape, gpu_check's ~1.1B model, and toy widths for the CPU
-SIZES = {"8b": dict(d_model=4096, n_heads=32, n_kv_heads=32, n_layers=32, mlp_hidden_size=12288),
-         "1b": dict(d_model=2048, n_layers=12, n_heads=16, n_kv_heads=16, mlp_hidden_size=5632),
-         "toy": dict(d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, mlp_hidden_size=64)}
+SIZES = {
+    "8b": dict(d_model=4096, n_heads=32, n_kv_heads=32, n_layers=32, mlp_hidden_size=12288),
+    "1b": dict(d_model=2048, n_layers=12, n_heads=16, n_kv_heads=16, mlp_hidden_size=5632),
+    "toy": dict(d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, mlp_hidden_size=64),
+}
 PAPER = {"prompt": 200, "gen": 256, "block": 32, "steps": 128}  # the presets' rollout shape
 TOY = {"prompt": 12, "gen": 8, "block": 4, "steps": 4}
 PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
 PEAKS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0}  # dense bf16 TFLOP/s
-FORMULA = ("forward FLOPs = 2 * N * T + 4 * n_layers * d_model * sum(rows * S^2), with N the parameters "
-           "in matrix multiplies (the input embedding is a lookup and left out; LoRA's included), T the "
-           "tokens through the model, S a pass's sequence length (the attention term counts QK^T and AV "
-           "over the whole bidirectional sequence). rollout and likelihood_old: forward only. update, "
-           "model FLOPs (MFU): forward x 3 for full fine-tuning (backward = activation + weight gradients), "
-           "x 2 for LoRA (the frozen base's backward needs activation gradients only; LoRA's own weight "
-           "gradients are left out). HFU adds one forward for gradient checkpointing's recompute. "
-           "MFU = FLOPs / seconds / the device's dense bf16 peak (--peak-tflops).")
+FORMULA = (
+    "forward FLOPs = 2 * N * T + 4 * n_layers * d_model * sum(rows * S^2), with N the parameters "
+    "in matrix multiplies (the input embedding is a lookup and left out; LoRA's included), T the "
+    "tokens through the model, S a pass's sequence length (the attention term counts QK^T and AV "
+    "over the whole bidirectional sequence). rollout and likelihood_old: forward only. update, "
+    "model FLOPs (MFU): forward x 3 for full fine-tuning (backward = activation + weight gradients), "
+    "x 2 for LoRA (the frozen base's backward needs activation gradients only; LoRA's own weight "
+    "gradients are left out). HFU adds one forward for gradient checkpointing's recompute. "
+    "MFU = FLOPs / seconds / the device's dense bf16 peak (--peak-tflops)."
+)
 
 
 def refuse_without_cuda(toy: bool) -> None:
     if not toy and not torch.cuda.is_available():
-        print("gpu_parallel: no CUDA GPU visible; this benchmark needs one (python -m benchmarks.gpu.gpu_parallel "
-              "--toy runs its code at toy widths on a CPU)", file=sys.stderr)
+        print(
+            "gpu_parallel: no CUDA GPU visible; this benchmark needs one (python -m benchmarks.gpu.gpu_parallel "
+            "--toy runs its code at toy widths on a CPU)",
+            file=sys.stderr,
+        )
         sys.exit(2)
 
 
@@ -92,8 +100,14 @@ def build(size: str, device, dtype, compact: bool, seed: int = 0):
         model = LLaDAModelLM(LLaDAConfig(**{k: v for k, v in fields.items() if k != "model_type"}))
     model = model.to(dtype)
     _free(device)
-    return ModelAdapter(model, paper_tokenizer("llada", compact), fields["mask_token_id"], fields["eos_token_id"],
-                        fields["pad_token_id"], source=f"llada-{size}-random")
+    return ModelAdapter(
+        model,
+        paper_tokenizer("llada", compact),
+        fields["mask_token_id"],
+        fields["eos_token_id"],
+        fields["pad_token_id"],
+        source=f"llada-{size}-random",
+    )
 
 
 def config(part: str, mode: str, args, rows: int):
@@ -102,10 +116,18 @@ def config(part: str, mode: str, args, rows: int):
     from daca_bench.config import RLConfig, load_config
 
     shape = TOY if args.toy else PAPER
-    over = [f"train.parallel={mode}", "train.task=arithmetic", "train.reward=exact", "train.prompts_per_step=1",
-            f"train.num_generations={rows}", f"rollout.gen_length={shape['gen']}",
-            f"rollout.block_length={shape['block']}", f"rollout.steps={shape['steps']}", f"rollout.batch_size={rows}",
-            f"sml.chunk={rows}"]
+    over = [
+        f"train.parallel={mode}",
+        "train.task=arithmetic",
+        "train.reward=exact",
+        "train.prompts_per_step=1",
+        f"train.num_generations={rows}",
+        f"rollout.gen_length={shape['gen']}",
+        f"rollout.block_length={shape['block']}",
+        f"rollout.steps={shape['steps']}",
+        f"rollout.batch_size={rows}",
+        f"sml.chunk={rows}",
+    ]
     if args.mu:
         over.append(f"train.mu={args.mu}")
     if args.toy:
@@ -129,9 +151,18 @@ def policy(cfg, size: str, device, compact: bool):
     dtype = DTYPES.get(cfg.model.dtype) or torch.float32
     adapter = build(size, device, dtype, compact)
     if t.lora:
-        adapter = replace(adapter, model=get_peft_model(adapter.model, LoraConfig(
-            r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-            target_modules=lora_targets(t.lora_target_modules))))
+        adapter = replace(
+            adapter,
+            model=get_peft_model(
+                adapter.model,
+                LoraConfig(
+                    r=t.lora_r,
+                    lora_alpha=t.lora_alpha,
+                    lora_dropout=t.lora_dropout,
+                    target_modules=lora_targets(t.lora_target_modules),
+                ),
+            ),
+        )
     if t.gradient_checkpointing:
         enable_gradient_checkpointing(adapter.model)
     if t.disable_dropout:
@@ -164,6 +195,7 @@ class Flops:
             rows, seq = ids.shape
             self.tokens[counter.phase] = self.tokens.get(counter.phase, 0) + rows * seq
             self.square[counter.phase] = self.square.get(counter.phase, 0) + rows * seq * seq
+
         return hook
 
     def forward(self, phase: str, params: int, layers: int, width: int) -> float:
@@ -185,6 +217,7 @@ def random_rewards(seed: int):
     def score(task, samples, completions, workers: int = 1):
         values = [rng.random() for _ in completions]
         return summarize([Reward(v, "correct" if v > 0.5 else "wrong") for v in values])
+
     return score
 
 
@@ -252,42 +285,70 @@ def run(part: str, mode: str, size: str, args, device, peak_flops: float | None)
             seconds[k] += m.get(f"seconds_{k}", 0.0)
         if device.type == "cuda" and held is None:
             held = torch.cuda.memory_allocated()  # between steps: weights, gradients, AdamW state, reference
-    row = {"part": part, "mode": par.mode, "model": size, "parameters": params, "trainable": trainable,
-           "rows_per_step": rows, "mu": cfg.train.mu, "steps": args.steps, "warmup_steps": args.warmup,
-           "build_s": round(built_s, 2), "s_per_step": round(sum(walls) / len(walls), 3),
-           "s_per_step_each": [round(w, 3) for w in walls],
-           "seconds_per_step": {k: round(v / args.steps, 3) for k, v in seconds.items()},
-           "forward_passes": dict(Counter(counter.counts) - passes)}
+    row = {
+        "part": part,
+        "mode": par.mode,
+        "model": size,
+        "parameters": params,
+        "trainable": trainable,
+        "rows_per_step": rows,
+        "mu": cfg.train.mu,
+        "steps": args.steps,
+        "warmup_steps": args.warmup,
+        "build_s": round(built_s, 2),
+        "s_per_step": round(sum(walls) / len(walls), 3),
+        "s_per_step_each": [round(w, 3) for w in walls],
+        "seconds_per_step": {k: round(v / args.steps, 3) for k, v in seconds.items()},
+        "forward_passes": dict(Counter(counter.counts) - passes),
+    }
     if device.type == "cuda":
-        row.update(peak_allocated_gb=_gb(torch.cuda.max_memory_allocated()),
-                   peak_reserved_gb=_gb(torch.cuda.max_memory_reserved()), held_between_steps_gb=_gb(held or 0))
+        row.update(
+            peak_allocated_gb=_gb(torch.cuda.max_memory_allocated()),
+            peak_reserved_gb=_gb(torch.cuda.max_memory_reserved()),
+            held_between_steps_gb=_gb(held or 0),
+        )
     roll = flops.forward("rollout", matmul, layers, width)
     old = flops.forward("likelihood_old", matmul, layers, width)
     fwd = flops.forward("likelihood", matmul, layers, width)
     factor = 2 if cfg.train.lora else 3
     update = factor * fwd
     rate = {"rollout": roll / max(seconds["rollout"], 1e-9), "update": update / max(seconds["update"], 1e-9)}
-    row["flops"] = {"matmul_parameters": matmul, "rollout_tflop": _t(roll),
-                    "likelihood_old_tflop": _t(old), "update_tflop": _t(update),
-                    "update_factor": factor, "update_hfu_tflop": _t((update + fwd)),
-                    "rollout_tflops_per_s": _t(rate["rollout"]),
-                    "update_tflops_per_s": _t(rate["update"])}
+    row["flops"] = {
+        "matmul_parameters": matmul,
+        "rollout_tflop": _t(roll),
+        "likelihood_old_tflop": _t(old),
+        "update_tflop": _t(update),
+        "update_factor": factor,
+        "update_hfu_tflop": _t(update + fwd),
+        "rollout_tflops_per_s": _t(rate["rollout"]),
+        "update_tflops_per_s": _t(rate["update"]),
+    }
     if booked is not None:  # the trainer's ledger: the policy's passes (not a separate reference's), forward and
         # backward as torch's FlopCounterMode counts them; a cross-check of the formula
-        row["ledger_tflop"] = {ph: _t(c["flops_forward"] + c["flops_backward"]) for ph, c in counter.since(booked).items()
-                               if c["flops_forward"] or c["flops_backward"]}
+        row["ledger_tflop"] = {
+            ph: _t(c["flops_forward"] + c["flops_backward"])
+            for ph, c in counter.since(booked).items()
+            if c["flops_forward"] or c["flops_backward"]
+        }
     if peak_flops:
-        row["mfu"] = {"rollout": round(rate["rollout"] / peak_flops, 4), "update": round(rate["update"] / peak_flops, 4),
-                      "update_hfu": round((update + fwd) / max(seconds["update"], 1e-9) / peak_flops, 4),
-                      "step": round((roll + old + update) / max(sum(walls), 1e-9) / peak_flops, 4)}
+        row["mfu"] = {
+            "rollout": round(rate["rollout"] / peak_flops, 4),
+            "update": round(rate["update"] / peak_flops, 4),
+            "update_hfu": round((update + fwd) / max(seconds["update"], 1e-9) / peak_flops, 4),
+            "step": round((roll + old + update) / max(sum(walls), 1e-9) / peak_flops, 4),
+        }
     if before is not None:
         after = _sample(adapter.model)
         moved = sum(int((after[k] != before[k]).sum()) for k in before)
         seen_bf16 = sum(int((after[k].bfloat16() != before[k].bfloat16()).sum()) for k in before)
         total = sum(v.numel() for v in before.values())
-        row["weights"] = {"sampled": total, "moved_frac": round(moved / total, 5),  # the fp32 master weights
-                          "bf16_copy_changed_frac": round(seen_bf16 / total, 5), "lr": cfg.train.lr,
-                          "steps": args.steps}
+        row["weights"] = {
+            "sampled": total,
+            "moved_frac": round(moved / total, 5),  # the fp32 master weights
+            "bf16_copy_changed_frac": round(seen_bf16 / total, 5),
+            "lr": cfg.train.lr,
+            "steps": args.steps,
+        }
     del adapter, reference, opt, core, counter, flops
     _free(device)
     return row
@@ -296,40 +357,54 @@ def run(part: str, mode: str, size: str, args, device, peak_flops: float | None)
 def g1_verdict(none: dict, rep: dict) -> dict:
     out = {"time_overhead": round(rep["s_per_step"] / none["s_per_step"] - 1, 4), "time_target": 0.03}
     if "peak_allocated_gb" in none:
-        out.update(allocated_overhead_gb=round(rep["peak_allocated_gb"] - none["peak_allocated_gb"], 3),
-                   reserved_overhead_gb=round(rep["peak_reserved_gb"] - none["peak_reserved_gb"], 3),
-                   memory_target_gb=1.0)
-        out["pass"] = out["time_overhead"] <= 0.03 and out["allocated_overhead_gb"] <= 1.0 \
-            and out["reserved_overhead_gb"] <= 1.0
+        out.update(
+            allocated_overhead_gb=round(rep["peak_allocated_gb"] - none["peak_allocated_gb"], 3),
+            reserved_overhead_gb=round(rep["peak_reserved_gb"] - none["peak_reserved_gb"], 3),
+            memory_target_gb=1.0,
+        )
+        out["pass"] = (
+            out["time_overhead"] <= 0.03 and out["allocated_overhead_gb"] <= 1.0 and out["reserved_overhead_gb"] <= 1.0
+        )
     return out
 
 
 def g3_verdict(row: dict) -> dict:
     n_ref = row["parameters"]  # the reference has the policy's shape
     state = 16 * row["parameters"] + 2 * n_ref
-    out = {"bytes_model": "16 B/param (fp32 weights, gradients, two AdamW moments) + 2 B/param (bf16 reference)",
-           "model_gb": _gb(state), "rollout_copy_gb": _gb(2 * row["parameters"]),
-           "moved_frac": row["weights"]["moved_frac"]}
+    out = {
+        "bytes_model": "16 B/param (fp32 weights, gradients, two AdamW moments) + 2 B/param (bf16 reference)",
+        "model_gb": _gb(state),
+        "rollout_copy_gb": _gb(2 * row["parameters"]),
+        "moved_frac": row["weights"]["moved_frac"],
+    }
     if "held_between_steps_gb" in row:
         held = row["held_between_steps_gb"] * 1e9
-        out.update(held_gb=row["held_between_steps_gb"], held_vs_model=round(held / state - 1, 4),
-                   peak_gb=row["peak_allocated_gb"],
-                   peak_minus_model_and_copy_gb=round(row["peak_allocated_gb"] - _gb(state + 2 * row["parameters"]), 3))
+        out.update(
+            held_gb=row["held_between_steps_gb"],
+            held_vs_model=round(held / state - 1, 4),
+            peak_gb=row["peak_allocated_gb"],
+            peak_minus_model_and_copy_gb=round(row["peak_allocated_gb"] - _gb(state + 2 * row["parameters"]), 3),
+        )
         out["pass"] = abs(out["held_vs_model"]) <= 0.15 and out["moved_frac"] > 0.5
     return out
 
 
 def table(report: dict) -> str:
-    lines = ["| run | mode | s/step | rollout | likelihood_old | update | peak alloc GB | peak reserved GB "
-             "| MFU rollout | MFU update |", "|" + "---|" * 10]
+    lines = [
+        "| run | mode | s/step | rollout | likelihood_old | update | peak alloc GB | peak reserved GB "
+        "| MFU rollout | MFU update |",
+        "|" + "---|" * 10,
+    ]
     for key in ("g1_none", "g1_replicate", "g3_shard"):
         r = report.get(key)
         if not r:
             continue
         s, mfu = r["seconds_per_step"], r.get("mfu", {})
-        lines.append(f"| {key} | {r['mode']} | {r['s_per_step']} | {s['rollout']} | {s['likelihood_old']} | {s['update']} "
-                     f"| {r.get('peak_allocated_gb', '-')} | {r.get('peak_reserved_gb', '-')} "
-                     f"| {mfu.get('rollout', '-')} | {mfu.get('update', '-')} |")
+        lines.append(
+            f"| {key} | {r['mode']} | {r['s_per_step']} | {s['rollout']} | {s['likelihood_old']} | {s['update']} "
+            f"| {r.get('peak_allocated_gb', '-')} | {r.get('peak_reserved_gb', '-')} "
+            f"| {mfu.get('rollout', '-')} | {mfu.get('update', '-')} |"
+        )
     out = "\n".join(lines)
     if "g1" in report:
         out += f"\n\nG1 (engine overhead, LoRA replicate vs none at one process): {json.dumps(report['g1'])}"
@@ -357,8 +432,14 @@ def main(argv: list[str] | None = None) -> dict:
     peak = args.peak_tflops or next((v for k, v in PEAKS.items() if k in name), 0.0)
     if cuda:
         torch.cuda.set_device(0)
-    report = {"machine": name, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "toy": args.toy,
-              "peak_tflops": peak or None, "flop_formula": FORMULA}
+    report = {
+        "machine": name,
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "toy": args.toy,
+        "peak_tflops": peak or None,
+        "flop_formula": FORMULA,
+    }
     print(f"gpu_parallel on {name}, torch {torch.__version__}; FLOPs: {FORMULA}", flush=True)
 
     def save():

@@ -11,6 +11,7 @@ CUDA the process's peak allocated and reserved memory up to the end of that step
 --chrome TRACE_DIR/rank{R}.trace.json.gz (a Chrome / Perfetto trace). The training itself is
 `daca-bench train` unchanged: the profiled step's update is the same.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = {"all_gather": ("allgather", "all_gather"), "reduce_scatter": ("reducescatter", "reduce_scatter"),
-         "all_reduce": ("allreduce", "all_reduce"), "broadcast": ("broadcast",)}
+KINDS = {
+    "all_gather": ("allgather", "all_gather"),
+    "reduce_scatter": ("reducescatter", "reduce_scatter"),
+    "all_reduce": ("allreduce", "all_reduce"),
+    "broadcast": ("broadcast",),
+}
 
 
 def kind_of(name: str) -> str | None:
@@ -59,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace-dir", type=Path, default=Path("runs/profile"))
     ap.add_argument("--chrome", action="store_true", help="also export each rank's Chrome trace")
     args = ap.parse_args(argv[:cut])
-    rest = argv[cut + 1:]
+    rest = argv[cut + 1 :]
 
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -83,13 +88,20 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.synchronize()
         wall = time.perf_counter() - tick
         args.trace_dir.mkdir(parents=True, exist_ok=True)
-        report = {"rank": rank, "world": world, "step": args.profile_step, "wall_s": round(wall, 4),
-                  "seconds": {k[len("seconds_"):]: v for k, v in metrics.items() if k.startswith("seconds_")},
-                  "collectives": summarize(prof.key_averages()),
-                  "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+        report = {
+            "rank": rank,
+            "world": world,
+            "step": args.profile_step,
+            "wall_s": round(wall, 4),
+            "seconds": {k[len("seconds_") :]: v for k, v in metrics.items() if k.startswith("seconds_")},
+            "collectives": summarize(prof.key_averages()),
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        }
         if torch.cuda.is_available():  # this process's peaks from its start to the end of the profiled step
-            report.update(peak_allocated_gb=round(torch.cuda.max_memory_allocated() / 1e9, 3),
-                          peak_reserved_gb=round(torch.cuda.max_memory_reserved() / 1e9, 3))
+            report.update(
+                peak_allocated_gb=round(torch.cuda.max_memory_allocated() / 1e9, 3),
+                peak_reserved_gb=round(torch.cuda.max_memory_reserved() / 1e9, 3),
+            )
         (args.trace_dir / f"rank{rank}.json").write_text(json.dumps(report, indent=2) + "\n")
         if args.chrome:
             prof.export_chrome_trace(str(args.trace_dir / f"rank{rank}.trace.json.gz"))

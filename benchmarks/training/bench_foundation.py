@@ -4,6 +4,7 @@ masked-diffusion SFT tokens/s.
 
     .venv/bin/python benchmarks/training/bench_foundation.py [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     adapter = load_model(ModelConfig())
     adapter.model.eval()
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}, {subprocess.run(['date', '-u', '+%F'], capture_output=True, text=True).stdout.strip()}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}, {subprocess.run(['date', '-u', '+%F'], capture_output=True, text=True).stdout.strip()}"
+    )
     print(f"tiny model parameters: {count_parameters(adapter.model):,}")
     print("| setting | batch | L | steps | record off tokens/s | record on tokens/s | record overhead |")
     print("|---|---|---|---|---|---|---|")
@@ -45,7 +48,9 @@ def main() -> None:
         prompts = ["12+5-3="] * batch
         off = _time(lambda: sample(adapter, prompts, cfg, seed=0, record=False), args.repeats)
         on = _time(lambda: sample(adapter, prompts, cfg, seed=0, record=True), args.repeats)
-        print(f"| sampler | {batch} | {L} | {L} | {batch * L / off:,.0f} | {batch * L / on:,.0f} | {100 * (on / off - 1):+.1f}% |")
+        print(
+            f"| sampler | {batch} | {L} | {L} | {batch * L / off:,.0f} | {batch * L / on:,.0f} | {100 * (on / off - 1):+.1f}% |"
+        )
     adapter.model.train()
     opt = torch.optim.AdamW(adapter.model.parameters(), lr=1e-4)
     p_ids, p_mask = pad_prompts(adapter, ["12+5-3="] * 64)

@@ -5,6 +5,7 @@ full log_softmax it replaced. The mask, eos and pad ids are put at the top of th
 
     PYTHONPATH=. python benchmarks/training/bench_memory.py [--vocab 32768] [--gen 64] [--prompt 32] [--g 6]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ def one_update(adapter, prompt, mask, completion, logit_chunk: int) -> None:
     logp = likelihood.sml_logprobs(adapter, prompt, mask, completion, k=4, logit_chunk=logit_chunk)
     adv = torch.linspace(-1, 1, n)
     weights = torch.rand(n, L, generator=torch.Generator().manual_seed(0)) + 0.5
-    loss, _ = loss_grpo(logp, logp.detach(), None, adv, torch.ones(n, L, dtype=torch.bool), weights,
-                        LossConfig(loss_type="bnpo"))
+    loss, _ = loss_grpo(
+        logp, logp.detach(), None, adv, torch.ones(n, L, dtype=torch.bool), weights, LossConfig(loss_type="bnpo")
+    )
     loss.backward()
 
 
@@ -56,16 +58,29 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     v = args.vocab
-    adapter = paper_adapter("llada", dtype=torch.bfloat16, vocab_size=v, embedding_size=v, d_model=64, n_layers=2,
-                            n_heads=4, n_kv_heads=4, mlp_hidden_size=172, mask_token_id=v - 1, eos_token_id=v - 2,
-                            pad_token_id=v - 2)
+    adapter = paper_adapter(
+        "llada",
+        dtype=torch.bfloat16,
+        vocab_size=v,
+        embedding_size=v,
+        d_model=64,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=4,
+        mlp_hidden_size=172,
+        mask_token_id=v - 1,
+        eos_token_id=v - 2,
+        pad_token_id=v - 2,
+    )
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(4, 96, (args.g, args.prompt), generator=gen)
     mask = torch.ones_like(prompt)
     completion = torch.randint(4, 96, (args.g, args.gen), generator=gen)
     logits_mib = 4 * args.g * (args.prompt + args.gen) * args.vocab * 2 / 2**20
-    print(f"LLaDA (native class) toy, bf16, V={args.vocab}, G={args.g}, P={args.prompt}, L={args.gen}, K=4: "
-          f"the K*G canvases' bf16 logits are {logits_mib:.0f} MiB")
+    print(
+        f"LLaDA (native class) toy, bf16, V={args.vocab}, G={args.g}, P={args.prompt}, L={args.gen}, K=4: "
+        f"the K*G canvases' bf16 logits are {logits_mib:.0f} MiB"
+    )
     rows = {}
     original = likelihood.target_logprobs
     try:
@@ -74,7 +89,9 @@ def main() -> None:
     finally:
         likelihood.target_logprobs = original
     rows["logsumexp, one chunk (logit_chunk=0)"] = peak_mib(lambda: one_update(adapter, prompt, mask, completion, 0))
-    rows["logsumexp, chunked (logit_chunk=1024)"] = peak_mib(lambda: one_update(adapter, prompt, mask, completion, 1024))
+    rows["logsumexp, chunked (logit_chunk=1024)"] = peak_mib(
+        lambda: one_update(adapter, prompt, mask, completion, 1024)
+    )
     print("| log-prob path | peak memory of one +DACA update (MiB) |\n|---|---|")
     for name, mib in rows.items():
         print(f"| {name} | {mib:.0f} |")

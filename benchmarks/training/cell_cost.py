@@ -13,6 +13,7 @@ It reads a grid's work folder (its files' times are the wall-clock): not a packe
     .venv/bin/python benchmarks/training/cell_cost.py runs/reproduce/tiny-bases-selection --by-base
     .venv/bin/python benchmarks/training/cell_cost.py runs/reproduce/tiny-cache --guards    # a row per variant and setting
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,10 @@ def cell_costs(folder: Path, by_base: bool = False) -> dict[tuple[str, str], dic
         if by_base:  # a per-base grid (tiny-bases): base and row; its lr sweep's cells pooled over their lrs
             row = f"{axes.get('loss.base', '')} {axes.get('variant_of', row)}"
         by_variant[(axes.get("train.task", ""), row)].append(cost)
-    return {v: {k: statistics.mean(c[k] for c in cs) for k in cs[0]} | {"cells": len(cs), "walls": [c["wall"] for c in cs]}
-            for v, cs in by_variant.items()}
+    return {
+        v: {k: statistics.mean(c[k] for c in cs) for k in cs[0]} | {"cells": len(cs), "walls": [c["wall"] for c in cs]}
+        for v, cs in by_variant.items()
+    }
 
 
 def makespan(walls: list[float], workers: int) -> float:
@@ -69,26 +72,43 @@ def main() -> None:
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--workers", type=int, nargs="*", default=[], help="model the grid's makespan on N workers")
     ap.add_argument("--by-base", action="store_true", help="rows per base and variant (a per-base grid)")
-    ap.add_argument("--guards", action="store_true", help="also the rollout guards, mean over steps: fallback "
-                    "steps %% (threshold rollouts), committed-token entropy (nats), distinct completions per group %%")
+    ap.add_argument(
+        "--guards",
+        action="store_true",
+        help="also the rollout guards, mean over steps: fallback "
+        "steps %% (threshold rollouts), committed-token entropy (nats), distinct completions per group %%",
+    )
     args = ap.parse_args()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
     for folder in args.folders:
         print(f"\n{folder} (mean seconds per cell; wall = axes.json to summary.json, in the work folder)")
         guards = " | fallback % | entropy | distinct %" if args.guards else ""
-        print("| task | variant | cells | " + " | ".join(PHASES) + " | rest (load, evaluation, checkpoints) | wall | "
-              f"forward passes | clip frac %{guards} |")
+        print(
+            "| task | variant | cells | " + " | ".join(PHASES) + " | rest (load, evaluation, checkpoints) | wall | "
+            f"forward passes | clip frac %{guards} |"
+        )
         print("|---|---|---:|" + "---:|" * (len(PHASES) + 4 + 3 * args.guards))
         costs = cell_costs(folder, args.by_base)
         for (task, v), c in sorted(costs.items()):
-            extra = (f" | {100 * c['guard_fallback_frac']:.1f} | {c['guard_commit_entropy']:.2f} | "
-                     f"{100 * c['guard_distinct_frac']:.1f}") if args.guards else ""
-            print(f"| {task} | {v} | {c['cells']} | " + " | ".join(f"{c[p]:.1f}" for p in PHASES) +
-                  f" | {c['rest']:.1f} | {c['wall']:.0f} | {c['passes']:.0f} | {100 * c['clip_frac']:.2f}{extra} |")
+            extra = (
+                (
+                    f" | {100 * c['guard_fallback_frac']:.1f} | {c['guard_commit_entropy']:.2f} | "
+                    f"{100 * c['guard_distinct_frac']:.1f}"
+                )
+                if args.guards
+                else ""
+            )
+            print(
+                f"| {task} | {v} | {c['cells']} | "
+                + " | ".join(f"{c[p]:.1f}" for p in PHASES)
+                + f" | {c['rest']:.1f} | {c['wall']:.0f} | {c['passes']:.0f} | {100 * c['clip_frac']:.2f}{extra} |"
+            )
         walls = [w for c in costs.values() for w in c["walls"]]
         for n in args.workers:
-            print(f"\nmodel: {len(walls)} cells, {sum(walls) / 60:.1f} worker-min; on {n} workers the grid takes "
-                  f"{makespan(walls, n) / 60:.1f} min (a cost model from the measured walls, not a measurement)")
+            print(
+                f"\nmodel: {len(walls)} cells, {sum(walls) / 60:.1f} worker-min; on {n} workers the grid takes "
+                f"{makespan(walls, n) / 60:.1f} min (a cost model from the measured walls, not a measurement)"
+            )
 
 
 if __name__ == "__main__":

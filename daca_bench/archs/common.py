@@ -10,6 +10,7 @@ position ids (no buffers to initialise), the attention-mask forms SDPA takes, an
 
 Written for this project from the architectures' published descriptions (Llama-style blocks).
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,8 +40,9 @@ def default_positions(input_ids: torch.Tensor, cache=None) -> torch.Tensor:
 
 def rope(position_ids: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotary angles for (B, T) positions -> cos, sin of shape (B, T, head_dim), float32."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=position_ids.device, dtype=torch.int64).float()
-                                / head_dim))  # (D/2,)
+    inv_freq = 1.0 / (
+        theta ** (torch.arange(0, head_dim, 2, device=position_ids.device, dtype=torch.int64).float() / head_dim)
+    )  # (D/2,)
     angles = position_ids[..., None].float() * inv_freq  # (B, T, D/2)
     angles = torch.cat([angles, angles], dim=-1)  # (B, T, D)
     return angles.cos(), angles.sin()
@@ -136,4 +138,4 @@ class KVCache:
         """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks unchanged."""
         if mask is None or self.window is None or mask.dim() != 4 or mask.shape[-2] == 1:
             return mask
-        return mask[:, :, self.window[0]:self.window[1]]
+        return mask[:, :, self.window[0] : self.window[1]]

@@ -11,6 +11,7 @@ position right so that logits[i] predicts token i, as for every other model. The
 may be None, (B, T) 1/0 or the published code's (B, 1, T, T) bool form. `past_key_values` takes
 a `KVCache` (common.py): the prefix and dual caches of `sampler.cache`.
 """
+
 from __future__ import annotations
 
 import torch.nn.functional as F
@@ -19,8 +20,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import (KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope,
-                     sdpa_mask)
+from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope, sdpa_mask
 
 
 class DreamConfig(PretrainedConfig):
@@ -28,17 +28,42 @@ class DreamConfig(PretrainedConfig):
 
     model_type = "Dream"
 
-    def __init__(self, vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-                 num_attention_heads=28, num_key_value_heads=4, hidden_act="silu", max_position_embeddings=131072,
-                 initializer_range=0.02, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_scaling=None,
-                 use_sliding_window=False, attention_dropout=0.0, mask_token_id=151666, pad_token_id=151643,
-                 bos_token_id=151643, eos_token_id=151643, tie_word_embeddings=False, use_cache=False, **kwargs):
+    def __init__(
+        self,
+        vocab_size=152064,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        hidden_act="silu",
+        max_position_embeddings=131072,
+        initializer_range=0.02,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        rope_scaling=None,
+        use_sliding_window=False,
+        attention_dropout=0.0,
+        mask_token_id=151666,
+        pad_token_id=151643,
+        bos_token_id=151643,
+        eos_token_id=151643,
+        tie_word_embeddings=False,
+        use_cache=False,
+        **kwargs,
+    ):
         kwargs.pop("auto_map", None)  # the native class needs no remote code
-        for key, value, need in (("rope_scaling", rope_scaling, None), ("use_sliding_window", use_sliding_window, False),
-                                 ("hidden_act", hidden_act, "silu"), ("tie_word_embeddings", tie_word_embeddings, False)):
+        for key, value, need in (
+            ("rope_scaling", rope_scaling, None),
+            ("use_sliding_window", use_sliding_window, False),
+            ("hidden_act", hidden_act, "silu"),
+            ("tie_word_embeddings", tie_word_embeddings, False),
+        ):
             if value != need:
-                raise ValueError(f"Dream config {key}={value!r} is not supported by the native class "
-                                 f"(needs {need!r}); load it with model.trust_remote_code=true")
+                raise ValueError(
+                    f"Dream config {key}={value!r} is not supported by the native class "
+                    f"(needs {need!r}); load it with model.trust_remote_code=true"
+                )
         self.vocab_size, self.hidden_size, self.intermediate_size = vocab_size, hidden_size, intermediate_size
         self.num_hidden_layers, self.num_attention_heads = num_hidden_layers, num_attention_heads
         self.num_key_value_heads = num_key_value_heads or num_attention_heads
@@ -46,8 +71,13 @@ class DreamConfig(PretrainedConfig):
         self.initializer_range, self.rms_norm_eps, self.rope_theta = initializer_range, rms_norm_eps, rope_theta
         self.use_sliding_window, self.attention_dropout = False, attention_dropout
         self.mask_token_id, self.use_cache = mask_token_id, use_cache
-        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id,
-                         tie_word_embeddings=False, **kwargs)
+        super().__init__(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            tie_word_embeddings=False,
+            **kwargs,
+        )
 
 
 class DreamAttention(nn.Module):
@@ -76,8 +106,13 @@ class DreamAttention(nn.Module):
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         q = apply_rope(q, cos, sin)
         groups = self.heads // self.kv_heads
-        a = F.scaled_dot_product_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), attn_mask=mask,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        a = F.scaled_dot_product_attention(
+            q,
+            repeat_kv(k, groups),
+            repeat_kv(v, groups),
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
         return self.o_proj(a.transpose(1, 2).reshape(b, t, h))
 
 
@@ -141,8 +176,16 @@ class DreamModel(PreTrainedModel):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
-                past_key_values: KVCache | None = None, logits_to_keep=None, **kwargs):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        inputs_embeds=None,
+        past_key_values: KVCache | None = None,
+        logits_to_keep=None,
+        **kwargs,
+    ):
         """input_ids (B, T); attention_mask None | (B, T) | (B, 1, 1|T, T) bool; position_ids (B, T).
         Returns the published code's raw logits (B, T, V): row i predicts token i+1. With a `KVCache`
         whose window is (lo, hi): input_ids are canvas positions lo..hi-1, the mask covers the canvas.
@@ -151,7 +194,9 @@ class DreamModel(PreTrainedModel):
         x = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, hidden)
         if position_ids is None:
             position_ids = default_positions(x[..., 0], past_key_values)
-        cos, sin = rope(position_ids, self.config.hidden_size // self.config.num_attention_heads, self.config.rope_theta)
+        cos, sin = rope(
+            position_ids, self.config.hidden_size // self.config.num_attention_heads, self.config.rope_theta
+        )
         mask = sdpa_mask(attention_mask, x.dtype)
         if past_key_values is not None:
             mask = past_key_values.rows(mask)

@@ -10,6 +10,7 @@ result equals the published code's, which ignores both: tests/unit/base/test_arc
 gradient checkpointing through the standard API (`activation_checkpointing_enable`), bf16.
 `past_key_values` takes a `KVCache` (common.py): the prefix and dual caches of `sampler.cache`.
 """
+
 from __future__ import annotations
 
 import torch.nn.functional as F
@@ -18,13 +19,21 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import (KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope,
-                     sdpa_mask)
+from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope, sdpa_mask
 
 # options of the published config this class does not implement, with the value it needs
-UNSUPPORTED = {"alibi": False, "block_type": "llama", "layer_norm_type": "rms", "attention_layer_norm": False,
-               "scale_logits": False, "input_emb_norm": False, "weight_tying": False, "rope": True,
-               "multi_query_attention": None, "block_group_size": 1}
+UNSUPPORTED = {
+    "alibi": False,
+    "block_type": "llama",
+    "layer_norm_type": "rms",
+    "attention_layer_norm": False,
+    "scale_logits": False,
+    "input_emb_norm": False,
+    "weight_tying": False,
+    "rope": True,
+    "multi_query_attention": None,
+    "block_group_size": 1,
+}
 
 
 class LLaDAConfig(PretrainedConfig):
@@ -33,10 +42,28 @@ class LLaDAConfig(PretrainedConfig):
     model_type = "llada"
     attribute_map = {"hidden_size": "d_model", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers"}
 
-    def __init__(self, d_model=4096, n_heads=32, n_kv_heads=None, n_layers=32, mlp_hidden_size=12288, mlp_ratio=4,
-                 vocab_size=126464, embedding_size=126464, max_sequence_length=4096, rope_theta=500000.0,
-                 rms_norm_eps=1e-5, include_bias=False, include_qkv_bias=False, init_std=0.02,
-                 mask_token_id=126336, eos_token_id=126081, pad_token_id=126081, use_cache=False, **kwargs):
+    def __init__(
+        self,
+        d_model=4096,
+        n_heads=32,
+        n_kv_heads=None,
+        n_layers=32,
+        mlp_hidden_size=12288,
+        mlp_ratio=4,
+        vocab_size=126464,
+        embedding_size=126464,
+        max_sequence_length=4096,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+        include_bias=False,
+        include_qkv_bias=False,
+        init_std=0.02,
+        mask_token_id=126336,
+        eos_token_id=126081,
+        pad_token_id=126081,
+        use_cache=False,
+        **kwargs,
+    ):
         kwargs.pop("auto_map", None)  # the native class needs no remote code
         self.d_model, self.n_heads, self.n_layers = d_model, n_heads, n_layers
         self.n_kv_heads = n_kv_heads
@@ -47,8 +74,10 @@ class LLaDAConfig(PretrainedConfig):
         self.mask_token_id, self.use_cache = mask_token_id, use_cache
         for key, need in UNSUPPORTED.items():
             if kwargs.get(key, need) != need:
-                raise ValueError(f"LLaDA config {key}={kwargs[key]!r} is not supported by the native class "
-                                 f"(needs {need!r}); load it with model.trust_remote_code=true")
+                raise ValueError(
+                    f"LLaDA config {key}={kwargs[key]!r} is not supported by the native class "
+                    f"(needs {need!r}); load it with model.trust_remote_code=true"
+                )
         super().__init__(eos_token_id=eos_token_id, pad_token_id=pad_token_id, **kwargs)
 
     @property
@@ -105,12 +134,14 @@ class LLaDACore(nn.Module):
     def __init__(self, config: LLaDAConfig):
         super().__init__()
         rows = config.embedding_size or config.vocab_size
-        self.transformer = nn.ModuleDict({
-            "wte": nn.Embedding(rows, config.d_model),
-            "blocks": nn.ModuleList(LLaDABlock(config) for _ in range(config.n_layers)),
-            "ln_f": RMSNorm(config.d_model, config.rms_norm_eps),
-            "ff_out": nn.Linear(config.d_model, rows, bias=config.include_bias),
-        })
+        self.transformer = nn.ModuleDict(
+            {
+                "wte": nn.Embedding(rows, config.d_model),
+                "blocks": nn.ModuleList(LLaDABlock(config) for _ in range(config.n_layers)),
+                "ln_f": RMSNorm(config.d_model, config.rms_norm_eps),
+                "ff_out": nn.Linear(config.d_model, rows, bias=config.include_bias),
+            }
+        )
 
 
 class LLaDAModelLM(PreTrainedModel):
@@ -137,8 +168,16 @@ class LLaDAModelLM(PreTrainedModel):
     def set_output_embeddings(self, value):
         self.model.transformer.ff_out = value
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
-                past_key_values: KVCache | None = None, logits_to_keep=None, **kwargs):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        inputs_embeds=None,
+        past_key_values: KVCache | None = None,
+        logits_to_keep=None,
+        **kwargs,
+    ):
         """input_ids (B, T); attention_mask None | (B, T) | (B, 1, 1|T, T) bool; position_ids (B, T).
         With a `KVCache` whose window is (lo, hi): input_ids are canvas positions lo..hi-1 and the
         mask covers the whole canvas ((B, S) or (B, 1, 1|S, S)). `logits_to_keep` (None | int n: the

@@ -11,6 +11,7 @@ not reachable through the standard call; Dream's `ROPE_INIT_FUNCTIONS` lacks
 "default", its generation config rejects transformers 5's validate() arguments, its
 _tied_weights_keys is a list, and its inv_freq buffers are left uninitialised by from_pretrained.
 """
+
 from __future__ import annotations
 
 import functools
@@ -81,6 +82,8 @@ def fix_loaded(model) -> None:
         with torch.no_grad():
             for m in core.modules():
                 if hasattr(m, "rope_init_fn") and hasattr(m, "inv_freq"):
-                    inv, m.attention_scaling = m.rope_init_fn(m.config, m.inv_freq.device, **getattr(m, "rope_kwargs", {}))
+                    inv, m.attention_scaling = m.rope_init_fn(
+                        m.config, m.inv_freq.device, **getattr(m, "rope_kwargs", {})
+                    )
                     m.inv_freq = inv.to(m.inv_freq.device)
                     m.original_inv_freq = m.inv_freq

@@ -20,5 +20,15 @@ from .image import build, image_tag
 from .pool import Pool, get_pool, run_batch, run_tests
 from .protocol import STATUSES, ExecResult, Limits, SandboxUnavailable
 
-__all__ = ["ExecResult", "Limits", "Pool", "STATUSES", "SandboxUnavailable", "build", "get_pool", "image_tag",
-           "run_batch", "run_tests"]
+__all__ = [
+    "ExecResult",
+    "Limits",
+    "Pool",
+    "STATUSES",
+    "SandboxUnavailable",
+    "build",
+    "get_pool",
+    "image_tag",
+    "run_batch",
+    "run_tests",
+]

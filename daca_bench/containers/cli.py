@@ -1,4 +1,5 @@
 """`daca-bench sandbox build | run FILE | selftest`."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,12 @@ def configure(parser) -> None:
     sub = parser.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
     b = sub.add_parser("build", help="build the sandbox image (reused when the recipe hash is unchanged)")
     b.add_argument("--force", action="store_true", help="rebuild even if an image of this recipe exists")
-    b.add_argument("--method", choices=("auto", "debootstrap", "dockerfile"), default="auto",
-                   help="debootstrap from the apt mirror (root, default) or sandbox/Dockerfile (needs a registry)")
+    b.add_argument(
+        "--method",
+        choices=("auto", "debootstrap", "dockerfile"),
+        default="auto",
+        help="debootstrap from the apt mirror (root, default) or sandbox/Dockerfile (needs a registry)",
+    )
     r = sub.add_parser("run", help="run a program file in the sandbox and print the JSON result")
     r.add_argument("file")
     r.add_argument("--timeout", type=float, default=5.0)
@@ -56,8 +61,11 @@ def _selftest() -> int:
     pool = get_pool()
     cases = hostile_cases()
     if pool.backend == "local-unsafe" and not all(s.isolated for s in pool.slots):
-        print("local-unsafe backend without its own PID namespace (not root?): skipping "
-              + ", ".join(c["name"] for c in cases if c["host_danger"]), file=sys.stderr)
+        print(
+            "local-unsafe backend without its own PID namespace (not root?): skipping "
+            + ", ".join(c["name"] for c in cases if c["host_danger"]),
+            file=sys.stderr,
+        )
         cases = [c for c in cases if not c["host_danger"]]
     t0 = time.monotonic()
     results = pool.run_batch([(c["code"], c["test"]) for c in cases], timeout=3.0)

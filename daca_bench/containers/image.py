@@ -1,4 +1,5 @@
 """The sandbox image: its recipe (sandbox/), the tag by recipe hash, the offline debootstrap build, the engine."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,9 @@ def apt_source() -> tuple[str, str]:
     """(suite, mirror URI) of this machine's main apt source, read at run time."""
     suite = os.environ.get("DACA_BENCH_SANDBOX_SUITE")
     if not suite:
-        release = dict(line.strip().split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+        release = dict(
+            line.strip().split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line
+        )
         suite = release.get("VERSION_CODENAME", "").strip('"')
     if os.environ.get("DACA_BENCH_SANDBOX_MIRROR"):
         return suite, os.environ["DACA_BENCH_SANDBOX_MIRROR"]

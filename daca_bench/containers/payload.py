@@ -7,6 +7,7 @@ runs worker.main.main().  The sources are read at every start, so the worker and
 never drift apart, and the image (tagged by its recipe files alone, image.py) is not rebuilt
 when the worker changes.
 """
+
 from __future__ import annotations
 
 from .image import SANDBOX_DIR
@@ -51,8 +52,10 @@ def worker_sources() -> dict[str, tuple[str, str]]:
     files = sorted(folder.glob("*.py"))
     if not (folder / "__init__.py").is_file() or not (folder / "main.py").is_file():
         raise FileNotFoundError(f"the sandbox worker package is incomplete in {folder} (needs __init__.py and main.py)")
-    return {(PACKAGE if f.stem == "__init__" else f"{PACKAGE}.{f.stem}"): (f"sandbox/{PACKAGE}/{f.name}", f.read_text())
-            for f in files}
+    return {
+        (PACKAGE if f.stem == "__init__" else f"{PACKAGE}.{f.stem}"): (f"sandbox/{PACKAGE}/{f.name}", f.read_text())
+        for f in files
+    }
 
 
 def worker_program() -> str:

@@ -1,5 +1,6 @@
 """The pool of sandbox workers: thread-safe run() / run_batch() in job order, one lazily created pool per
 process, stale containers of dead processes removed."""
+
 from __future__ import annotations
 
 import atexit
@@ -19,8 +20,13 @@ from .slot import Slot
 class Pool:
     """Long-lived workers; run() and run_batch() are thread-safe; results keep job order."""
 
-    def __init__(self, size: int | None = None, backend: str | None = None, limits: Limits | None = None,
-                 image: str | None = None):
+    def __init__(
+        self,
+        size: int | None = None,
+        backend: str | None = None,
+        limits: Limits | None = None,
+        image: str | None = None,
+    ):
         backend = backend or os.environ.get("DACA_BENCH_SANDBOX", "docker") or "docker"
         if backend not in ("docker", "local-unsafe"):
             raise ValueError(f"unknown sandbox backend {backend!r}: use 'docker' or, explicitly, 'local-unsafe'")
@@ -31,8 +37,10 @@ class Pool:
         if backend == "docker":
             self.client, self.image = docker_client(), image or image_tag()
             if not image_exists(self.client, self.image):
-                raise SandboxUnavailable(f"sandbox image {self.image} is not built: run `python -m daca_bench sandbox "
-                                         "build` (or scripts/setup_docker.sh)")
+                raise SandboxUnavailable(
+                    f"sandbox image {self.image} is not built: run `python -m daca_bench sandbox "
+                    "build` (or scripts/setup_docker.sh)"
+                )
             _prune_stale(self.client)
         self.slots = [Slot(self, i) for i in range(self.size)]
         self.free: queue.Queue[Slot] = queue.Queue()
@@ -54,7 +62,9 @@ class Pool:
         finally:
             self.free.put(slot)
 
-    def run_batch(self, jobs: list[tuple[str, str]], timeout: float = 5.0, workers: int | None = None) -> list[ExecResult]:
+    def run_batch(
+        self, jobs: list[tuple[str, str]], timeout: float = 5.0, workers: int | None = None
+    ) -> list[ExecResult]:
         if workers is not None and workers != self.size:
             with ThreadPoolExecutor(max(1, workers)) as ex:
                 return list(ex.map(lambda j: self.run(j[0], j[1], timeout), jobs))

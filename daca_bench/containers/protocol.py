@@ -1,4 +1,5 @@
 """What goes into and comes out of a sandbox worker: limits, results, statuses, the HMAC framing."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,12 +8,20 @@ import struct
 from dataclasses import dataclass
 
 # no SysV IPC objects or POSIX message queues: nothing a program could leave for the next one
-NO_IPC = {"kernel.msgmni": "0", "kernel.shmall": "0", "kernel.shmmax": "0", "kernel.sem": "0 0 0 0",
-          "kernel.shm_rmid_forced": "1", "fs.mqueue.queues_max": "0"}
+NO_IPC = {
+    "kernel.msgmni": "0",
+    "kernel.shmall": "0",
+    "kernel.shmmax": "0",
+    "kernel.sem": "0 0 0 0",
+    "kernel.shm_rmid_forced": "1",
+    "fs.mqueue.queues_max": "0",
+}
 STATUSES = ("passed", "failed", "timeout", "memory", "output_limit", "sandbox_error")
-HOW_TO_START = ("Start it with `sudo scripts/setup_docker.sh` (installs docker.io, starts dockerd, builds the "
-                "sandbox image) or `dockerd > /tmp/dockerd.log 2>&1 &`. A less isolated backend runs only "
-                "if you choose it: DACA_BENCH_SANDBOX=local-unsafe.")
+HOW_TO_START = (
+    "Start it with `sudo scripts/setup_docker.sh` (installs docker.io, starts dockerd, builds the "
+    "sandbox image) or `dockerd > /tmp/dockerd.log 2>&1 &`. A less isolated backend runs only "
+    "if you choose it: DACA_BENCH_SANDBOX=local-unsafe."
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,6 @@ class WorkerBroken(Exception):
 
 def sandbox_error(msg: str, backend: str, seconds: float = 0.0) -> ExecResult:
     return ExecResult("sandbox_error", None, "", msg, seconds, backend)
-
 
 
 def frame_mac(key: bytes, kind: bytes, seq: int, *parts: bytes) -> bytes:

@@ -1,5 +1,6 @@
 """One sandbox worker (a locked-down container, or a local process): started, asked to run jobs, checked
 after each, replaced when broken."""
+
 from __future__ import annotations
 
 import base64
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 class Slot:
     """One worker: started, asked to run jobs, checked after each, replaced when broken."""
 
-    def __init__(self, pool: "Pool", index: int):
+    def __init__(self, pool: Pool, index: int):
         self.pool, self.index = pool, index
         self.container = self.proc = self.sock = self.scratch = None
         self.buf = bytearray()  # worker frames not yet consumed
@@ -92,7 +93,11 @@ class Slot:
 
     def _request(self, header: dict, code: str, test: str) -> None:
         self.seq += 1
-        parts = [json.dumps(header).encode(), code.encode("utf-8", "surrogatepass"), test.encode("utf-8", "surrogatepass")]
+        parts = [
+            json.dumps(header).encode(),
+            code.encode("utf-8", "surrogatepass"),
+            test.encode("utf-8", "surrogatepass"),
+        ]
         parts.append(frame_mac(self.key, b"Q", self.seq, *parts))
         self._send(b"".join(base64.b64encode(p) + b"\n" for p in parts))
 
@@ -106,8 +111,21 @@ class Slot:
         else:
             self.scratch = tempfile.mkdtemp(prefix="daca-sandbox-local-")
             lim = self.pool.limits
-            cmd = [sys.executable, "-I", "-B", "-c", src, "--mode", "local", "--scratch", self.scratch,
-                   "--mem-mb", str(lim.mem_mb), "--fsize-mb", str(lim.fsize_mb)]
+            cmd = [
+                sys.executable,
+                "-I",
+                "-B",
+                "-c",
+                src,
+                "--mode",
+                "local",
+                "--scratch",
+                self.scratch,
+                "--mem-mb",
+                str(lim.mem_mb),
+                "--fsize-mb",
+                str(lim.fsize_mb),
+            ]
             if os.geteuid() == 0:  # programs run unprivileged, in their own PID, network and IPC namespaces
                 cmd += ["--drop-uid", str(LOCAL_UID_BASE + self.index)]  # one uid per slot: RLIMIT_NPROC is per uid
                 if _unshare_works():
@@ -125,17 +143,41 @@ class Slot:
         lim, client = self.pool.limits, self.pool.client
         self.container = client.containers.create(
             self.pool.image,
-            command=["python3", "-I", "-B", "-c", src, "--mode", "container", "--scratch", "/tmp",
-                     "--mem-mb", str(lim.mem_mb), "--fsize-mb", str(lim.fsize_mb)],
+            command=[
+                "python3",
+                "-I",
+                "-B",
+                "-c",
+                src,
+                "--mode",
+                "container",
+                "--scratch",
+                "/tmp",
+                "--mem-mb",
+                str(lim.mem_mb),
+                "--fsize-mb",
+                str(lim.fsize_mb),
+            ],
             name=f"daca-sbx-{os.getpid()}-{self.index}-{int(time.time() * 1000) % 10**8}",
             labels={"daca-bench.sandbox": "1", "daca-bench.owner": f"{socket.gethostname()}:{os.getpid()}"},
-            user="10001:10001", working_dir="/", environment={}, init=True,
-            network_mode="none", ipc_mode="none", read_only=True,
+            user="10001:10001",
+            working_dir="/",
+            environment={},
+            init=True,
+            network_mode="none",
+            ipc_mode="none",
+            read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={lim.tmp_mb}m,nr_inodes=4096,mode=1777"},
             sysctls=NO_IPC,
-            mem_limit=f"{lim.container_mem_mb}m", memswap_limit=f"{lim.container_mem_mb}m",
-            pids_limit=lim.pids, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            stdin_open=True, tty=False, detach=True, log_config={"type": "none", "config": {}},
+            mem_limit=f"{lim.container_mem_mb}m",
+            memswap_limit=f"{lim.container_mem_mb}m",
+            pids_limit=lim.pids,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            stdin_open=True,
+            tty=False,
+            detach=True,
+            log_config={"type": "none", "config": {}},
         )
         params = {"stdin": 1, "stdout": 1, "stderr": 0, "stream": 1, "detachKeys": "ctrl-@,ctrl-@"}
         self.sock = self.container.attach_socket(params=params)
@@ -189,16 +231,29 @@ class Slot:
             if status == "sandbox_error" and r.get("restart") and not broke:
                 broke.append(r.get("stderr", "")[-300:])
                 continue
-            return ExecResult(status if status in STATUSES else "sandbox_error", r.get("returncode"),
-                              r.get("stdout", ""), r.get("stderr", ""), float(r.get("seconds", 0.0)), backend)
+            return ExecResult(
+                status if status in STATUSES else "sandbox_error",
+                r.get("returncode"),
+                r.get("stdout", ""),
+                r.get("stderr", ""),
+                float(r.get("seconds", 0.0)),
+                backend,
+            )
         if len(broke) >= 2 and self._canary_ok(header):
-            return ExecResult("failed", None, "", "sandbox: the worker broke twice while this program ran, in fresh "
-                              f"workers, and a canary program ran fine ({'; '.join(broke)}); counted as failed",
-                              time.monotonic() - t0, backend)
+            return ExecResult(
+                "failed",
+                None,
+                "",
+                "sandbox: the worker broke twice while this program ran, in fresh "
+                f"workers, and a canary program ran fine ({'; '.join(broke)}); counted as failed",
+                time.monotonic() - t0,
+                backend,
+            )
         if len(broke) >= 2:
             start_errors.append(f"the worker broke twice ({'; '.join(broke)}) and so did a canary program")
-        return sandbox_error(f"sandbox: could not start a worker: {'; '.join(start_errors)}", backend,
-                              time.monotonic() - t0)
+        return sandbox_error(
+            f"sandbox: could not start a worker: {'; '.join(start_errors)}", backend, time.monotonic() - t0
+        )
 
     def _canary_ok(self, header: dict) -> bool:
         """After two breaks: does a trivial program run in a fresh worker?  If so, the program
@@ -223,8 +278,10 @@ _UNSHARE_OK: list[bool] = []
 def _unshare_works() -> bool:
     if not _UNSHARE_OK:
         try:
-            ok = shutil.which("unshare") is not None and subprocess.run(
-                [*UNSHARE, "true"], capture_output=True, timeout=10).returncode == 0
+            ok = (
+                shutil.which("unshare") is not None
+                and subprocess.run([*UNSHARE, "true"], capture_output=True, timeout=10).returncode == 0
+            )
         except (OSError, subprocess.SubprocessError):
             ok = False
         _UNSHARE_OK.append(ok)

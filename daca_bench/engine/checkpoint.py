@@ -16,6 +16,7 @@ intact one is used. A run folder that holds a run but no intact checkpoint is ne
 over silently: that needs `fresh=True` (`--fresh`). An older single `checkpoint/` folder is
 still found.
 """
+
 from __future__ import annotations
 
 import errno
@@ -41,8 +42,12 @@ RUN_FILES = ("config.json", "metrics.jsonl", "summary.json")  # a folder holding
 
 
 def rng_state() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
 
 
 def set_rng_state(state: dict) -> None:
@@ -91,7 +96,7 @@ def checkpoints(run_dir: Path) -> list[Path]:
     """The run's checkpoint folders, newest first (an older single `checkpoint/` last)."""
     run_dir = Path(run_dir)
     found = [p for p in run_dir.glob(PREFIX + "*") if p.is_dir() and re.fullmatch(PREFIX + r"\d+", p.name)]
-    found.sort(key=lambda p: int(p.name[len(PREFIX):]), reverse=True)
+    found.sort(key=lambda p: int(p.name[len(PREFIX) :]), reverse=True)
     return found + [p for p in (run_dir / "checkpoint", run_dir / "checkpoint.old") if p.is_dir()]
 
 
@@ -147,7 +152,7 @@ def save_checkpoint(run_dir: Path, adapter, state: dict, limit: int = 2) -> Path
     except DiskFullError as exc:
         kept = f"; {previous[0].name} is intact" if previous else ""
         raise DiskFullError(f"{exc}{kept}; free some space and rerun the same command to resume") from exc.__cause__
-    for extra in checkpoints(run_dir)[max(1, limit):]:
+    for extra in checkpoints(run_dir)[max(1, limit) :]:
         shutil.rmtree(extra, ignore_errors=True)
     return path
 
@@ -168,8 +173,9 @@ def _state_options(frozen: bool):
     return StateDictOptions(ignore_frozen_params=not frozen, strict=frozen)
 
 
-def save_sharded(run_dir: Path, model, optimizer, state: dict, par: Parallel, limit: int = 2,
-                 frozen: bool = True) -> Path:
+def save_sharded(
+    run_dir: Path, model, optimizer, state: dict, par: Parallel, limit: int = 2, frozen: bool = True
+) -> Path:
     """RUN/checkpoint-<step>/ with `dcp/` (model and optimizer, each rank writing its shards) and rank 0's
     trainer_state.pt (scheduler, data order and position, generator, RNG) and manifest; written to a
     temporary folder and renamed into place, as save_checkpoint. Every rank calls it; a failure on any
@@ -207,7 +213,7 @@ def save_sharded(run_dir: Path, model, optimizer, state: dict, par: Parallel, li
         raise _save_failed(path, tmp, previous, causes, par.rank) from failure
     if par.rank == 0:
         _publish(tmp, path)
-        for extra in checkpoints(run_dir)[max(1, limit):]:
+        for extra in checkpoints(run_dir)[max(1, limit) :]:
             shutil.rmtree(extra, ignore_errors=True)
     par.barrier()
     return path
@@ -236,10 +242,14 @@ def _save_failed(path: Path, tmp: Path, previous: list[Path], causes: list, rank
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
     if full:
-        return DiskFullError(f"disk full while saving {path} ({cause}{where}); the partial folder was removed{kept}; "
-                             "free some space and rerun the same command to resume")
-    return CheckpointError(f"saving {path} failed ({cause}{where}); the partial folder is set aside as {aside}{kept}; "
-                           "fix the cause and rerun the same command to resume")
+        return DiskFullError(
+            f"disk full while saving {path} ({cause}{where}); the partial folder was removed{kept}; "
+            "free some space and rerun the same command to resume"
+        )
+    return CheckpointError(
+        f"saving {path} failed ({cause}{where}); the partial folder is set aside as {aside}{kept}; "
+        "fix the cause and rerun the same command to resume"
+    )
 
 
 def is_sharded(ckpt: Path | None) -> bool:
@@ -268,7 +278,9 @@ def load_sharded(ckpt: Path, model, optimizer=None, frozen: bool = True) -> None
     if optimizer is None:
         set_model_state_dict(model, both["model"], options=options)
     else:
-        set_state_dict(model, optimizer, model_state_dict=both["model"], optim_state_dict=both["optim"], options=options)
+        set_state_dict(
+            model, optimizer, model_state_dict=both["model"], optim_state_dict=both["optim"], options=options
+        )
 
 
 def damage(path: Path) -> str | None:
@@ -310,7 +322,7 @@ def damage(path: Path) -> str | None:
         return f"unreadable ({type(exc).__name__}{': ' + first if first else ''}{' in ' + where if where else ''})"
     if not isinstance(state, dict) or "step" not in state:
         return "trainer_state.pt holds no step"
-    if path.name.startswith(PREFIX) and state["step"] != int(path.name[len(PREFIX):]):
+    if path.name.startswith(PREFIX) and state["step"] != int(path.name[len(PREFIX) :]):
         return f"trainer_state.pt is for step {state['step']}"
     return None
 
@@ -347,13 +359,17 @@ def resume_point(run_dir: Path, fresh: bool = False) -> Path | None:
             print(f"{damaged[0]}{more}; resuming from {ckpt.name}", file=sys.stderr)
         return ckpt
     if damaged:
-        raise CheckpointError(f"no intact checkpoint in {run_dir} ({damaged[0].removeprefix('checkpoint ')}"
-                              f"{f' and {len(damaged) - 1} more' if len(damaged) > 1 else ''}); "
-                              "rerun with --fresh to start the run over")
+        raise CheckpointError(
+            f"no intact checkpoint in {run_dir} ({damaged[0].removeprefix('checkpoint ')}"
+            f"{f' and {len(damaged) - 1} more' if len(damaged) > 1 else ''}); "
+            "rerun with --fresh to start the run over"
+        )
     if holds_run(run_dir):
         present = ", ".join(f for f in RUN_FILES if (Path(run_dir) / f).exists())
-        raise CheckpointError(f"{run_dir} already holds a run ({present}) but no checkpoint to resume from; rerun with --fresh to start it over, or choose "
-                              "another --output-dir")
+        raise CheckpointError(
+            f"{run_dir} already holds a run ({present}) but no checkpoint to resume from; rerun with --fresh to start it over, or choose "
+            "another --output-dir"
+        )
     return None
 
 
@@ -376,15 +392,21 @@ class RunState:
     def next_batch(self, size: int) -> list[int]:
         if self.pos + size > len(self.order):
             self.order, self.pos = torch.randperm(self.n_items, generator=self.generator), 0
-        idx = self.order[self.pos: self.pos + size].tolist()
+        idx = self.order[self.pos : self.pos + size].tolist()
         self.pos += size
         return idx
 
     def state_dict(self, optimizer: bool = True) -> dict:
         """What trainer_state.pt holds (the optimizer too, unless a DCP checkpoint holds it)."""
-        return {**({"optimizer": self.optimizer.state_dict()} if optimizer else {}), "scheduler": self.scheduler.state_dict(),
-                "generator": self.generator.get_state(), "step": self.step, "order": self.order, "pos": self.pos,
-                "extra": self.extra}
+        return {
+            **({"optimizer": self.optimizer.state_dict()} if optimizer else {}),
+            "scheduler": self.scheduler.state_dict(),
+            "generator": self.generator.get_state(),
+            "step": self.step,
+            "order": self.order,
+            "pos": self.pos,
+            "extra": self.extra,
+        }
 
     def restore(self, ckpt: Path) -> None:
         """Load the checkpoint's state (and every RNG) into this run."""

@@ -10,14 +10,17 @@ chunked log-softmax holds for the backward pass, plus per layer either the layer
 attention-score term that fused attention avoids), and uses half the free memory. `memory_table()` is
 docs/trainer.md's table of memory per GPU at LLaDA-8B, term by term (tests/test_scale_docs.py checks it).
 """
+
 from __future__ import annotations
 
 import torch
 
 from ..config import ConfigError, RLConfig
 
-KNOBS = ("sml.chunk (rows per likelihood pass), train.grad_accum (micro-batches), "
-         "train.gradient_checkpointing=true, rollout.batch_size / eval.batch_size")
+KNOBS = (
+    "sml.chunk (rows per likelihood pass), train.grad_accum (micro-batches), "
+    "train.gradient_checkpointing=true, rollout.batch_size / eval.batch_size"
+)
 
 
 def enable_gradient_checkpointing(model) -> None:
@@ -37,8 +40,9 @@ def _config_value(config, *names) -> int:
     raise ValueError(f"model config has none of {', '.join(names)}")
 
 
-def rows_that_fit(free_bytes: int, seq_len: int, vocab: int, hidden: int, layers: int, dtype_bytes: int,
-                  checkpointing: bool) -> int:
+def rows_that_fit(
+    free_bytes: int, seq_len: int, vocab: int, hidden: int, layers: int, dtype_bytes: int, checkpointing: bool
+) -> int:
     """How many (P+L)-token canvases one likelihood forward + backward can hold in half of `free_bytes`."""
     per_layer = 2 * hidden if checkpointing else 34 * hidden * dtype_bytes // 2
     per_row = seq_len * (vocab * dtype_bytes + layers * per_layer)
@@ -52,10 +56,15 @@ def sml_chunk(adapter, cfg: RLConfig, seq_len: int) -> int | None:
     config = adapter.model.config
     free, _ = torch.cuda.mem_get_info(adapter.device)
     dtype_bytes = next(adapter.model.parameters()).element_size()
-    return rows_that_fit(free, seq_len, _config_value(config, "vocab_size", "embedding_size"),
-                         _config_value(config, "hidden_size", "d_model"),
-                         _config_value(config, "num_hidden_layers", "n_layers"), dtype_bytes,
-                         cfg.train.gradient_checkpointing)
+    return rows_that_fit(
+        free,
+        seq_len,
+        _config_value(config, "vocab_size", "embedding_size"),
+        _config_value(config, "hidden_size", "d_model"),
+        _config_value(config, "num_hidden_layers", "n_layers"),
+        dtype_bytes,
+        cfg.train.gradient_checkpointing,
+    )
 
 
 def out_of_memory(step: int, exc: BaseException) -> ConfigError:
@@ -75,8 +84,12 @@ def memory_terms(row: str, n: int, m: dict = LLADA_8B) -> dict[str, float]:
     the whole policy in fp32 on every GPU before FSDP2 shards it, is a peak of its own."""
     P, R, gb = m["params"], m["lora"], 1e9
     if row.startswith("lora"):
-        terms = {"base bf16": 2 * P / gb, "LoRA state": 16 * R / gb, "AdamW step temporary": 4 * R / gb,
-                 "activations": m["activations"]}
+        terms = {
+            "base bf16": 2 * P / gb,
+            "LoRA state": 16 * R / gb,
+            "AdamW step temporary": 4 * R / gb,
+            "activations": m["activations"],
+        }
         return {**terms, "adapters' copy": 2 * R / gb} if row == "lora-replicate" else terms
     sharded = {"state": 16 * P / gb / n, "reference": 2 * P / gb / n, "AdamW step temporary": 4 * P / gb / n}
     gpu = {"rollout copy": 2 * P / gb, "root gather": 2 * m["root"] / gb, "activations": m["activations"]}
@@ -92,8 +105,12 @@ def memory_bound(terms: dict[str, float]) -> float:
 
 def memory_table(gpu_gb: float = 80.0) -> list[str]:
     """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100)."""
-    label = {"lora-none": "LoRA, `none` (one GPU)", "lora-replicate": "LoRA, `replicate`",
-             "full-shard": "full, `shard`", "full-shard-offload": "full, `shard` + `train.offload`"}
+    label = {
+        "lora-none": "LoRA, `none` (one GPU)",
+        "lora-replicate": "LoRA, `replicate`",
+        "full-shard": "full, `shard`",
+        "full-shard-offload": "full, `shard` + `train.offload`",
+    }
     lines = []
     for row in ROWS:
         cells = []
@@ -104,6 +121,8 @@ def memory_table(gpu_gb: float = 80.0) -> list[str]:
             terms = memory_terms(row, n)
             bound = memory_bound(terms)
             host = sum(v for k, v in terms.items() if k.startswith("host"))
-            cells.append(f"{bound:.1f} GB, {'fits' if bound < gpu_gb else 'no'}" + (f" (host {host:.1f} GB)" if host else ""))
+            cells.append(
+                f"{bound:.1f} GB, {'fits' if bound < gpu_gb else 'no'}" + (f" (host {host:.1f} GB)" if host else "")
+            )
         lines.append(f"| {label[row]} | {' | '.join(cells)} |")
     return lines

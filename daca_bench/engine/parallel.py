@@ -13,6 +13,7 @@ node, replicate across nodes), auto (none at one process; LoRA -> replicate; ful
 several nodes). The trainable weights are kept in
 fp32 (master weights); on CUDA the passes compute in bf16 (`MixedPrecisionPolicy`), gradients reduced in fp32.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -35,9 +36,11 @@ def require_torch(version: str | None = None) -> None:
 
     version = version or torch.__version__
     if TorchVersion(version) < TORCH_MIN:
-        raise ConfigError(f"train.parallel needs torch >= {'.'.join(map(str, TORCH_MIN))} (FSDP2's fully_shard with "
-                          f"ignored_params); this is torch {version}: pip install 'torch>=2.7', or run one process "
-                          "with train.parallel=none")
+        raise ConfigError(
+            f"train.parallel needs torch >= {'.'.join(map(str, TORCH_MIN))} (FSDP2's fully_shard with "
+            f"ignored_params); this is torch {version}: pip install 'torch>=2.7', or run one process "
+            "with train.parallel=none"
+        )
 
 
 MODES = {"auto": "auto", "none": "none", "replicate": "replicate", "shard": "shard", "hybrid": "hybrid"}
@@ -67,9 +70,11 @@ def init_process_group(timeout_s: int | None = None) -> None:
     timeout_s = timeout_s or int(os.environ.get("DACA_BENCH_DIST_TIMEOUT_S", "1800"))
     kind = os.environ.get("ACCELERATE_DISTRIBUTED_TYPE", "").upper()
     if kind in {"DEEPSPEED", "FSDP"}:
-        raise ConfigError(f"accelerate launch with distributed_type {kind}: daca-bench shards with its own "
-                          "train.parallel (FSDP2); launch with an accelerate config of type MULTI_GPU (or "
-                          "torchrun) and set train.parallel=shard or replicate")
+        raise ConfigError(
+            f"accelerate launch with distributed_type {kind}: daca-bench shards with its own "
+            "train.parallel (FSDP2); launch with an accelerate config of type MULTI_GPU (or "
+            "torchrun) and set train.parallel=shard or replicate"
+        )
     kw = {}
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", 0))
@@ -90,7 +95,9 @@ def resolve(mode: str, lora: bool, world: int, nodes: int = 1) -> str:
     if mode == "auto":
         return "none" if world == 1 else "replicate" if lora else "hybrid" if nodes > 1 else "shard"
     if mode == "none" and world > 1:
-        raise ConfigError(f"train.parallel=none runs one process; this launch has {world}: use auto, replicate or shard")
+        raise ConfigError(
+            f"train.parallel=none runs one process; this launch has {world}: use auto, replicate or shard"
+        )
     if mode == "hybrid" and world % max(1, nodes):
         raise ConfigError(f"train.parallel=hybrid: {world} processes do not split evenly over {nodes} nodes")
     return mode
@@ -127,17 +134,20 @@ class Parallel:
     offload: bool = False
 
     @classmethod
-    def start(cls, setting: str = "auto", lora: bool = False, offload: bool = False,
-              load_in_4bit: bool = False) -> "Parallel":
+    def start(
+        cls, setting: str = "auto", lora: bool = False, offload: bool = False, load_in_4bit: bool = False
+    ) -> Parallel:
         """Join the process group and resolve train.parallel (or sft.parallel) for this launch."""
         init_process_group()
         rank, world = rank_and_world()
         nodes = max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
         mode = resolve(setting, lora, world, nodes)
         if load_in_4bit and mode != "none":
-            raise ConfigError(f"train.load_in_4bit=true cannot run under train.parallel={mode}: FSDP2 loses the 4-bit "
-                              "weights' metadata when it wraps them; use a bfloat16 base (train.load_in_4bit=false) "
-                              "on several GPUs, or one process")
+            raise ConfigError(
+                f"train.load_in_4bit=true cannot run under train.parallel={mode}: FSDP2 loses the 4-bit "
+                "weights' metadata when it wraps them; use a bfloat16 base (train.load_in_4bit=false) "
+                "on several GPUs, or one process"
+            )
         return cls(mode, rank, world, offload)
 
     @property
@@ -153,8 +163,9 @@ class Parallel:
         if not dist.is_initialized():  # the engine at one process (a benchmark, a one-GPU full fine-tune)
             dist.init_process_group(backend(), store=dist.HashStore(), rank=0, world_size=1)
         local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world))
-        shape = {"replicate": (self.world, 1), "shard": (1, self.world),
-                 "hybrid": (self.world // local, local)}[self.mode]
+        shape = {"replicate": (self.world, 1), "shard": (1, self.world), "hybrid": (self.world // local, local)}[
+            self.mode
+        ]
         return init_device_mesh(self.device_type(), shape, mesh_dim_names=("replicate", "shard"))
 
     def wrap(self, model: torch.nn.Module, trainable: bool = True) -> torch.nn.Module:
@@ -170,13 +181,20 @@ class Parallel:
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
         mesh = self.mesh()
-        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-            if self.device_type() == "cuda" else MixedPrecisionPolicy()
+        mp = (
+            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if self.device_type() == "cuda"
+            else MixedPrecisionPolicy()
+        )
         # replicate: frozen weights (LoRA's base) stay plain tensors outside FSDP2, one copy per GPU as d1 and
         # dllm hold it; managed, FSDP2 would copy them into buffers of its own for every forward
         frozen = {p for p in model.parameters() if not p.requires_grad} if self.mode == "replicate" else set()
-        kw = dict(mesh=mesh, mp_policy=mp, offload_policy=CPUOffloadPolicy() if self.offload else OffloadPolicy(),
-                  ignored_params=frozen or None)
+        kw = dict(
+            mesh=mesh,
+            mp_policy=mp,
+            offload_policy=CPUOffloadPolicy() if self.offload else OffloadPolicy(),
+            ignored_params=frozen or None,
+        )
         for unit in shard_units(model):
             fully_shard(unit, **kw)
         fully_shard(model, **kw)
@@ -234,9 +252,11 @@ class Parallel:
             seen = False
         missing = [r for r, ok in enumerate(self.gather_objects(seen)) if not ok]
         if missing:
-            raise ConfigError(f"the run folder {out} is not shared by every process (rank{'s' * (len(missing) > 1)} "
-                              f"{', '.join(map(str, missing))} cannot read rank 0's files there); give every node one "
-                              "folder on a shared filesystem (--output-dir)")
+            raise ConfigError(
+                f"the run folder {out} is not shared by every process (rank{'s' * (len(missing) > 1)} "
+                f"{', '.join(map(str, missing))} cannot read rank 0's files there); give every node one "
+                "folder on a shared filesystem (--output-dir)"
+            )
 
     def full_state(self, model) -> dict | None:
         """The whole model's weights gathered into rank 0's CPU memory (None on the other ranks); every

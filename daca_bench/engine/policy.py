@@ -3,6 +3,7 @@ a checkpoint, wrapped with LoRA (peft) and, as d1 loads it, on a 4-bit NF4 base;
 
     adapter = load_policy(cfg, ckpt)   # ckpt None: the policy before RL
 """
+
 from __future__ import annotations
 
 import json
@@ -45,17 +46,26 @@ def nf4_config(cfg: RLConfig):
     if not cfg.train.lora:
         raise ConfigError("train.load_in_4bit=true needs train.lora=true (a 4-bit base cannot be trained itself)")
     if (cfg.train.init or cfg.model.name) == "tiny":
-        raise ConfigError("train.load_in_4bit=true is for pretrained models; the built-in tiny model stays in full precision")
+        raise ConfigError(
+            "train.load_in_4bit=true is for pretrained models; the built-in tiny model stays in full precision"
+        )
     if not torch.cuda.is_available():
-        raise ConfigError("train.load_in_4bit=true needs a CUDA GPU (bitsandbytes 4-bit); none is visible here. "
-                          "Set train.load_in_4bit=false to train on a bfloat16 base")
+        raise ConfigError(
+            "train.load_in_4bit=true needs a CUDA GPU (bitsandbytes 4-bit); none is visible here. "
+            "Set train.load_in_4bit=false to train on a bfloat16 base"
+        )
     if importlib.util.find_spec("bitsandbytes") is None:
-        raise ConfigError("train.load_in_4bit=true needs bitsandbytes (pip install bitsandbytes); "
-                          "or set train.load_in_4bit=false")
+        raise ConfigError(
+            "train.load_in_4bit=true needs bitsandbytes (pip install bitsandbytes); or set train.load_in_4bit=false"
+        )
     from transformers import BitsAndBytesConfig
 
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=torch.bfloat16)
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
 
 
 def lora_targets(spec: str):
@@ -82,8 +92,15 @@ def load_policy(cfg: RLConfig, ckpt):
     if ckpt:
         model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
     else:
-        model = get_peft_model(base.model, LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-                                                      target_modules=lora_targets(t.lora_target_modules)))
+        model = get_peft_model(
+            base.model,
+            LoraConfig(
+                r=t.lora_r,
+                lora_alpha=t.lora_alpha,
+                lora_dropout=t.lora_dropout,
+                target_modules=lora_targets(t.lora_target_modules),
+            ),
+        )
     return replace(base, model=model)
 
 
@@ -97,8 +114,10 @@ def load_trained(name: str, trust_remote_code: bool = False, dtype: str = "float
     try:
         raw = json.loads((folder.parent / "config.json").read_text())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{name} is a training checkpoint (dcp/) whose run config {folder.parent / 'config.json'} "
-                          f"cannot be read ({type(exc).__name__}); evaluate the run's final/ instead") from exc
+        raise ConfigError(
+            f"{name} is a training checkpoint (dcp/) whose run config {folder.parent / 'config.json'} "
+            f"cannot be read ({type(exc).__name__}); evaluate the run's final/ instead"
+        ) from exc
     cfg = apply(RLConfig(), {f.name: raw[f.name] for f in fields(RLConfig) if f.name in raw})
     cfg = replace(cfg, model=replace(cfg.model, dtype=dtype), train=replace(cfg.train, load_in_4bit=False))
     adapter = load_policy(cfg, folder)

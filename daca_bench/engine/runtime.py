@@ -1,6 +1,7 @@
 """Where a training step runs: the precision of its passes (bf16 autocast, `train.precision`) and
 the run's metadata (git hash, package versions) written beside its config. The processes of a
 torchrun launch and their engine (FSDP2): engine/parallel.py."""
+
 from __future__ import annotations
 
 import functools
@@ -19,8 +20,9 @@ def git_describe(where: Path = Path(__file__).parent) -> str:
     """`git describe --always --dirty` of the checkout holding the package ('' when not in one):
     the commit a run's config.json names, '-dirty' when tracked files had uncommitted changes."""
     try:
-        run = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=where,
-                             timeout=10)
+        run = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=where, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return run.stdout.strip() if run.returncode == 0 else ""
@@ -29,8 +31,12 @@ def git_describe(where: Path = Path(__file__).parent) -> str:
 def versions() -> dict:
     import transformers
 
-    return {"daca_bench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": sys.version.split()[0]}
+    return {
+        "daca_bench": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": sys.version.split()[0],
+    }
 
 
 def is_main_thread() -> bool:
@@ -43,7 +49,7 @@ PRECISIONS = {"auto": "auto", "bf16": "bf16", "fp32": "fp32"}
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # CPU features that run bf16 matmuls in hardware
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cpuinfo(field: str) -> str | None:
     """The value of the first `field` line of /proc/cpuinfo ("" without one); None where the file
     cannot be read."""
@@ -55,14 +61,14 @@ def _cpuinfo(field: str) -> str | None:
     return line.partition(":")[2].strip()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_flags() -> frozenset:
     """The CPU's feature flags (the `flags` line of /proc/cpuinfo), read once; empty where
     there is no such file. Tests replace this function to force either branch of `auto`."""
     return frozenset((_cpuinfo("flags") or "").split())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_model() -> str:
     model = _cpuinfo("model name")
     return (platform.processor() or platform.machine()) if model is None else (model or platform.machine())
@@ -97,6 +103,14 @@ def precision_record(device, precision: str, flags=None) -> dict:
     it (the setting, the device, the CPU and its bf16 features)."""
     flags = cpu_flags() if flags is None else flags
     name = lambda grad: "bf16" if uses_bf16(device, precision, grad, flags) else "fp32"  # noqa: E731
-    return {"precision_used": {"setting": precision, "rollout": name(False), "old_logprobs": name(True),
-                               "update": name(True), "device": device.type,
-                               "cpu": cpu_model(), "cpu_bf16_flags": sorted(f for f in BF16_FLAGS if f in flags)}}
+    return {
+        "precision_used": {
+            "setting": precision,
+            "rollout": name(False),
+            "old_logprobs": name(True),
+            "update": name(True),
+            "device": device.type,
+            "cpu": cpu_model(),
+            "cpu_bf16_flags": sorted(f for f in BF16_FLAGS if f in flags),
+        }
+    }

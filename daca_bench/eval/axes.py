@@ -10,6 +10,7 @@ DECODES: `protocol` (the protocol's own), `reference` (one token a step: steps =
 the run that trained the model: its config.json's sampler section, temperature included). TEMPLATES:
 `chat` (one user turn of the chat template), `plain` (the prompt as it is).
 """
+
 from __future__ import annotations
 
 import csv
@@ -22,8 +23,22 @@ from . import protocols
 
 DECODES = ("protocol", "reference", "cached", "dual", "threshold", "rollout")
 TEMPLATES = {"chat": "on", "plain": "off"}
-GRID_COLUMNS = ["protocol", "gen_length", "template", "decode", "temperature", "block_length", "steps", "n",
-                "accuracy", "lo", "hi", "diff", "diff_lo", "diff_hi"]
+GRID_COLUMNS = [
+    "protocol",
+    "gen_length",
+    "template",
+    "decode",
+    "temperature",
+    "block_length",
+    "steps",
+    "n",
+    "accuracy",
+    "lo",
+    "hi",
+    "diff",
+    "diff_lo",
+    "diff_hi",
+]
 
 
 def parse(text: str, known, flag: str) -> list[str]:
@@ -35,8 +50,9 @@ def parse(text: str, known, flag: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def bootstrap(values: list[float], base: list[float] | None = None, draws: int = 2000, seed: int = 0,
-              level: float = 0.95) -> tuple[float, float]:
+def bootstrap(
+    values: list[float], base: list[float] | None = None, draws: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile interval of the mean of `values` (minus `base`, paired by position) over prompts drawn with
     replacement; a fixed seed, so a table is reproducible."""
     diffs = [v - b for v, b in zip(values, base)] if base is not None else list(values)
@@ -57,8 +73,10 @@ def rollout_sampler(model: str) -> dict:
     except (OSError, ValueError, AttributeError):
         section = None
     if not isinstance(section, dict) or not isinstance(section.get("gen_length"), int):
-        raise ConfigError(f"--decode rollout: {model} names no run whose config.json holds a sampler section; "
-                          "choose the other decodes, or evaluate a run's final/ or checkpoint-STEP/ folder")
+        raise ConfigError(
+            f"--decode rollout: {model} names no run whose config.json holds a sampler section; "
+            "choose the other decodes, or evaluate a run's final/ or checkpoint-STEP/ folder"
+        )
     return section
 
 
@@ -73,9 +91,14 @@ def overrides(decode: str, model: str, length: int) -> dict:
     if decode == "threshold":
         return {"threshold": 0.9}
     s = rollout_sampler(model)
-    return {"gen_lengths": [s["gen_length"]], "block_length": s.get("block_length"), "steps": s.get("steps"),
-            "threshold": s.get("threshold"), "temperature": float(s.get("temperature") or 0.0),
-            "cache": s.get("cache") if s.get("cache") in ("prefix", "dual") else None}
+    return {
+        "gen_lengths": [s["gen_length"]],
+        "block_length": s.get("block_length"),
+        "steps": s.get("steps"),
+        "threshold": s.get("threshold"),
+        "temperature": float(s.get("temperature") or 0.0),
+        "cache": s.get("cache") if s.get("cache") in ("prefix", "dual") else None,
+    }
 
 
 def _rewards(folder: Path) -> dict[str, float]:
@@ -83,8 +106,17 @@ def _rewards(folder: Path) -> dict[str, float]:
     return {str(r["id"]): float(r["reward"]) for r in rows if r.get("reward") is not None}
 
 
-def run_axes(model: str, task: str, names: list[str], decodes: list[str], templates: list[str], *,
-             output_dir: str, gen_lengths=None, **kw) -> list[dict]:
+def run_axes(
+    model: str,
+    task: str,
+    names: list[str],
+    decodes: list[str],
+    templates: list[str],
+    *,
+    output_dir: str,
+    gen_lengths=None,
+    **kw,
+) -> list[dict]:
     """Evaluate MODEL under every protocol x decode x template (runner.run_eval per cell, in
     OUTPUT/<template>/<decode>/) and write OUTPUT/grid.{md,csv,json}; return the grid rows."""
     from .runner import run_eval
@@ -98,13 +130,22 @@ def run_axes(model: str, task: str, names: list[str], decodes: list[str], templa
                 for L in lengths:
                     args = {"gen_lengths": [L], **kw, **overrides(decode, model, L)}
                     folder = out / template / decode / name / str(args["gen_lengths"][0])
-                    table = run_eval(model, task, [name], output_dir=str(folder), chat_template=TEMPLATES[template],
-                                     **args)
+                    table = run_eval(
+                        model, task, [name], output_dir=str(folder), chat_template=TEMPLATES[template], **args
+                    )
                     record = json.loads((folder / "record.json").read_text())
-                    cells.append({"protocol": name, "gen_length": table[0]["gen_length"], "template": template,
-                                  "decode": decode, "temperature": record.get("temperature", 0.0),
-                                  "block_length": table[0]["block_length"], "steps": table[0]["steps"],
-                                  "rewards": _rewards(folder)})
+                    cells.append(
+                        {
+                            "protocol": name,
+                            "gen_length": table[0]["gen_length"],
+                            "template": template,
+                            "decode": decode,
+                            "temperature": record.get("temperature", 0.0),
+                            "block_length": table[0]["block_length"],
+                            "steps": table[0]["steps"],
+                            "rewards": _rewards(folder),
+                        }
+                    )
     grid = []
     first = cells[0]["rewards"] if cells else {}
     for c in cells:
@@ -114,8 +155,18 @@ def run_axes(model: str, task: str, names: list[str], decodes: list[str], templa
         dlo, dhi = bootstrap(values, [first[i] for i in ids])
         acc = sum(c["rewards"].values()) / len(c["rewards"]) if c["rewards"] else float("nan")
         diff = sum(values) / len(values) - sum(first[i] for i in ids) / len(ids) if ids else float("nan")
-        grid.append({**{k: c[k] for k in GRID_COLUMNS if k in c}, "n": len(c["rewards"]), "accuracy": round(acc, 4),
-                     "lo": lo, "hi": hi, "diff": round(diff, 4), "diff_lo": dlo, "diff_hi": dhi})
+        grid.append(
+            {
+                **{k: c[k] for k in GRID_COLUMNS if k in c},
+                "n": len(c["rewards"]),
+                "accuracy": round(acc, 4),
+                "lo": lo,
+                "hi": hi,
+                "diff": round(diff, 4),
+                "diff_lo": dlo,
+                "diff_hi": dhi,
+            }
+        )
     write_grid(out, grid)
     return grid
 
@@ -128,8 +179,10 @@ def grid_markdown(grid: list[dict]) -> str:
 
 def write_grid(out: Path, grid: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "grid.md").write_text(grid_markdown(grid) + "\n\naccuracy [lo, hi]: 95% bootstrap over prompts; diff: "
-                                 "minus the first row on the same prompts, paired, with its 95% interval\n")
+    (out / "grid.md").write_text(
+        grid_markdown(grid) + "\n\naccuracy [lo, hi]: 95% bootstrap over prompts; diff: "
+        "minus the first row on the same prompts, paired, with its 95% interval\n"
+    )
     (out / "grid.json").write_text(json.dumps(grid, indent=2) + "\n")
     with open(out / "grid.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=GRID_COLUMNS)

@@ -6,20 +6,20 @@
 `eval_task` is the one builder of an RL config's evaluation set: the trainer scores its cells on
 it and `reproduce` scores the RL start on it, so the two are paired on the same prompts.
 """
+
 from __future__ import annotations
 
 import json
 import math
 from collections import Counter
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
-from dataclasses import replace
-
-from ..config import RLConfig, SamplerConfig
 from ..adapter import ModelAdapter
-from ..types import Task, correct_share, mean_reward, record_correct
+from ..config import RLConfig, SamplerConfig
 from ..rl.sampler import sample
+from ..types import Task, correct_share, mean_reward, record_correct
 from .prompts import task_prompts
 
 
@@ -71,8 +71,16 @@ def eval_task(cfg: RLConfig, adapter: ModelAdapter) -> Task:
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
 
 
-def evaluate(adapter: ModelAdapter, task: Task, cfg: SamplerConfig, n: int | None = None, seed: int = 0,
-             par=None, rule=None, decode=None) -> dict:
+def evaluate(
+    adapter: ModelAdapter,
+    task: Task,
+    cfg: SamplerConfig,
+    n: int | None = None,
+    seed: int = 0,
+    par=None,
+    rule=None,
+    decode=None,
+) -> dict:
     """Greedy (temperature 0 unless cfg says otherwise) decoding of the first n samples. With `par`
     (engine/parallel.py) of several processes, rank r decodes and scores samples r, r + W, ... inside
     par.rollout and every rank gets all rows back in the samples' order (the same rows as one process
@@ -116,8 +124,10 @@ def write_eval_records(path: str | Path, result: dict) -> None:
         for i, c, r, m in zip(result["ids"], result["completions"], result["rewards"], steps):
             d1 = {"d1": r.details["d1"]} if "d1" in r.details else {}
             maps = {"step_maps": m} if m is not None else {}
-            f.write(json.dumps({"id": i, "completion": c, "reward": r.as_json_value(), "status": r.status, **d1, **maps})
-                    + "\n")
+            f.write(
+                json.dumps({"id": i, "completion": c, "reward": r.as_json_value(), "status": r.status, **d1, **maps})
+                + "\n"
+            )
     tmp.replace(path)
 
 

@@ -28,6 +28,7 @@ guidance scale in generation and likelihood, as LLaDA's eval_llada.py), greedy_c
                      rolling windows of max_length tokens where it is longer
 Under torchrun, lm_eval gives rank r the documents r::world and rank 0 writes the results.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,12 +42,12 @@ from lm_eval.models.utils import normalize_gen_kwargs
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm.auto import tqdm
 
-from ..config import SamplerConfig
-from ..errors import ConfigError
 from ..canvas import positions
-from ..models import default_device
-from ..engine.policy import load_trained
+from ..config import SamplerConfig
 from ..engine import parallel
+from ..engine.policy import load_trained
+from ..errors import ConfigError
+from ..models import default_device
 from ..rl.likelihood import elbo_logprobs
 from ..rl.sampler import pad_prompts, sample
 
@@ -69,9 +70,14 @@ class Guided:
 
     def logits(self, ids, attn=None, keep=None):
         un_ids = ids.clone()
-        un_ids[:, :self.prompt_len] = torch.where(attn[:, :self.prompt_len].bool(), self.mask_token_id,
-                                                  ids[:, :self.prompt_len]) if attn is not None else self.mask_token_id
-        both = self.adapter.logits(torch.cat([ids, un_ids]), None if attn is None else torch.cat([attn, attn]), keep=keep)
+        un_ids[:, : self.prompt_len] = (
+            torch.where(attn[:, : self.prompt_len].bool(), self.mask_token_id, ids[:, : self.prompt_len])
+            if attn is not None
+            else self.mask_token_id
+        )
+        both = self.adapter.logits(
+            torch.cat([ids, un_ids]), None if attn is None else torch.cat([attn, attn]), keep=keep
+        )
         cond, un = both.chunk(2)
         return un + (self.scale + 1) * (cond - un)
 
@@ -84,16 +90,18 @@ def request_key(*parts: str) -> str:
 def request_seed(seed: int, *parts: str) -> int:
     """A generation request's own seed: from the run's seed and the request (its text, its settings and
     which repeat of it this is), never from its batch or rank."""
-    return int(request_key(str(seed), "generate", *parts), 16) % (2 ** 63)
+    return int(request_key(str(seed), "generate", *parts), 16) % (2**63)
 
 
 def batch_size_arg(value, where: str) -> int:
     """lm_eval's batch size (a number) as an int; `auto` and anything else are refused in one line."""
     text = str(value).strip()
     if not text.isdigit() or int(text) < 1:
-        raise ConfigError(f"lm-eval --model daca: batch_size={value} ({where}) must be a whole number of prompts; "
-                          "this backend does not measure `auto` (the sampler's memory grows with the canvas): "
-                          "give --batch_size N")
+        raise ConfigError(
+            f"lm-eval --model daca: batch_size={value} ({where}) must be a whole number of prompts; "
+            "this backend does not measure `auto` (the sampler's memory grows with the canvas): "
+            "give --batch_size N"
+        )
     return int(text)
 
 
@@ -101,20 +109,40 @@ def cut_at_stops(text: str, stops) -> str:
     """`text` up to the earliest occurrence of any stop string."""
     stops = [stops] if isinstance(stops, str) else list(stops or [])
     ends = [text.find(s) for s in stops if s and s in text]
-    return text[:min(ends)] if ends else text
+    return text[: min(ends)] if ends else text
 
 
 @register_model("daca", "daca-bench")
 class DacaLM(LM):
-    def __init__(self, model: str = "tiny", base: str = "", trust_remote_code=False, dtype: str = "float32",
-                 gen_length=128, block_length=None, steps=None, remasking: str = "low_confidence", temperature=0.0,
-                 cache: str = "none", threshold=None, batch_size=None, mc_num=128, mc_batch=32, cfg=0.0,
-                 greedy_check=False, seed=0, max_length=None, **kw):
+    def __init__(
+        self,
+        model: str = "tiny",
+        base: str = "",
+        trust_remote_code=False,
+        dtype: str = "float32",
+        gen_length=128,
+        block_length=None,
+        steps=None,
+        remasking: str = "low_confidence",
+        temperature=0.0,
+        cache: str = "none",
+        threshold=None,
+        batch_size=None,
+        mc_num=128,
+        mc_batch=32,
+        cfg=0.0,
+        greedy_check=False,
+        seed=0,
+        max_length=None,
+        **kw,
+    ):
         super().__init__()
         unknown = sorted(k for k in kw if k not in ("device", "max_batch_size", "pretrained"))
         if unknown:
-            raise ConfigError(f"lm-eval --model daca: unknown model_args {', '.join(unknown)}; see "
-                              "`daca_bench.eval.lmeval`'s docstring for the ones it takes")
+            raise ConfigError(
+                f"lm-eval --model daca: unknown model_args {', '.join(unknown)}; see "
+                "`daca_bench.eval.lmeval`'s docstring for the ones it takes"
+            )
         model = kw.get("pretrained") or model
         parallel.init_process_group()
         self._rank, self._world_size = parallel.rank_and_world()
@@ -124,12 +152,21 @@ class DacaLM(LM):
         L = int(gen_length)
         b = int(block_length or L)
         self.batch_size = batch_size_arg(8 if batch_size is None else batch_size, "model_args or --batch_size")
-        self.sampler = SamplerConfig(gen_length=L, block_length=b, steps=int(steps or L), remasking=remasking,
-                                     temperature=float(temperature), cache=cache, batch_size=self.batch_size,
-                                     threshold=None if threshold in (None, "", "None") else float(threshold))
+        self.sampler = SamplerConfig(
+            gen_length=L,
+            block_length=b,
+            steps=int(steps or L),
+            remasking=remasking,
+            temperature=float(temperature),
+            cache=cache,
+            batch_size=self.batch_size,
+            threshold=None if threshold in (None, "", "None") else float(threshold),
+        )
         self.mc_num, self.mc_batch = int(mc_num), int(mc_batch)
         self.cfg, self.seed = float(cfg), int(seed)
-        self.max_length = int(max_length) if max_length not in (None, "", "None") else positions(self.adapter.model.config)
+        self.max_length = (
+            int(max_length) if max_length not in (None, "", "None") else positions(self.adapter.model.config)
+        )
         if self.cfg > 0 and cache != "none":
             raise ConfigError(f"lm-eval --model daca: cfg={cfg} guides the uncached passes only; drop cache={cache}")
         self.greedy_check = str(greedy_check).lower() in TRUE
@@ -163,15 +200,18 @@ class DacaLM(LM):
         per_step = cfg.gen_length / cfg.steps
         steps = blocks * max(1, math.ceil(L / per_step / blocks))
         until = kw.get("until") or []
-        return replace(cfg, gen_length=L, block_length=b, steps=steps, temperature=temperature), \
-            [until] if isinstance(until, str) else list(until)
+        return replace(cfg, gen_length=L, block_length=b, steps=steps, temperature=temperature), [until] if isinstance(
+            until, str
+        ) else list(until)
 
     def _context_ids(self, context: str, room: int) -> list[int]:
         """The context's ids, left-truncated to `room` tokens (lm_eval's HF model truncates the same side)."""
         ids = self.adapter.encode([context])[0]
         if room < 1:
-            raise ConfigError(f"lm-eval --model daca: max_length={self.max_length} leaves no room for a context; "
-                              "lower max_gen_toks or gen_length")
+            raise ConfigError(
+                f"lm-eval --model daca: max_length={self.max_length} leaves no room for a context; "
+                "lower max_gen_toks or gen_length"
+            )
         return ids[-room:]
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
@@ -186,9 +226,13 @@ class DacaLM(LM):
         for cfg, items in groups.items():
             room = (self.max_length - cfg.gen_length) if self.max_length else None
             for s in range(0, len(items), self.batch_size):
-                part = items[s:s + self.batch_size]
-                ids = [self._context_ids(requests[i].args[0], room) if room is not None
-                       else self.adapter.encode([requests[i].args[0]])[0] for i, _, _ in part]
+                part = items[s : s + self.batch_size]
+                ids = [
+                    self._context_ids(requests[i].args[0], room)
+                    if room is not None
+                    else self.adapter.encode([requests[i].args[0]])[0]
+                    for i, _, _ in part
+                ]
                 model = Guided(self.adapter, max(len(x) for x in ids), self.cfg) if self.cfg > 0 else self.adapter
                 batch = sample(model, ids, cfg, seed=[sd for _, _, sd in part], record=False)
                 for (i, until, _), text in zip(part, batch.texts):
@@ -212,8 +256,12 @@ class DacaLM(LM):
             if self.max_length is None or len(ids) <= self.max_length:
                 windows = [([], ids)]
             else:
-                windows = [make_disjoint_window(w) for w in get_rolling_token_windows(
-                    ids, prefix_token=self.adapter.eos_token_id, max_seq_len=self.max_length, context_len=1)]
+                windows = [
+                    make_disjoint_window(w)
+                    for w in get_rolling_token_windows(
+                        ids, prefix_token=self.adapter.eos_token_id, max_seq_len=self.max_length, context_len=1
+                    )
+                ]
             for w, (ctx, cont) in enumerate(windows):
                 pairs.append((list(ctx), list(cont)))
                 keys.append(request_key("", r.args[0]) if len(windows) == 1 else request_key("", r.args[0], str(w)))
@@ -232,14 +280,16 @@ class DacaLM(LM):
         if spaces:
             context, continuation = context[:-spaces], context[-spaces:] + continuation
         whole, ctx = self.adapter.encode([context + continuation, context])
-        cont = whole[len(ctx):]
+        cont = whole[len(ctx) :]
         if not cont:
             raise ConfigError(f"lm-eval --model daca: the continuation {continuation!r} has no tokens of its own")
         if self.max_length is not None and len(ctx) + len(cont) > self.max_length:
             if len(cont) >= self.max_length:
-                raise ConfigError(f"lm-eval --model daca: a continuation of {len(cont)} tokens does not fit "
-                                  f"max_length={self.max_length}")
-            ctx = ctx[len(ctx) + len(cont) - self.max_length:]  # the context's oldest tokens go, as lm_eval's HF model
+                raise ConfigError(
+                    f"lm-eval --model daca: a continuation of {len(cont)} tokens does not fit "
+                    f"max_length={self.max_length}"
+                )
+            ctx = ctx[len(ctx) + len(cont) - self.max_length :]  # the context's oldest tokens go, as lm_eval's HF model
         return ctx, cont
 
     @torch.no_grad()
@@ -253,12 +303,20 @@ class DacaLM(LM):
         bar = tqdm(total=len(pairs), desc="daca loglikelihood", disable=disable_tqdm or self.rank)
         for idx in by_length.values():
             for s in range(0, len(idx), self.batch_size):
-                part = idx[s:s + self.batch_size]
+                part = idx[s : s + self.batch_size]
                 ids, mask = pad_prompts(self.adapter, [pairs[i][0] for i in part])
                 completion = torch.tensor([pairs[i][1] for i in part])
                 scorer = Guided(self.adapter, ids.shape[1], self.cfg) if self.cfg > 0 else self.adapter
-                logp = elbo_logprobs(scorer, ids, mask, completion, draws=self.mc_num, seq_ids=[keys[i] for i in part],
-                                     seed=self.seed, chunk=self.mc_batch)
+                logp = elbo_logprobs(
+                    scorer,
+                    ids,
+                    mask,
+                    completion,
+                    draws=self.mc_num,
+                    seq_ids=[keys[i] for i in part],
+                    seed=self.seed,
+                    chunk=self.mc_batch,
+                )
                 for i, v in zip(part, logp.sum(-1).tolist()):
                     out[i] = float(v)
                 bar.update(len(part))
@@ -284,9 +342,12 @@ class DacaLM(LM):
 
     def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:
         if not getattr(self.adapter.tokenizer, "chat_template", None):
-            raise ConfigError(f"lm-eval --model daca: {self.adapter.source} has no chat template; drop --apply_chat_template")
-        return self.adapter.tokenizer.apply_chat_template(chat_history, tokenize=False,
-                                                          add_generation_prompt=add_generation_prompt)
+            raise ConfigError(
+                f"lm-eval --model daca: {self.adapter.source} has no chat template; drop --apply_chat_template"
+            )
+        return self.adapter.tokenizer.apply_chat_template(
+            chat_history, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
 
     def all_gather(self, tensor):
         if self.world_size == 1:

@@ -7,6 +7,7 @@ json` with local `data_files`.
     write_local_tasks(Path("runs/lmeval-tasks"), n=20)   # then --include_path runs/lmeval-tasks
     daca-bench lm-eval --tasks daca_gsm8k_local,daca_mc_local --model_args model=tiny,gen_length=8 --limit 4
 """
+
 from __future__ import annotations
 
 import json

@@ -11,6 +11,7 @@ before the task's verifier (`protocol_task`).
 The prompt templates are written in this project's words; $DACA_BENCH_PROTOCOL_PROMPTS names a JSON file
 {"llada": {"gsm8k": "..."}} with a user's own copy of a source's wording (not shipped here).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,13 @@ def chat_prompts(adapter: ModelAdapter, prompts: list[str], prefills: list[str] 
     if not getattr(adapter.tokenizer, "chat_template", None):
         raise ValueError(f"{adapter.source}: the tokenizer has no chat template; set train.chat_template=false")
     prefills = prefills or [""] * len(prompts)
-    return [adapter.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                                  add_generation_prompt=True) + f for p, f in zip(prompts, prefills)]
+    return [
+        adapter.tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+        )
+        + f
+        for p, f in zip(prompts, prefills)
+    ]
 
 
 def task_prompts(adapter: ModelAdapter, samples, chat: bool, max_tokens: int = 0) -> list[str]:
@@ -47,8 +53,11 @@ def task_prompts(adapter: ModelAdapter, samples, chat: bool, max_tokens: int = 0
     the chat template) followed by the sample's prefill (metadata["prefill"]: d1's `<reasoning>`); with
     `max_tokens`, cut to their last max_tokens tokens (d1 keeps the last 200 of a training prompt)."""
     prefills = [str(s.metadata.get("prefill", "")) for s in samples]
-    texts = chat_prompts(adapter, [s.prompt for s in samples], prefills) if chat else \
-        [s.prompt + f for s, f in zip(samples, prefills)]
+    texts = (
+        chat_prompts(adapter, [s.prompt for s in samples], prefills)
+        if chat
+        else [s.prompt + f for s, f in zip(samples, prefills)]
+    )
     return [truncate_prompt(adapter, t, max_tokens) for t in texts] if max_tokens else texts
 
 
@@ -118,8 +127,10 @@ def messages(name: str, task: str, s: Sample, shots: list[Sample]) -> list[dict]
     tpl = template(name, task)
     turns = []
     for shot in shots:
-        turns += [{"role": "user", "content": tpl.format(**fields(task, shot))},
-                  {"role": "assistant", "content": shot_answer(task, shot)}]
+        turns += [
+            {"role": "user", "content": tpl.format(**fields(task, shot))},
+            {"role": "assistant", "content": shot_answer(task, shot)},
+        ]
     return turns + [{"role": "user", "content": tpl.format(**fields(task, s))}]
 
 
@@ -148,12 +159,13 @@ def load_shots(name: str, task: str, k: int, seed: int) -> list[Sample]:
     try:
         samples = list(get_task(task, split=split, seed=seed).samples)
     except Exception as exc:  # noqa: BLE001 - any failure to load the exemplars is one line
-        raise ConfigError(f"--protocol {name}: {task} needs {k} worked examples from its {split} split, which "
-                          f"cannot be loaded ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-                          f"give it with --data-file {split}=FILE") from None
+        raise ConfigError(
+            f"--protocol {name}: {task} needs {k} worked examples from its {split} split, which "
+            f"cannot be loaded ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+            f"give it with --data-file {split}=FILE"
+        ) from None
     chosen = [s for s in samples if s.id.rsplit("/", 1)[-1] in ids] if ids else samples
     return (chosen or samples)[:k]
-
 
 
 def protocol_task(name: str, task: Task, adapter, chat: bool, seed: int = 0) -> Task:

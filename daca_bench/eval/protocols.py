@@ -11,6 +11,7 @@
 docs/evaluation.md. A task the table does not list runs under the generic row "*" (its own prompt and
 verifier, the protocol's decoding). Try: `protocols.canvas("llada", "gsm8k", None, None, None)`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ from ..rl.sampler import Suppress
 @dataclass(frozen=True)
 class Row:
     """One protocol's settings for one task. block/steps None: equal to the length; "half": length / 2."""
+
     length: int
     block: int | None = None
     steps: int | str | None = None
@@ -40,27 +42,34 @@ GSM8K = "Question: {question}\nLet us work it out step by step.\nAnswer:"
 MATH = "{question}\nWork through it step by step, then write the final answer inside \\boxed{{}}."
 HUMANEVAL = "Finish the following Python code:\n{prompt}"
 MBPP = "You are a skilled Python programmer. Your task: {text} The code must pass these tests:\n\n {tests}  \n"
-LLADA = {"gsm8k": Row(512, late=("eos", "eot"), prompt=GSM8K, shots=4, reader="last_number"),
-         "math500": Row(512, late=("eos", "eot"), prompt=MATH, reader="boxed_or_sentence"),
-         "humaneval": Row(512, never=("eos",), prompt=HUMANEVAL, reader="first_fence"),
-         "mbpp": Row(256, late=("eos", "eot"), prompt=MBPP, shots=3, reply="[BEGIN]\n", reader="begin_done")}
+LLADA = {
+    "gsm8k": Row(512, late=("eos", "eot"), prompt=GSM8K, shots=4, reader="last_number"),
+    "math500": Row(512, late=("eos", "eot"), prompt=MATH, reader="boxed_or_sentence"),
+    "humaneval": Row(512, never=("eos",), prompt=HUMANEVAL, reader="first_fence"),
+    "mbpp": Row(256, late=("eos", "eot"), prompt=MBPP, shots=3, reply="[BEGIN]\n", reader="begin_done"),
+}
 PROTOCOLS = {
     "d1": {"*": Row(128, 32, "half", pose="d1")},  # d1 eval/eval.py:186-187, :195: length 128, block 32, steps L / 2
-    "llada": {**{k: replace(v, decode="skip_special") for k, v in LLADA.items()},
-              "*": Row(512, decode="skip_special")},
+    "llada": {**{k: replace(v, decode="skip_special") for k, v in LLADA.items()}, "*": Row(512, decode="skip_special")},
     # DARE sets use_cache=True in every LLaDA example: its model class then calls the prefix-cache generator,
     # which takes no EOS flags, so the flags its humaneval / mbpp examples set have no effect
-    "dare": {"gsm8k": replace(LLADA["gsm8k"], length=256, block=8, late=(), cache="prefix", decode="skip_special"),
-             "math500": replace(LLADA["math500"], block=64, late=(), cache="prefix", decode="skip_special"),
-             "humaneval": replace(LLADA["humaneval"], never=(), cache="prefix", decode="skip_special"),
-             "mbpp": replace(LLADA["mbpp"], late=(), cache="prefix", decode="skip_special"),
-             "*": Row(512, cache="prefix", decode="skip_special")},
+    "dare": {
+        "gsm8k": replace(LLADA["gsm8k"], length=256, block=8, late=(), cache="prefix", decode="skip_special"),
+        "math500": replace(LLADA["math500"], block=64, late=(), cache="prefix", decode="skip_special"),
+        "humaneval": replace(LLADA["humaneval"], never=(), cache="prefix", decode="skip_special"),
+        "mbpp": replace(LLADA["mbpp"], late=(), cache="prefix", decode="skip_special"),
+        "*": Row(512, cache="prefix", decode="skip_special"),
+    },
     # JustGRPO eval.py:236-238: length 256, block 32, steps = length (one token a step); greedy, the task
     # as one user turn of the chat template, decoded without special tokens (:69, :80)
     "justgrpo": {"*": Row(256, 32, decode="skip_special")},
 }
-ALLOWS = {"d1": {"cache", "threshold"}, "llada": set(), "dare": {"cache", "threshold"},
-          "justgrpo": set()}  # what each source exposes
+ALLOWS = {
+    "d1": {"cache", "threshold"},
+    "llada": set(),
+    "dare": {"cache", "threshold"},
+    "justgrpo": set(),
+}  # what each source exposes
 SHOT_IDS = {"mbpp": ("prompt", ("2", "3", "4"))}  # OpenCompass's three MBPP exemplars: the prompt split's tasks 2-4
 
 
@@ -69,8 +78,10 @@ def parse(text: str) -> list[str]:
     names = [p.strip() for p in str(text).split(",") if p.strip()]
     bad = [n for n in names if n not in PROTOCOLS]
     if bad or not names:
-        raise ConfigError(f"--protocol {text}: unknown protocol {', '.join(bad) or '(none)'}; "
-                          f"choose from {', '.join(PROTOCOLS)} (several: --protocol d1,llada)")
+        raise ConfigError(
+            f"--protocol {text}: unknown protocol {', '.join(bad) or '(none)'}; "
+            f"choose from {', '.join(PROTOCOLS)} (several: --protocol d1,llada)"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -95,9 +106,11 @@ def check_options(name: str, cache: str, threshold: float | None) -> None:
     asked |= {"threshold"} if threshold is not None else set()
     refused = asked - ALLOWS[name]
     if refused:
-        raise ConfigError(f"--protocol {name}: its source decodes without "
-                          f"{' or '.join('a KV cache' if r == 'cache' else 'threshold decoding' for r in sorted(refused))}; "
-                          f"drop {' '.join('--' + r for r in sorted(refused))}, or use --protocol d1 or dare")
+        raise ConfigError(
+            f"--protocol {name}: its source decodes without "
+            f"{' or '.join('a KV cache' if r == 'cache' else 'threshold decoding' for r in sorted(refused))}; "
+            f"drop {' '.join('--' + r for r in sorted(refused))}, or use --protocol d1 or dare"
+        )
 
 
 def suppress(name: str, task: str, adapter, cache: str) -> Suppress | None:
@@ -114,5 +127,3 @@ def suppress(name: str, task: str, adapter, cache: str) -> Suppress | None:
 def _token_id(tokenizer, token: str) -> list[int]:
     i = tokenizer.convert_tokens_to_ids(token)
     return [] if i is None or i == getattr(tokenizer, "unk_token_id", None) else [int(i)]
-
-

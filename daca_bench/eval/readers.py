@@ -7,6 +7,7 @@ own verifier scores what it read.
 
 `ours` reads nothing (the task's verifier sees the reply); each source and file:line is in docs/evaluation.md.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,7 @@ def _oc_last_box(text: str) -> str | None:
     for i in range(start, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if text[i] == "}" and depth == 0:
-            inner = text[start + len("\\boxed{"):i]
+            inner = text[start + len("\\boxed{") : i]
             doubled = re.fullmatch(r"\{(.*)\}", inner, re.S)
             return doubled.group(1) if doubled else inner
     return None
@@ -40,7 +41,7 @@ def _final_sentence(sentence: str) -> str:
     breaks dropped, \\text / \\textbf / \\overline / \\boxed unwrapped, then what follows the last `answer is` (or `answeris:`), a box's content, a $...$."""
     s = re.sub(r"\s+|\\ ", "", sentence)
     for wrapper in ("text", "textbf", "overline"):
-        s = re.sub(r"\\%s\{(.*?)\}" % wrapper, r"\1", s)
+        s = re.sub(rf"\\{wrapper}\{{(.*?)\}}", r"\1", s)
     s = re.sub(r"\\boxed\{(.*)\}", r"\1", s)
     for pattern in (r"finalansweris(.*)", r"answer?is:?(.*)", r"oxed\{(.*?)\}", r"\$(.*?)\$"):
         found = re.findall(pattern, s)
@@ -95,5 +96,10 @@ def _begin_done(text: str) -> str:
     return "```python\n" + text.replace("\r\n", "\n") + "\n```"
 
 
-READERS = {"ours": lambda t: t, "last_number": _last_number, "boxed_or_sentence": _boxed_or_sentence,
-           "first_fence": _first_fence, "begin_done": _begin_done}
+READERS = {
+    "ours": lambda t: t,
+    "last_number": _last_number,
+    "boxed_or_sentence": _boxed_or_sentence,
+    "first_fence": _first_fence,
+    "begin_done": _begin_done,
+}

@@ -5,6 +5,7 @@ length (`summarise`, `markdown`, `write_summary`) and the record of how it ran (
     claim(Path("runs/eval-x"), model_identity("tiny"))      # refuses a folder of another model's rows
     print(markdown(summarise(rows, {64: cfg}, "d1")))
 """
+
 from __future__ import annotations
 
 import csv
@@ -74,9 +75,18 @@ def claim(out: Path, identity: dict, fresh: bool = False) -> None:
             elif old.get("model") != identity["model"]:
                 who = f"model {old.get('model')}, not of {identity['model']}"
             else:
-                names = {"fingerprint": "weights", "base": "base model", "dtype": "dtype", "chat_template": "chat template"}
-                who = f"{identity['model']} with other " + ", ".join(v for k, v in names.items() if old.get(k) != identity[k])
-            raise ConfigError(f"{out} holds the rows of {who}; choose another --output-dir, or --fresh to start over there")
+                names = {
+                    "fingerprint": "weights",
+                    "base": "base model",
+                    "dtype": "dtype",
+                    "chat_template": "chat template",
+                }
+                who = f"{identity['model']} with other " + ", ".join(
+                    v for k, v in names.items() if old.get(k) != identity[k]
+                )
+            raise ConfigError(
+                f"{out} holds the rows of {who}; choose another --output-dir, or --fresh to start over there"
+            )
     out.mkdir(parents=True, exist_ok=True)
     if fresh:
         rows.unlink(missing_ok=True)
@@ -95,7 +105,9 @@ def read_done(path: Path) -> dict[tuple[str, int, str, str], dict]:
             except json.JSONDecodeError:
                 torn = True
                 continue
-            done[(row.get("protocol", "d1"), int(row["gen_length"]), str(row.get("decoding", "")), str(row["id"]))] = row
+            done[(row.get("protocol", "d1"), int(row["gen_length"]), str(row.get("decoding", "")), str(row["id"]))] = (
+                row
+            )
     if torn:
         path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
     return done
@@ -109,14 +121,27 @@ def summarise(rows: list[dict], cfgs: dict[int, SamplerConfig], name: str = "d1"
         correct = [record_correct(r, "samples.jsonl") for r in mine if r["reward"] is not None]  # the status decides
         d1 = [r["d1"] for r in mine if r["reward"] is not None and r.get("d1")]  # d1's verdict: [correct, total]
         d1_total = sum(t for _, t in d1)
-        out.append({"protocol": name, "gen_length": length, "n": len(mine),
-                    "accuracy": round(sum(correct) / len(correct), 4) if correct else math.nan,
-                    "mean_reward": round(sum(scored) / len(scored), 4) if scored else math.nan,
-                    "acc_d1": round(sum(c for c, _ in d1) / d1_total, 4) if d1_total and name == "d1" else "",
-                    "infra_failures": len(mine) - len(scored), "block_length": cfg.block_length, "steps": cfg.steps,
-                    "decoding": (f"threshold {cfg.threshold}" if cfg.threshold is not None else
-                                 f"temperature {cfg.temperature}" if cfg.temperature else "greedy")
-                    + (f", cache {cfg.cache}" if cfg.cache != "none" else "")})
+        out.append(
+            {
+                "protocol": name,
+                "gen_length": length,
+                "n": len(mine),
+                "accuracy": round(sum(correct) / len(correct), 4) if correct else math.nan,
+                "mean_reward": round(sum(scored) / len(scored), 4) if scored else math.nan,
+                "acc_d1": round(sum(c for c, _ in d1) / d1_total, 4) if d1_total and name == "d1" else "",
+                "infra_failures": len(mine) - len(scored),
+                "block_length": cfg.block_length,
+                "steps": cfg.steps,
+                "decoding": (
+                    f"threshold {cfg.threshold}"
+                    if cfg.threshold is not None
+                    else f"temperature {cfg.temperature}"
+                    if cfg.temperature
+                    else "greedy"
+                )
+                + (f", cache {cfg.cache}" if cfg.cache != "none" else ""),
+            }
+        )
     return out
 
 
@@ -159,7 +184,9 @@ def write_summary(out: Path, table: list[dict], record: dict | None = None) -> N
 def describe(record: dict) -> str:
     """One line under the table: where and how the numbers were made."""
     v = record["versions"]
-    return (f"protocols {', '.join(record['protocols'])}; device {record['device']}, dtype {record['dtype']}, "
-            f"batch {record['batch_size']} x {record['processes']} process(es), cache "
-            f"{', '.join(n + ' ' + '/'.join(c) for n, c in record['cache'].items())}, threshold "
-            f"{record['threshold']}, seed {record['seed']}; " + ", ".join(f"{k} {x}" for k, x in v.items()))
+    return (
+        f"protocols {', '.join(record['protocols'])}; device {record['device']}, dtype {record['dtype']}, "
+        f"batch {record['batch_size']} x {record['processes']} process(es), cache "
+        f"{', '.join(n + ' ' + '/'.join(c) for n, c in record['cache'].items())}, threshold "
+        f"{record['threshold']}, seed {record['seed']}; " + ", ".join(f"{k} {x}" for k, x in v.items())
+    )

@@ -10,6 +10,7 @@ d1's defaults to the canvas the model was trained with where its run folder says
 (a row per protocol, length and sample, with step_maps; rows of the same decoding already there are kept),
 model.json, summary.{md,csv} and record.json (records.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,31 +22,56 @@ from tqdm.auto import tqdm
 
 from ..canvas import check, check_fits, gold_lengths
 from ..config import SamplerConfig
-from ..models import run_canvas
 from ..engine.policy import load_trained
+from ..models import run_canvas
 from . import protocols
 from .evaluate import evaluate
 from .prompts import load_task, protocol_task
-from .records import claim, default_output, describe, markdown, model_identity, read_done, summarise, versions, \
-    write_summary
+from .records import (
+    claim,
+    default_output,
+    describe,
+    markdown,
+    model_identity,
+    read_done,
+    summarise,
+    versions,
+    write_summary,
+)
 
 
-def protocol(gen_length: int, block_length: int = 32, steps: int | None = None, threshold: float | None = None,
-             batch_size: int = 32, cache: str = "none", name: str = "d1", task: str = "",
-             temperature: float = 0.0) -> SamplerConfig:
+def protocol(
+    gen_length: int,
+    block_length: int = 32,
+    steps: int | None = None,
+    threshold: float | None = None,
+    batch_size: int = 32,
+    cache: str = "none",
+    name: str = "d1",
+    task: str = "",
+    temperature: float = 0.0,
+) -> SamplerConfig:
     """A protocol's evaluation sampler at one length (d1's: block min(b, L), steps L / 2 unless given); greedy
     unless `temperature` (a decoding of `eval --decode`, axes.py)."""
     L, b, T = protocols.canvas(name, task, gen_length, block_length, steps)
-    cfg = SamplerConfig(gen_length=L, block_length=b, steps=T, temperature=temperature, threshold=threshold,
-                        batch_size=batch_size, cache=cache)
+    cfg = SamplerConfig(
+        gen_length=L,
+        block_length=b,
+        steps=T,
+        temperature=temperature,
+        threshold=threshold,
+        batch_size=batch_size,
+        cache=cache,
+    )
     check(cfg, "--")
     return cfg
 
 
 def decoding(cfg: SamplerConfig, rule=None) -> str:
     """The settings a cached row was decoded with (batch size aside, which changes no completion)."""
-    keys = ("gen_length", "block_length", "steps", "temperature", "remasking", "threshold") + \
-        (("cache",) if cfg.cache != "none" else ())  # uncached rows keep the key they were stored under
+    keys = ("gen_length", "block_length", "steps", "temperature", "remasking", "threshold") + (
+        ("cache",) if cfg.cache != "none" else ()
+    )  # uncached rows keep the key they were stored under
     extra = {"never": list(rule.never), "late": list(rule.late)} if rule else {}
     return json.dumps({**{k: getattr(cfg, k) for k in keys}, **extra}, sort_keys=True)
 
@@ -59,8 +85,19 @@ def _decoder(adapter, how: str):
     return lambda ids: adapter.tokenizer.decode([i for i in ids.tolist() if 0 <= i < vocab], skip_special_tokens=True)
 
 
-def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out: Path, chat: bool,
-                     progress: bool = True, name: str = "d1", par=None, seed: int = 0, posed=None) -> list[dict]:
+def evaluate_lengths(
+    adapter,
+    task,
+    samples,
+    cfgs: dict[int, SamplerConfig],
+    out: Path,
+    chat: bool,
+    progress: bool = True,
+    name: str = "d1",
+    par=None,
+    seed: int = 0,
+    posed=None,
+) -> list[dict]:
     """Sample and score every (length, sample) of protocol `name` not yet in OUTPUT/samples.jsonl; return
     the summary rows. `task`: as the protocol poses it (prompts.load_task); `posed`: with its prompts rendered
     (prompts.protocol_task; built here when not given). Under several processes (`par`) each batch is split
@@ -80,15 +117,26 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
         bar = tqdm(total=len(todo), desc=f"eval {task.name} {name} L={L}", disable=not progress or rank)
         step = cfg.batch_size * world
         for i in range(0, len(todo), step):
-            part = todo[i:i + step]
-            res = evaluate(adapter, replace(ptask, samples=part), cfg, par=par, rule=rule,
-                           decode=_decoder(adapter, row_of.decode))
+            part = todo[i : i + step]
+            res = evaluate(
+                adapter, replace(ptask, samples=part), cfg, par=par, rule=rule, decode=_decoder(adapter, row_of.decode)
+            )
             rows = []
             for s, text, r, steps in zip(part, res["completions"], res["rewards"], res["step_maps"]):
-                rows.append({"id": s.id, "protocol": name, "gen_length": L, "decoding": key, "completion": text,
-                             "reward": r.as_json_value(), "status": r.status, "step_maps": steps,
-                             **({"d1": r.details["d1"]} if "d1" in r.details else {}),
-                             **({"read": r.details["read"]} if "read" in r.details else {})})
+                rows.append(
+                    {
+                        "id": s.id,
+                        "protocol": name,
+                        "gen_length": L,
+                        "decoding": key,
+                        "completion": text,
+                        "reward": r.as_json_value(),
+                        "status": r.status,
+                        "step_maps": steps,
+                        **({"d1": r.details["d1"]} if "d1" in r.details else {}),
+                        **({"read": r.details["read"]} if "read" in r.details else {}),
+                    }
+                )
             if rank == 0:
                 with open(path, "a") as sink:
                     sink.write("".join(json.dumps(row) + "\n" for row in rows))
@@ -97,42 +145,78 @@ def evaluate_lengths(adapter, task, samples, cfgs: dict[int, SamplerConfig], out
         bar.close()
     ids = {str(s.id) for s in samples}
     keys = {L: decoding(cfg, protocols.suppress(name, task.name, adapter, cfg.cache)) for L, cfg in cfgs.items()}
-    table = summarise([r for (p, L, key, sid), r in done.items() if p == name and sid in ids and L in cfgs
-                       and key == keys[L]], cfgs, name)
+    table = summarise(
+        [r for (p, L, key, sid), r in done.items() if p == name and sid in ids and L in cfgs and key == keys[L]],
+        cfgs,
+        name,
+    )
     if rank == 0:  # this protocol's table; `run` rewrites it with every protocol's and the record
         write_summary(out, table)
     return table
 
 
-def canvases(name: str, task: str, model: str, lengths=None, block: int | None = None, steps: int | None = None,
-             threshold: float | None = None, cache: str | None = None,
-             batch_size: int = 32, temperature: float = 0.0) -> dict[int, SamplerConfig]:
+def canvases(
+    name: str,
+    task: str,
+    model: str,
+    lengths=None,
+    block: int | None = None,
+    steps: int | None = None,
+    threshold: float | None = None,
+    cache: str | None = None,
+    batch_size: int = 32,
+    temperature: float = 0.0,
+) -> dict[int, SamplerConfig]:
     """The protocol's sampler per length: the given values over the protocol's (d1: over the canvas of the
     run that trained MODEL)."""
     trained = run_canvas(model) if name == "d1" else None
     if trained and lengths is None and block is None and steps is None:
         canvas, source = trained
         lengths, block, steps = [canvas["gen_length"]], canvas["block_length"], canvas["steps"]
-        print(f"canvas from {source}: --gen-length {lengths[0]} --block-length {block} --steps {steps}", file=sys.stderr)
+        print(
+            f"canvas from {source}: --gen-length {lengths[0]} --block-length {block} --steps {steps}", file=sys.stderr
+        )
     chosen = cache or protocols.row(name, task).cache
     protocols.check_options(name, cache or "none", threshold)
-    cfgs = [protocol(L, block, steps, threshold, batch_size, chosen, name, task, temperature) for L in lengths or [None]]
+    cfgs = [
+        protocol(L, block, steps, threshold, batch_size, chosen, name, task, temperature) for L in lengths or [None]
+    ]
     return {cfg.gen_length: cfg for cfg in cfgs}
 
 
-def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: str = "test", n: int | None = None,
-             gen_lengths=None, block_length: int | None = None, steps: int | None = None,
-             threshold: float | None = None, cache: str | None = None, batch_size: int = 32,
-             chat_template: str = "auto", trust_remote_code: bool = False, dtype: str = "float32", seed: int = 0, output_dir: str | None = None,
-             fresh: bool = False, progress: bool = True, temperature: float = 0.0) -> list[dict]:
+def run_eval(
+    model: str,
+    task: str,
+    names: list[str],
+    *,
+    base: str = "",
+    split: str = "test",
+    n: int | None = None,
+    gen_lengths=None,
+    block_length: int | None = None,
+    steps: int | None = None,
+    threshold: float | None = None,
+    cache: str | None = None,
+    batch_size: int = 32,
+    chat_template: str = "auto",
+    trust_remote_code: bool = False,
+    dtype: str = "float32",
+    seed: int = 0,
+    output_dir: str | None = None,
+    fresh: bool = False,
+    progress: bool = True,
+    temperature: float = 0.0,
+) -> list[dict]:
     """Evaluate MODEL on TASK under each protocol of NAMES (protocols.parse) and write OUTPUT (the module's
     docstring); return the summary rows. Under torchrun each process decodes rows rank::world."""
+    from ..engine.parallel import Parallel, init_process_group, rank_and_world
     from ..models import default_device
     from ..registry import task_spec
-    from ..engine.parallel import Parallel, init_process_group, rank_and_world
 
-    plans = {name: canvases(name, task, model, gen_lengths, block_length, steps, threshold, cache, batch_size, temperature)
-             for name in names}
+    plans = {
+        name: canvases(name, task, model, gen_lengths, block_length, steps, threshold, cache, batch_size, temperature)
+        for name in names
+    }
     init_process_group()
     rank, world = rank_and_world()
     par = Parallel("none", rank, world) if world > 1 else None
@@ -142,8 +226,9 @@ def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: 
     adapter.model.to(default_device())
     has_template = bool(getattr(adapter.tokenizer, "chat_template", None))
     chat = chat_template == "on" or (chat_template == "auto" and has_template)
-    posed = {name: protocol_task(name, replace(t, samples=chosen[name]), adapter, chat, seed)
-             for name, t in tasks.items()}
+    posed = {
+        name: protocol_task(name, replace(t, samples=chosen[name]), adapter, chat, seed) for name, t in tasks.items()
+    }
     for name, cfgs in plans.items():
         check_fits(adapter, [s.prompt for s in posed[name].samples], sorted(cfgs), "--gen-length")
     if task_spec(task).tiny:  # the gold is the whole answer: every canvas must hold it and EOS
@@ -158,17 +243,41 @@ def run_eval(model: str, task: str, names: list[str], *, base: str = "", split: 
         par.barrier()
     table = []
     for name, cfgs in plans.items():
-        table += evaluate_lengths(adapter, tasks[name], chosen[name], cfgs, out, chat, progress=progress, name=name,
-                                  par=par, seed=seed, posed=posed[name])
-    rules = {m: {L: protocols.suppress(m, task, adapter, c.cache) for L, c in cfgs.items()}
-             for m, cfgs in plans.items()}
-    record = {"protocols": {m: {L: json.loads(decoding(c, rules[m][L])) for L, c in cfgs.items()}
-                            for m, cfgs in plans.items()},
-              "task": task, "split": split, "n": len(next(iter(chosen.values()))), "model": model,
-              "device": str(adapter.device), "dtype": dtype, "batch_size": batch_size, "processes": world,
-              "cache": {m: sorted({c.cache for c in cfgs.values()}) for m, cfgs in plans.items()},
-              "threshold": threshold, "temperature": temperature, "seed": seed, "chat_template": chat,
-              "versions": versions()}
+        table += evaluate_lengths(
+            adapter,
+            tasks[name],
+            chosen[name],
+            cfgs,
+            out,
+            chat,
+            progress=progress,
+            name=name,
+            par=par,
+            seed=seed,
+            posed=posed[name],
+        )
+    rules = {
+        m: {L: protocols.suppress(m, task, adapter, c.cache) for L, c in cfgs.items()} for m, cfgs in plans.items()
+    }
+    record = {
+        "protocols": {
+            m: {L: json.loads(decoding(c, rules[m][L])) for L, c in cfgs.items()} for m, cfgs in plans.items()
+        },
+        "task": task,
+        "split": split,
+        "n": len(next(iter(chosen.values()))),
+        "model": model,
+        "device": str(adapter.device),
+        "dtype": dtype,
+        "batch_size": batch_size,
+        "processes": world,
+        "cache": {m: sorted({c.cache for c in cfgs.values()}) for m, cfgs in plans.items()},
+        "threshold": threshold,
+        "temperature": temperature,
+        "seed": seed,
+        "chat_template": chat,
+        "versions": versions(),
+    }
     if rank == 0:
         write_summary(out, table, record)
         print(f"{task} ({split}, {record['n']} samples), model {model}, chat template {'on' if chat else 'off'}")

@@ -13,6 +13,7 @@ Every function returns None when it finds nothing: the task then says `no_answer
     >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and \\boxed{3}")
     '3'
 """
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,7 @@ def last_boxed(text: str) -> str | None:
     for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
         end = balanced(text, m.end() - 1)
         if end is not None:
-            best = text[m.end():end - 1].strip()
+            best = text[m.end() : end - 1].strip()
     return best
 
 
@@ -151,7 +152,7 @@ def first_json_value(text: str) -> tuple[str | None, bool]:
         if end is not None:
             return text[start:end], True
     if starts:  # an opening bracket that never closes: an answer, but not valid JSON
-        return text[min(starts):].strip(), True
+        return text[min(starts) :].strip(), True
     return None, False
 
 
@@ -195,6 +196,7 @@ def json_answer(completion: str) -> tuple[str | None, str]:
 
 def loads_strict(text: str):
     """json.loads that refuses NaN/Infinity (not JSON) and duplicate keys (ambiguous)."""
+
     def no_constants(name):
         raise ValueError(f"{name} is not valid JSON")
 
@@ -221,7 +223,7 @@ def code_answer(completion: str) -> tuple[str, str]:
     tail_start = blocks[-1].end() if blocks else 0
     m = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n").search(text, tail_start)  # a bare ``` closes
     if m:
-        return text[m.end():], how + "open_fence"
+        return text[m.end() :], how + "open_fence"
     cut = text.find("```", tail_start)
     return (text[:cut] if cut >= 0 else text), how + "continuation"
 
@@ -282,8 +284,8 @@ def d1_boxed(text: str) -> str | None:
                 break
     if end is None:
         return None
-    box = text[start:end + 1]
-    return box[len("\\boxed{"):-1] if box.startswith("\\boxed{") else box
+    box = text[start : end + 1]
+    return box[len("\\boxed{") : -1] if box.startswith("\\boxed{") else box
 
 
 _D1_BOX_ON_A_LINE = re.compile(r"\\boxed{(.*?)}")

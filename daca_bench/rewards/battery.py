@@ -16,6 +16,7 @@ character model (ASCII prompts of at most 64 characters, gold completions of at 
 call the task's own verifier (types.CheckedVerify.inner), so a value it must not give is reported, not
 raised. An exception a task raises is a problem of the check that met it, never a crash of the battery.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,18 @@ from ..types import STATUSES, Reward, reward_problem
 N = 6  # samples per split the checks score
 TINY_PROMPT, TINY_TARGET = 64, 48  # the tiny character model's room (characters)
 PROBES = ["<answer>1</answer>", "garbage 12 {", "```python\nx = 1\n```"]
-JUNK = PROBES + ["", " ", "\n\n", "<answer></answer>", "<answer>", "}{][", "0" * 200, "\u00e9\u4e2d\x00", "-1e999", "nan"]
+JUNK = PROBES + [
+    "",
+    " ",
+    "\n\n",
+    "<answer></answer>",
+    "<answer>",
+    "}{][",
+    "0" * 200,
+    "\u00e9\u4e2d\x00",
+    "-1e999",
+    "nan",
+]
 
 
 @dataclass
@@ -64,7 +76,7 @@ def near(gold: str) -> list[str]:
     """Completions close to a gold one: every digit one lower, one higher, the first half, the text reversed."""
     down = "".join(str((int(c) - 1) % 10) if c.isdigit() else c for c in gold)
     up = "".join(str((int(c) + 1) % 10) if c.isdigit() else c for c in gold)
-    return [c for c in dict.fromkeys([down, up, gold[:len(gold) // 2], gold[::-1]]) if c != gold]
+    return [c for c in dict.fromkeys([down, up, gold[: len(gold) // 2], gold[::-1]]) if c != gold]
 
 
 def _splits(spec: TaskSpec, kw: dict) -> tuple[str, ...]:
@@ -90,8 +102,10 @@ def check_gold(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str]:
     for split in _splits(spec, kw or {}):
         task = _build(spec, split, n, kw or {})
         if (task.name, task.family, task.version) != (spec.name, spec.family, spec.version):
-            out.append(f"{split}: the Task says {task.name}/{task.family}/v{task.version}, the registration "
-                       f"{spec.name}/{spec.family}/v{spec.version}")
+            out.append(
+                f"{split}: the Task says {task.name}/{task.family}/v{task.version}, the registration "
+                f"{spec.name}/{spec.family}/v{spec.version}"
+            )
         samples = list(task.samples)
         if not 0 < len(samples) <= n:
             out.append(f"{split}: {len(samples)} samples where n={n} was asked")
@@ -110,9 +124,11 @@ def check_empty(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str]
     split = _splits(spec, kw or {})[-1]
     task = _build(spec, split, n, kw or {})
     samples = list(task.samples)
-    return [f"{s.id}: the empty completion scores {r.status} {r.value}, not no_answer 0"
-            for s, r in zip(samples, _verify_all(task, samples, [""] * len(samples)))
-            if (r.status, r.value) != ("no_answer", 0.0)]
+    return [
+        f"{s.id}: the empty completion scores {r.status} {r.value}, not no_answer 0"
+        for s, r in zip(samples, _verify_all(task, samples, [""] * len(samples)))
+        if (r.status, r.value) != ("no_answer", 0.0)
+    ]
 
 
 def check_ids(spec: TaskSpec, kw: dict | None = None, n: int = N, prefix: bool = True) -> list[str]:
@@ -122,8 +138,10 @@ def check_ids(spec: TaskSpec, kw: dict | None = None, n: int = N, prefix: bool =
     ids = [s.id for s in a.samples]
     out = [f"{split}: id {i!r} is not unique" for i in sorted({i for i in ids if ids.count(i) > 1})]
     if [(s.id, s.prompt, s.target) for s in a.samples] != [(s.id, s.prompt, s.target) for s in b.samples]:
-        out.append(f"{split}: two builds with the same seed differ (ids, prompts or targets): draw with a seeded "
-                   "random.Random (rewards.scoring.stable_seed), never the global one")
+        out.append(
+            f"{split}: two builds with the same seed differ (ids, prompts or targets): draw with a seeded "
+            "random.Random (rewards.scoring.stable_seed), never the global one"
+        )
     for s in a.samples:
         if prefix and not s.id.startswith(spec.name + "/"):
             out.append(f"id {s.id!r} does not start with {spec.name + '/'!r}")
@@ -138,9 +156,12 @@ def check_disjoint(spec: TaskSpec, kw: dict | None = None, n: int = 50) -> list[
     if kw or len(spec.splits) < 2:
         return []
     ids = {split: {s.id for s in spec.build(split=split, n=n).samples} for split in spec.splits}
-    return [f"{a} and {b} share {len(ids[a] & ids[b])} id(s), e.g. {sorted(ids[a] & ids[b])[0]!r}: split by a hash "
-            "of what must not leak (rewards.scoring.hash_split)" for a, b in combinations(spec.splits, 2)
-            if ids[a] & ids[b]]
+    return [
+        f"{a} and {b} share {len(ids[a] & ids[b])} id(s), e.g. {sorted(ids[a] & ids[b])[0]!r}: split by a hash "
+        "of what must not leak (rewards.scoring.hash_split)"
+        for a, b in combinations(spec.splits, 2)
+        if ids[a] & ids[b]
+    ]
 
 
 def _try(verify, sample, completion):
@@ -158,10 +179,13 @@ def check_deterministic(spec: TaskSpec, kw: dict | None = None, n: int = N) -> l
     verify = _own(task)
     once = [_try(verify, s, c) for s, c in zip(samples, probes)]
     twice = [_try(verify, s, c) for s, c in zip(samples, probes)]
-    return [f"{s.id}: {c[:30]!r} scores {r1.status} {r1.value}, then {r2.status} {r2.value}"
-            for s, c, r1, r2 in zip(samples, probes, once, twice)
-            if not isinstance(r1, Exception) and not isinstance(r2, Exception) and
-            (r1.status != r2.status or not ((math.isnan(r1.value) and math.isnan(r2.value)) or r1.value == r2.value))]
+    return [
+        f"{s.id}: {c[:30]!r} scores {r1.status} {r1.value}, then {r2.status} {r2.value}"
+        for s, c, r1, r2 in zip(samples, probes, once, twice)
+        if not isinstance(r1, Exception)
+        and not isinstance(r2, Exception)
+        and (r1.status != r2.status or not ((math.isnan(r1.value) and math.isnan(r2.value)) or r1.value == r2.value))
+    ]
 
 
 def check_values(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str]:
@@ -169,8 +193,11 @@ def check_values(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str
     task = _build(spec, spec.splits[-1] if kw else spec.splits[0], n, kw or {})
     pairs = [(s, c) for s in task.samples for c in [s.target, *near(s.target or ""), "", *PROBES]]
     verify, out = _own(task), []
-    rewards = _verify_all(task, [s for s, _ in pairs], [c for _, c in pairs]) if hasattr(verify, "batch") else \
-        [_try(verify, s, c) for s, c in pairs]
+    rewards = (
+        _verify_all(task, [s for s, _ in pairs], [c for _, c in pairs])
+        if hasattr(verify, "batch")
+        else [_try(verify, s, c) for s, c in pairs]
+    )
     for (s, c), r in zip(pairs, rewards):
         if isinstance(r, Exception):
             continue  # check_junk's
@@ -190,8 +217,10 @@ def check_junk(spec: TaskSpec, kw: dict | None = None, n: int = N) -> list[str]:
     for c in JUNK:
         r = _try(verify, sample, c)
         if isinstance(r, Exception):
-            out.append(f"{c[:30]!r} raises {type(r).__name__}: {' '.join(str(r).split())[:120]} (a completion it "
-                       "cannot read is wrong or no_answer: rewards.scoring.wrong / no_answer)")
+            out.append(
+                f"{c[:30]!r} raises {type(r).__name__}: {' '.join(str(r).split())[:120]} (a completion it "
+                "cannot read is wrong or no_answer: rewards.scoring.wrong / no_answer)"
+            )
         elif not hasattr(r, "status"):
             out.append(f"{c[:30]!r} returns {type(r).__name__}, not a Reward")
     return out
@@ -214,8 +243,11 @@ CHECKS = {  # name -> (what it checks, function)
     "empty": ("the empty completion is no_answer (0)", check_empty),
     "ids": ("ids unique, stable over two builds, prefixed NAME/; metadata is JSON", check_ids),
     "disjoint": ("no id in two splits", check_disjoint),
-    "values": ("each status scores its value: correct 1; wrong, no_answer, timeout 0 (or partial credit "
-               "in [0, 1], where the task declares it)", check_values),
+    "values": (
+        "each status scores its value: correct 1; wrong, no_answer, timeout 0 (or partial credit "
+        "in [0, 1], where the task declares it)",
+        check_values,
+    ),
     "junk": ("the verifier never raises on junk completions", check_junk),
     "deterministic": ("the same completion scores the same twice", check_deterministic),
     "lengths": (f"tiny: ASCII prompts <= {TINY_PROMPT} and gold <= {TINY_TARGET} characters", check_lengths),

@@ -13,10 +13,11 @@ counts its own cases prints `TESTS_LINE k n` before its final assert (see `count
 a failed program then earns PARTIAL_WEIGHT x k/n from that one sandbox run. The line is read
 only when n is the sample's own number of cases, and only for a program that failed.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..types import Reward, Sample
 from .answers import code_answer
@@ -66,9 +67,11 @@ def counting_tests(call: str, cases: Sequence[tuple]) -> str:
     `TESTS_LINE passed total`, then asserts that all passed (the exact verdict is unchanged:
     passed only if every case passes; an exception in one case fails that case alone)."""
     listed = ", ".join(f"({x!r}, {y!r})" for x, y in cases)
-    return (f"_cases = [{listed}]\n_passed = 0\nfor _x, _y in _cases:\n    try:\n"
-            f"        _passed += bool({call.format('_x')} == _y)\n    except Exception:\n        pass\n"
-            f"print({TESTS_LINE!r}, _passed, len(_cases))\nassert _passed == len(_cases), 'failed cases'\n")
+    return (
+        f"_cases = [{listed}]\n_passed = 0\nfor _x, _y in _cases:\n    try:\n"
+        f"        _passed += bool({call.format('_x')} == _y)\n    except Exception:\n        pass\n"
+        f"print({TESTS_LINE!r}, _passed, len(_cases))\nassert _passed == len(_cases), 'failed cases'\n"
+    )
 
 
 def tests_passed(stdout: str, total: int) -> int | None:
@@ -82,9 +85,12 @@ def tests_passed(stdout: str, total: int) -> int | None:
 
 def reward_of(result) -> Reward:
     """An ExecResult of the sandbox as a Reward."""
-    details = {"verdict": result.status, "seconds": round(float(getattr(result, "seconds", 0.0) or 0.0), 4),
-               "returncode": getattr(result, "returncode", None),
-               "stderr_tail": (getattr(result, "stderr", "") or "")[-400:]}
+    details = {
+        "verdict": result.status,
+        "seconds": round(float(getattr(result, "seconds", 0.0) or 0.0), 4),
+        "returncode": getattr(result, "returncode", None),
+        "stderr_tail": (getattr(result, "stderr", "") or "")[-400:],
+    }
     if result.status == "passed":
         return correct_if(True, **details)
     if result.status in WRONG_VERDICTS:
@@ -134,11 +140,11 @@ class CodeVerifier:
                 unavailable = isinstance(exc, getattr(sandbox, "SandboxUnavailable", ()))
                 kind = "sandbox unavailable" if unavailable else f"sandbox failed ({type(exc).__name__})"
                 results = [None] * len(jobs)
-                for (i, _how) in where:
+                for i, _how in where:
                     out[i] = infra_error(f"{kind}: {str(exc)[:300]}", rule=how)
                 return out
             if len(results) != len(jobs):
-                for (i, _how) in where:
+                for i, _how in where:
                     out[i] = infra_error(f"sandbox returned {len(results)} results for {len(jobs)} jobs")
                 return out
             for (i, how), result in zip(where, results):

@@ -9,21 +9,34 @@ missing checker package is an error, never a format that silently passes. Unknow
 formats are annotations, as the specification says.
     score_json({"type": "integer"}, "<answer>3</answer>").status  # 'correct'
 """
+
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from ..types import Reward
 from .answers import json_answer, loads_strict
 from .scoring import bad_input, correct_if, no_answer, wrong
 
 # the 2020-12 formats that need jsonschema[format-nongpl]'s packages to be checked at all
-NEEDS_PACKAGES = ("date-time", "time", "duration", "hostname", "idn-hostname", "uri", "uri-reference", "iri",
-                  "iri-reference", "uri-template", "json-pointer", "relative-json-pointer")
+NEEDS_PACKAGES = (
+    "date-time",
+    "time",
+    "duration",
+    "hostname",
+    "idn-hostname",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+)
 
 
-@lru_cache(maxsize=None)
+@cache
 def format_checker(validator_cls):
     """The draft's own format checker, plus the newest draft's for every format it leaves unchecked."""
     from jsonschema import Draft202012Validator, FormatChecker
@@ -31,8 +44,10 @@ def format_checker(validator_cls):
     newest = Draft202012Validator.FORMAT_CHECKER.checkers
     missing = [name for name in NEEDS_PACKAGES if name not in newest]
     if missing:
-        raise RuntimeError(f"jsonschema cannot check the formats {', '.join(missing)}: their packages are missing; "
-                           "pip install 'jsonschema[format-nongpl]'")
+        raise RuntimeError(
+            f"jsonschema cannot check the formats {', '.join(missing)}: their packages are missing; "
+            "pip install 'jsonschema[format-nongpl]'"
+        )
     checker = FormatChecker(formats=())
     checker.checkers = {**newest, **validator_cls.FORMAT_CHECKER.checkers}
     return checker
@@ -81,8 +96,10 @@ def score_json(schema, completion: str, max_errors: int = 5) -> Reward:
     except (ValueError, RecursionError) as exc:
         return wrong("invalid_json", error=str(exc)[:200], rule=rule)
     try:
-        errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:160]}"
-                  for _, e in zip(range(max_errors), check.iter_errors(value))]
+        errors = [
+            f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:160]}"
+            for _, e in zip(range(max_errors), check.iter_errors(value))
+        ]
     except Unresolvable as exc:
         return bad_input(f"unresolvable $ref in schema: {exc}")
     except RecursionError:

@@ -10,6 +10,7 @@ switched off here and this module enforces its own: in the main thread with an i
 elsewhere by sending the check to a helper child process. A check past its time raises
 MathTimeout (the task scores it 0 with status `timeout`).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,21 @@ def as_number(text: str) -> Fraction | None:
         return None
 
 
-_STRIP = [r"\left", r"\right", r"\!", r"\,", r"\;", r"\:", r"\displaystyle", r"^\circ", r"^{\circ}",
-          "$", " ", "\n", "\t"]
+_STRIP = [
+    r"\left",
+    r"\right",
+    r"\!",
+    r"\,",
+    r"\;",
+    r"\:",
+    r"\displaystyle",
+    r"^\circ",
+    r"^{\circ}",
+    "$",
+    " ",
+    "\n",
+    "\t",
+]
 
 
 def normalize(text: str) -> str:
@@ -118,6 +132,7 @@ def _check(gold: str, answer: str) -> bool:
 
 def _check_with_alarm(gold: str, answer: str, timeout: float) -> bool | None:
     """Run _check in the main thread under an interval timer; None on timeout."""
+
     def on_alarm(signum, frame):
         raise _Alarm()
 
@@ -149,8 +164,12 @@ class _Helper:
             for _attempt in (0, 1):
                 ready = True
                 if self.proc is None or self.proc.poll() is not None:
-                    self.proc = subprocess.Popen([sys.executable, "-m", "daca_bench.rewards.mathcheck"],
-                                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                    self.proc = subprocess.Popen(
+                        [sys.executable, "-m", "daca_bench.rewards.mathcheck"],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
                 try:
                     self.proc.stdin.write(json.dumps([gold, answer, timeout]) + "\n")
                     self.proc.stdin.flush()
@@ -268,8 +287,18 @@ def _d1_slash(s: str) -> str:
 
 def d1_normalise(s: str) -> str:
     """d1's (and the MATH dataset's) answer normalisation; _D1Unreadable where it fails."""
-    for old, new in (("\n", ""), ("\\!", ""), ("\\\\", "\\"), ("tfrac", "frac"), ("dfrac", "frac"),
-                     ("\\left", ""), ("\\right", ""), ("^{\\circ}", ""), ("^\\circ", ""), ("\\$", "")):
+    for old, new in (
+        ("\n", ""),
+        ("\\!", ""),
+        ("\\\\", "\\"),
+        ("tfrac", "frac"),
+        ("dfrac", "frac"),
+        ("\\left", ""),
+        ("\\right", ""),
+        ("^{\\circ}", ""),
+        ("^\\circ", ""),
+        ("\\$", ""),
+    ):
         s = s.replace(old, new)
     s = _d1_units(s).replace("\\%", "").replace(" .", " 0.").replace("{.", "{0.")
     if not s:

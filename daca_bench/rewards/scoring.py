@@ -4,12 +4,14 @@ default; see tasks/README.md).
 
     from daca_bench.rewards.scoring import hash_split, correct_if, no_answer
 """
+
 from __future__ import annotations
 
 import hashlib
 import math
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..types import (
     BAD_INPUT,
@@ -114,8 +116,10 @@ def d1_format_terms(completion: str) -> dict[str, float]:
     strict (<reasoning>..</reasoning>\\n<answer>..</answer>, 0.5), soft (both tag pairs in
     order, 0.5), integer answer (0.5) and tag counting (0.125 per tag seen once, minus a
     penalty for text after </answer>)."""
-    strict = re.fullmatch(r"\s*<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\s*",
-                          completion, re.DOTALL) is not None
+    strict = (
+        re.fullmatch(r"\s*<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\s*", completion, re.DOTALL)
+        is not None
+    )
     soft = re.search(r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", completion, re.DOTALL) is not None
     answer = tagged(completion)
     integer = answer is not None and re.fullmatch(r"-?\d+", answer) is not None
@@ -125,8 +129,7 @@ def d1_format_terms(completion: str) -> dict[str, float]:
             count += 0.125
     tail = completion.split("\n</answer>")[-1] if "\n</answer>" in completion else ""
     count -= 0.001 * len(tail.strip())
-    return {"strict_format": 0.5 * strict, "soft_format": 0.5 * soft,
-            "int_answer": 0.5 * integer, "xml_count": count}
+    return {"strict_format": 0.5 * strict, "soft_format": 0.5 * soft, "int_answer": 0.5 * integer, "xml_count": count}
 
 
 def d1_math(reward: Reward, completion: str) -> Reward:
@@ -151,8 +154,9 @@ def d1_math500(reward: Reward, completion: str) -> Reward:
     if not reward.scored:
         return reward
     fmt = d1_math_format(completion)
-    return Reward(2.0 * (reward.status == CORRECT) + fmt, reward.status,
-                  {**reward.details, "format": fmt, "shaping": "d1"})
+    return Reward(
+        2.0 * (reward.status == CORRECT) + fmt, reward.status, {**reward.details, "format": fmt, "shaping": "d1"}
+    )
 
 
 def d1_countdown(reward: Reward, completion: str) -> Reward:
@@ -209,9 +213,12 @@ def dense(verify: Callable[[Sample, str], Reward], partial: Callable[[Sample, st
     return dense_verify
 
 
-def with_shaping(verify: Callable[[Sample, str], Reward], shaping: str | None,
-                 partial: Callable[[Sample, str, Reward], float] | None = None,
-                 d1: Callable[[Reward, str], Reward] | None = None):
+def with_shaping(
+    verify: Callable[[Sample, str], Reward],
+    shaping: str | None,
+    partial: Callable[[Sample, str, Reward], float] | None = None,
+    d1: Callable[[Reward, str], Reward] | None = None,
+):
     """A task's verifier under `shaping` (None, "d1" or "dense"): unchanged, d1's shaping, or the
     dense partial credit. A shaping the task does not define is a ValueError, never a silent
     fall-back to the exact reward."""
@@ -251,8 +258,13 @@ def d1_gsm8k_terms(gold: str, completion: str) -> dict[str, float]:
         count += 0.125 - 0.001 * (len(text.split("\n</answer>")[-1]) - 1)
     strict = re.match(r"^<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\n$", text) is not None
     soft = re.match(r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", text) is not None
-    return {"xml_count": count, "soft_format": 0.5 * soft, "strict_format": 0.5 * strict,
-            "int_answer": 0.5 * answer.isdigit(), "correct_d1": 2.0 * (answer == str(gold))}
+    return {
+        "xml_count": count,
+        "soft_format": 0.5 * soft,
+        "strict_format": 0.5 * strict,
+        "int_answer": 0.5 * answer.isdigit(),
+        "correct_d1": 2.0 * (answer == str(gold)),
+    }
 
 
 def d1_metric(reward: Reward, correct: float, total: float = 1.0) -> Reward:

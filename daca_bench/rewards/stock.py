@@ -10,6 +10,7 @@ status follows tasks/README.md (the empty completion is always `no_answer`).
 
 `daca-bench new-task` writes a task file that uses `exact` and names the others.
 """
+
 from __future__ import annotations
 
 import re

@@ -11,6 +11,7 @@ object as {"line", "raw"}), reported on stderr, and the exit code is then 2.
     from daca_bench.rewards.verify import reward_function
     trainer = GRPOTrainer(..., reward_funcs=[reward_function("gsm8k")])  # f(prompts, completions, **columns)
 """
+
 from __future__ import annotations
 
 import inspect
@@ -20,7 +21,8 @@ import multiprocessing
 import sys
 import warnings
 from collections import Counter
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import RewardError
 from ..jsonl import dumps_line, read_jsonl
@@ -127,13 +129,14 @@ def verify_many(verify, samples: Sequence[Sample], completions: Sequence[str], w
         return [_safe_verify(verify, s, c) for s, c in pairs]
     _pool_verify = verify
     size = max(1, len(pairs) // (workers * 4))
-    chunks = [pairs[i:i + size] for i in range(0, len(pairs), size)]
+    chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         return [r for chunk in pool.map(_verify_chunk, chunks) for r in chunk]
 
 
-def score_records(name: str, rows: Sequence[dict], completions: Sequence[Any], workers: int = 1,
-                  **task_kw) -> list[Reward]:
+def score_records(
+    name: str, rows: Sequence[dict], completions: Sequence[Any], workers: int = 1, **task_kw
+) -> list[Reward]:
     """One Reward per (record, completion): bad records and bad completions are bad_input."""
     verify, built = build_samples(name, rows, **task_kw)
     return score_built(verify, built, completions, workers)
@@ -187,17 +190,18 @@ def reward_function(name: str, *, workers: int = 1, **task_kw) -> Callable[..., 
     warned: set[str] = set()
 
     def from_fields(verify, row: dict, completion: Any, record_error: str) -> float | None:
-        sample = Sample(id=str(row.get("id", "")), prompt=str(row.get("prompt", "")), target="",
-                        metadata=_Fields(row))
+        sample = Sample(id=str(row.get("id", "")), prompt=str(row.get("prompt", "")), target="", metadata=_Fields(row))
         try:
             return json_value(verify(sample, completion_text(completion)))
         except MissingColumn as exc:
             column = exc.args[0]
             if column not in warned:
                 warned.add(column)
-                warnings.warn(f"reward_function({name!r}): rows lack the column {column!r} "
-                              f"(nor could they be read as records: {record_error}); their reward is None",
-                              stacklevel=3)
+                warnings.warn(
+                    f"reward_function({name!r}): rows lack the column {column!r} "
+                    f"(nor could they be read as records: {record_error}); their reward is None",
+                    stacklevel=3,
+                )
             return None
         except RewardError:
             raise
@@ -289,9 +293,14 @@ def run(args) -> int:
     elif not values:
         print(f"{args.task}: {len(lines)} lines, none could be scored, so there is no mean reward; {shown}")
     else:
-        print(f"{args.task}: {len(lines)} lines, accuracy {statuses['correct'] / len(values):.4f} (the share "
-              f"correct), mean reward {sum(values) / len(values):.4f} over {len(values)} scored; {shown}")
+        print(
+            f"{args.task}: {len(lines)} lines, accuracy {statuses['correct'] / len(values):.4f} (the share "
+            f"correct), mean reward {sum(values) / len(values):.4f} over {len(values)} scored; {shown}"
+        )
     if statuses[INFRA_ERROR]:
-        print(f"warning: {statuses[INFRA_ERROR]} lines could not be scored (infrastructure failure, "
-              "reward null); see their details with --details", file=sys.stderr)
+        print(
+            f"warning: {statuses[INFRA_ERROR]} lines could not be scored (infrastructure failure, "
+            "reward null); see their details with --details",
+            file=sys.stderr,
+        )
     return 2 if bad else 0

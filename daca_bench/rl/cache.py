@@ -6,18 +6,29 @@ keys and values. A block-diffusion model's exact cache (`block`) is archs/block.
 
     logits, c0, c1 = step_logits(adapter, x, attn, p, lo, hi, "prefix", KVCache(), fresh=True)
 """
+
 from __future__ import annotations
 
 import torch
 
-from ..archs.common import KVCache
 from ..adapter import ModelAdapter
+from ..archs.common import KVCache
 
 CACHES = {"none": None, "prefix": "prefix", "dual": "dual", "block": "block"}  # sampler.cache
 
 
-def step_logits(adapter: ModelAdapter, x, attn, p: int, lo: int, hi: int, cache: str, kv: KVCache | None,
-                fresh: bool, record: bool = True) -> tuple[torch.Tensor, int, int]:
+def step_logits(
+    adapter: ModelAdapter,
+    x,
+    attn,
+    p: int,
+    lo: int,
+    hi: int,
+    cache: str,
+    kv: KVCache | None,
+    fresh: bool,
+    record: bool = True,
+) -> tuple[torch.Tensor, int, int]:
     """One step's forward pass over the (N, P+L) canvas whose current block is completion
     positions [lo, hi): (N, c1-c0, V) logits of completion positions c0..c1-1, and c0, c1.
     none: the whole canvas, every step. prefix / dual: the whole canvas at a block's first step

@@ -16,6 +16,7 @@ scores that barely differ give weights near 1). The scope (SCOPES) is what a seq
 normalised over: the whole completion (`completion`) or each decoding block on its own (`block`: a block
 model's blocks, the record's `block` index; every block's weights then have mean 1).
 """
+
 from __future__ import annotations
 
 import math
@@ -132,14 +133,18 @@ def scope_block(s, v, cfg: DPSConfig, traj) -> torch.Tensor:
 SCOPES.update(completion=scope_completion, block=scope_block)
 
 
-def dps_weights(traj, valid: torch.Tensor, cfg: DPSConfig, *, seq_ids=None, seed: int = 0,
-                warn_disabled: bool = True) -> torch.Tensor:
+def dps_weights(
+    traj, valid: torch.Tensor, cfg: DPSConfig, *, seq_ids=None, seed: int = 0, warn_disabled: bool = True
+) -> torch.Tensor:
     """(N, L) constant weights with mean 1 over each sequence's valid tokens; all 1 when disabled.
     `seq_ids` and `seed` key the `random` control's draws (the trainer passes its sequence ids)."""
     if not cfg.enabled:
         if warn_disabled:
-            warnings.warn("dps_weights: DPSConfig(enabled=False) gives all weights 1 (the plain base method); "
-                          "pass DPSConfig(enabled=True, ...) to apply DPS", stacklevel=2)
+            warnings.warn(
+                "dps_weights: DPSConfig(enabled=False) gives all weights 1 (the plain base method); "
+                "pass DPSConfig(enabled=True, ...) to apply DPS",
+                stacklevel=2,
+            )
         return torch.ones(valid.shape, dtype=torch.float32)
     if cfg.score not in SCORES:
         raise ValueError(f"unknown dps.score {cfg.score!r}; choose from {', '.join(SCORES)}")
@@ -154,5 +159,9 @@ def dps_weights(traj, valid: torch.Tensor, cfg: DPSConfig, *, seq_ids=None, seed
 
 def weight_stats(w: torch.Tensor, valid: torch.Tensor) -> dict:
     vals = w[valid]
-    return {"dps_w_mean": vals.mean().item(), "dps_w_std": vals.std().item() if vals.numel() > 1 else 0.0,
-            "dps_w_min": vals.min().item(), "dps_w_max": vals.max().item()}
+    return {
+        "dps_w_mean": vals.mean().item(),
+        "dps_w_std": vals.std().item() if vals.numel() > 1 else 0.0,
+        "dps_w_min": vals.min().item(),
+        "dps_w_max": vals.max().item(),
+    }

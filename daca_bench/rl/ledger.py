@@ -14,6 +14,7 @@ backward is counted the same way, keyed by the shapes of the forward calls it go
 A canvas is one row of one forward call: K SML strata of N rows in one call are K*N canvases,
 and every inner update's passes are counted (the old `passes_*` counter booked module calls).
 """
+
 from __future__ import annotations
 
 import json
@@ -147,8 +148,13 @@ class Ledger:
         out = {}
         for p in phases:
             if got[(p, "canvases")]:
-                out.update({f"passes_{p}": int(got[(p, "canvases")]), f"tokens_{p}": int(got[(p, "tokens")]),
-                            f"flops_{p}": got[(p, "flops_forward")] + got[(p, "flops_backward")]})
+                out.update(
+                    {
+                        f"passes_{p}": int(got[(p, "canvases")]),
+                        f"tokens_{p}": int(got[(p, "tokens")]),
+                        f"flops_{p}": got[(p, "flops_forward")] + got[(p, "flops_backward")],
+                    }
+                )
         return out
 
     def snapshot(self) -> dict[str, Counter]:
@@ -160,7 +166,9 @@ class Ledger:
 
     def totals(self) -> dict[str, dict]:
         """Per phase, every column (seconds rounded), for summary.json."""
-        return {p: {c: (round(v[c], 3) if c == "seconds" else v[c]) for c in COLUMNS} for p, v in sorted(self.book.items())}
+        return {
+            p: {c: (round(v[c], 3) if c == "seconds" else v[c]) for c in COLUMNS} for p, v in sorted(self.book.items())
+        }
 
 
 PHASES = ("rollout", "likelihood_old", "likelihood")  # a training step's phases in the ledger
@@ -171,14 +179,18 @@ def read_rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
-def run_ledger(path: Path | list[dict], final_eval: dict | None = None, n_eval: int = 0, upto: int | None = None) -> dict:
+def run_ledger(
+    path: Path | list[dict], final_eval: dict | None = None, n_eval: int = 0, upto: int | None = None
+) -> dict:
     """The run's compute ledger, for summary.json: per phase the FLOPs, canvases (passes: every SML
     stratum and inner update), tokens and seconds summed over the steps in metrics.jsonl (so a resumed
     run counts every step once), plus the final evaluation's; and the samples: prompts, completions,
     reward calls. With `upto`, the ledger of the run's first `upto` steps (a budget's arm, evaluated
     there: its intermediate evaluations before it count, the one at `upto` is its final). PATH: the
     metrics.jsonl, or its rows already read."""
-    rows = [r for r in (path if isinstance(path, list) else read_rows(path)) if upto is None or r.get("step", 0) <= upto]
+    rows = [
+        r for r in (path if isinstance(path, list) else read_rows(path)) if upto is None or r.get("step", 0) <= upto
+    ]
     if upto is not None:  # the evaluation at `upto` is that budget's final one
         final_eval = {k: v for k, v in rows[-1].items() if k.endswith("_eval")} if rows else {}
         n_eval = rows[-1].get("eval_prompts", 0) if rows else 0
@@ -188,11 +200,17 @@ def run_ledger(path: Path | list[dict], final_eval: dict | None = None, n_eval: 
     phases = {}
     for p in (*PHASES, "eval"):
         late = final_eval if p == "eval" else {}
-        phases[p] = {"flops": total(f"flops_{p}") + late.get(f"flops_{p}", 0),
-                     "passes": total(f"passes_{p}") + late.get(f"passes_{p}", 0),
-                     "tokens": total(f"tokens_{p}") + late.get(f"tokens_{p}", 0),
-                     "seconds": round(total(f"seconds_{'update' if p == 'likelihood' else p}"), 3)}
-    return {"phases": phases, "flops_train": sum(phases[p]["flops"] for p in PHASES),
-            "prompts": total("prompts"), "completions": total("completions"),
-            "reward_calls": total("reward_calls") + total("eval_prompts") + n_eval,
-            **({"steps": rows[-1].get("step", 0) if rows else 0} if upto is not None else {})}
+        phases[p] = {
+            "flops": total(f"flops_{p}") + late.get(f"flops_{p}", 0),
+            "passes": total(f"passes_{p}") + late.get(f"passes_{p}", 0),
+            "tokens": total(f"tokens_{p}") + late.get(f"tokens_{p}", 0),
+            "seconds": round(total(f"seconds_{'update' if p == 'likelihood' else p}"), 3),
+        }
+    return {
+        "phases": phases,
+        "flops_train": sum(phases[p]["flops"] for p in PHASES),
+        "prompts": total("prompts"),
+        "completions": total("completions"),
+        "reward_calls": total("reward_calls") + total("eval_prompts") + n_eval,
+        **({"steps": rows[-1].get("step", 0) if rows else 0} if upto is not None else {}),
+    }

@@ -22,6 +22,7 @@ Memory: log p(target) is read as `logit[target] - logsumexp(logits)` over at mos
 the full (M, L, V) logits and no full log_softmax is ever made (at V = 126k that is
 tens of GB); the backward pass recomputes the softmax chunk by chunk.
 """
+
 from __future__ import annotations
 
 import torch
@@ -79,34 +80,63 @@ def logsumexp_max(logits: torch.Tensor, chunk: int = LOGIT_CHUNK) -> tuple[torch
     return lse, top
 
 
-def token_logprobs(adapter: ModelAdapter, ids, attn, completion, prompt_len: int, chunk: int | None = None,
-                   logit_chunk: int = LOGIT_CHUNK):
+def token_logprobs(
+    adapter: ModelAdapter,
+    ids,
+    attn,
+    completion,
+    prompt_len: int,
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+):
     """(M, P+L) canvases -> (M, L) log p(completion_k | canvas): forward passes of `chunk` rows."""
     out = []
     chunk = chunk or ids.shape[0]
     for s in range(0, ids.shape[0], chunk):
-        clean = {"clean": completion[s:s + chunk]} if getattr(adapter, "block_size", 0) else {}  # two streams
-        logits = adapter.logits(ids[s:s + chunk], attn[s:s + chunk], **clean)[:, prompt_len:]  # (m, L, V), model dtype
-        out.append(target_logprobs(logits, completion[s:s + chunk], logit_chunk))
+        clean = {"clean": completion[s : s + chunk]} if getattr(adapter, "block_size", 0) else {}  # two streams
+        logits = adapter.logits(ids[s : s + chunk], attn[s : s + chunk], **clean)[
+            :, prompt_len:
+        ]  # (m, L, V), model dtype
+        out.append(target_logprobs(logits, completion[s : s + chunk], logit_chunk))
     return torch.cat(out)
 
 
-def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, k: int = 4,
-                 partition: str = "random", seq_ids=None, inner: int = 0, seed: int = 0,
-                 p_mask_prompt: float = 0.0, commit_step=None, chunk: int | None = None,
-                 logit_chunk: int = LOGIT_CHUNK, valid=None, fewest=None, par=None) -> torch.Tensor:
+def sml_logprobs(
+    adapter: ModelAdapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    *,
+    k: int = 4,
+    partition: str = "random",
+    seq_ids=None,
+    inner: int = 0,
+    seed: int = 0,
+    p_mask_prompt: float = 0.0,
+    commit_step=None,
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+    valid=None,
+    fewest=None,
+    par=None,
+) -> torch.Tensor:
     """SML per-token log-probs (N, L); differentiable (`valid` is unused: every position is scored). The K passes run
     as one (K*N, P+L) batch or in chunks. Under several processes `par` agrees the strata's passes across ranks
     and `fewest` (`fewest_steps` of the whole step) clamps a causal K alike in every micro-batch."""
     n, L = completion.shape
     device = adapter.device
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
-    strata = assign_strata(n, L, k, partition, seq_ids, inner, seed, commit_step,
-                           getattr(adapter, "block_size", 0), fewest, par).to(device)  # (N, L)
-    prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed)
+    strata = assign_strata(
+        n, L, k, partition, seq_ids, inner, seed, commit_step, getattr(adapter, "block_size", 0), fewest, par
+    ).to(device)  # (N, L)
+    prompt = mask_prompts(
+        prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed
+    )
     completion = completion.to(device)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)
-    levels = agreed_levels(strata, k, par)  # (K',) sorted: the strata that hold a token (a stratum no row has gets no pass)
+    levels = agreed_levels(
+        strata, k, par
+    )  # (K',) sorted: the strata that hold a token (a stratum no row has gets no pass)
     canvases = []
     for j in levels.tolist():
         hide = strata >= j if partition in CAUSAL else strata == j  # (N, L): what pass j cannot see
@@ -116,12 +146,23 @@ def sml_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
     ids = torch.cat(canvases)  # (K'*N, P+L), stratum-major
     logp = token_logprobs(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk, logit_chunk)
     logp = logp.view(k, n, L)
-    return logp.gather(0, torch.searchsorted(levels, strata)[None]).squeeze(0)  # each token from the pass that masked it
+    return logp.gather(0, torch.searchsorted(levels, strata)[None]).squeeze(
+        0
+    )  # each token from the pass that masked it
 
 
-def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, draws: int = 32,
-                  seq_ids=None, seed: int = 0, chunk: int | None = None,
-                  logit_chunk: int = LOGIT_CHUNK) -> torch.Tensor:
+def elbo_logprobs(
+    adapter: ModelAdapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    *,
+    draws: int = 32,
+    seq_ids=None,
+    seed: int = 0,
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+) -> torch.Tensor:
     """LLaDA's Monte Carlo ELBO, per token (N, L): mean over draws of (L / l) 1[k masked] log p(o_k | x_l)."""
     n, L = completion.shape
     device = adapter.device
@@ -145,8 +186,9 @@ def elbo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *,
     noisy = torch.where(masks, torch.full_like(masks, adapter.mask_token_id, dtype=torch.long), completion[None])
     ids = torch.cat([prompt[None].expand(draws, -1, -1), noisy], dim=2).reshape(draws * n, -1)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1).repeat(draws, 1)
-    logp = token_logprobs(adapter, ids, attn, completion.repeat(draws, 1), prompt.shape[1], chunk,
-                          logit_chunk).view(draws, n, L)
+    logp = token_logprobs(adapter, ids, attn, completion.repeat(draws, 1), prompt.shape[1], chunk, logit_chunk).view(
+        draws, n, L
+    )
     return (logp * masks * weights[..., None]).mean(0)
 
 
@@ -154,19 +196,33 @@ ESTIMATORS = {"sml": sml_logprobs, "elbo": elbo_logprobs}
 
 
 # ---- one pass per mask draw: the field's estimators' forward passes (daca_bench.rl.bases) -----------
-def masked_passes(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, hide, *, seq_ids, inner, seed: int = 0,
-                  p_mask_prompt: float = 0.0, tag: str = "pass", chunk: int | None = None,
-                  logit_chunk: int = LOGIT_CHUNK) -> torch.Tensor:
+def masked_passes(
+    adapter: ModelAdapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    hide,
+    *,
+    seq_ids,
+    inner,
+    seed: int = 0,
+    p_mask_prompt: float = 0.0,
+    tag: str = "pass",
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+) -> torch.Tensor:
     """(D, N, L) bool `hide` -> (D, N, L) log p(o_k | canvas d): one pass per draw d, all D sharing one prompt
     mask per sequence and inner iteration (as SML's K canvases do)."""
     D, n, L = hide.shape
     device = adapter.device
     completion, hide = completion.to(device), hide.to(device)
     mask = torch.full_like(completion, adapter.mask_token_id)
-    prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids,
-                          (inner, tag), seed)
+    prompt = mask_prompts(
+        prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, (inner, tag), seed
+    )
     canvases = [torch.cat([prompt, torch.where(hide[d], mask, completion)], dim=1) for d in range(D)]
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1).repeat(D, 1)
-    logp = token_logprobs(adapter, torch.cat(canvases), attn, completion.repeat(D, 1), prompt_ids.shape[1], chunk,
-                          logit_chunk)
+    logp = token_logprobs(
+        adapter, torch.cat(canvases), attn, completion.repeat(D, 1), prompt_ids.shape[1], chunk, logit_chunk
+    )
     return logp.view(D, n, L)

@@ -15,6 +15,7 @@ estimator plug into all of them (docs/method.md, section 8 and "The field's meth
 Rewards that are infrastructure failures (NaN) are left out of every statistic and get
 advantage 0, so they contribute nothing.
 """
+
 from __future__ import annotations
 
 import torch
@@ -65,8 +66,10 @@ def loss_reinforce_pp(logp, old_logp, ref_logp, adv, valid, weights, cfg: LossCo
         a = a - cfg.beta * kl  # KL as a per-token reward penalty
     ratio = (logp - old_logp).exp()
     surrogate = torch.min(ratio * a, ratio.clamp(1 - cfg.epsilon, 1 + cfg.epsilon) * a)
-    return AGGREGATIONS[cfg.loss_type](-weights * surrogate, mask), {"kl": masked_mean(kl, mask).item(),
-                                                                     **clip_stats(ratio, adv, mask, cfg.epsilon)}
+    return AGGREGATIONS[cfg.loss_type](-weights * surrogate, mask), {
+        "kl": masked_mean(kl, mask).item(),
+        **clip_stats(ratio, adv, mask, cfg.epsilon),
+    }
 
 
 LOSSES = {"grpo": loss_grpo, "gspo": loss_gspo, "reinforce_pp": loss_reinforce_pp}

@@ -14,6 +14,7 @@ advantages, the token aggregations, the k3 KL and the clip statistics.
   token-mean statistics give the same update and the same numbers at any GPU count and any
   `grad_accum` (the whole step's valid tokens, or d1's per-`loss.norm_rows` rows).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -128,5 +129,7 @@ def loss_grpo(logp, old_logp, ref_logp, adv, valid, weights, cfg):
     kl = k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(logp)
     if cfg.beta:
         per_token = per_token + cfg.beta * kl
-    return AGGREGATIONS[cfg.loss_type](per_token, mask), {"kl": masked_mean(kl, mask).item(),
-                                                          **clip_stats(ratio, adv, mask, cfg.epsilon)}
+    return AGGREGATIONS[cfg.loss_type](per_token, mask), {
+        "kl": masked_mean(kl, mask).item(),
+        **clip_stats(ratio, adv, mask, cfg.epsilon),
+    }

@@ -20,6 +20,7 @@ quantity every likelihood estimator in `likelihood.py` also targets; logsumexp a
 the vocabulary are taken in chunks (`likelihood.logsumexp_max`), never on a float32 copy
 of the whole (N, L, V) logits.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,7 +56,6 @@ class RolloutBatch:
     forward_passes: int
     commit_step: torch.Tensor | None = None  # (N, L) 1-based step of each commit, kept even with record=False
 
-
     @property
     def input_ids(self) -> torch.Tensor:  # (N, P+L)
         return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
@@ -73,8 +73,8 @@ def pad_prompts(adapter: ModelAdapter, prompts) -> tuple[torch.Tensor, torch.Ten
     mask = torch.zeros((len(ids), width), dtype=torch.long)
     for i, p in enumerate(ids):
         if p:
-            out[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
+            out[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
     return out, mask
 
 
@@ -159,9 +159,11 @@ def _vocab_stats(logits: torch.Tensor, b0: int, b1: int, entropy: bool, chunk: i
         lse[r, q] = log_s + m.squeeze(-1)
         lo, hi = max(q.start, b0), min(q.stop, c, b1)
         if ent is not None and lo < hi:
-            zz, ee = z[:, lo - q.start:hi - q.start], e[:, lo - q.start:hi - q.start]
-            ent[r, lo - b0:hi - b0] = log_s[:, lo - q.start:hi - q.start] - (ee * zz.clamp_min(floor)).sum(-1) \
-                / s[:, lo - q.start:hi - q.start]
+            zz, ee = z[:, lo - q.start : hi - q.start], e[:, lo - q.start : hi - q.start]
+            ent[r, lo - b0 : hi - b0] = (
+                log_s[:, lo - q.start : hi - q.start]
+                - (ee * zz.clamp_min(floor)).sum(-1) / s[:, lo - q.start : hi - q.start]
+            )
     return lse, top, ent
 
 
@@ -171,6 +173,7 @@ class Suppress:
     ids are -inf (never chosen, out of the confidence too: logits_eos_inf); `late`: these ids leave
     the confidence's softmax, so a position whose choice is one of them has confidence 0 and is
     committed after every other one of its step (confidence_eos_eot_inf)."""
+
     never: tuple[int, ...] = ()
     late: tuple[int, ...] = ()
 
@@ -188,8 +191,9 @@ def _ruled_confidence(blk, x0, rule: Suppress) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerConfig, gen, record: bool,
-                  rule: Suppress | None = None):
+def _sample_chunk(
+    adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerConfig, gen, record: bool, rule: Suppress | None = None
+):
     """One chunk of rows. Its pass loop reads nothing back to the host (no .item(), no .any() of a device
     tensor) but, with a threshold, whether the block is done; LLaDA's schedule is known beforehand (every
     block starts with b masks in every row)."""
@@ -200,8 +204,9 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     padded = not bool(prompt_mask.all())  # prompt_mask is still on the host: no device sync
     prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
     x = torch.cat([prompt_ids, torch.full((n, L), mask_id, dtype=torch.long, device=device)], dim=1)  # (N, P+L)
-    attn = adapter.canvas_mask(torch.cat([prompt_mask, torch.ones((n, L), dtype=torch.long, device=device)], dim=1),
-                               padded)  # positions and the SDPA mask, made once for every pass
+    attn = adapter.canvas_mask(
+        torch.cat([prompt_mask, torch.ones((n, L), dtype=torch.long, device=device)], dim=1), padded
+    )  # positions and the SDPA mask, made once for every pass
     parallel = cfg.threshold is not None
     kv = None if cfg.cache == "none" else KVCache()
     num_blocks = L // b
@@ -229,14 +234,14 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
             # (N, c1-c0, V) logits of completion positions c0..c1-1, in the model's dtype: never copied whole
             logits, c0, c1 = step(adapter, x, attn, p, lo, hi, cfg.cache, kv, fresh=i == 0, record=record)
             masked = x[:, p:] == mask_id  # (N, L): M_t
-            blk_logits = logits[:, lo - c0:hi - c0]  # (N, b, V)
+            blk_logits = logits[:, lo - c0 : hi - c0]  # (N, b, V)
             # the record's numbers from one pass over the vocabulary: max_v p = exp(max logit - logsumexp),
             # log p of the choice, the entropy of the block's positions
             lse, top, ent = _vocab_stats(logits, lo - c0, hi - c0, entropy=record)  # (N, c1-c0), (N, b)
             if record:
                 conf_now[:, c0:c1] = (top - lse).exp()  # positions this pass did not recompute keep their last value
                 conf_rec[:, t - 1] = torch.where(masked, conf_now, math.nan)
-            lse_blk = lse[:, lo - c0:hi - c0]
+            lse_blk = lse[:, lo - c0 : hi - c0]
             x0 = _choose(blk_logits, cfg.temperature, banned, draws)  # (N, b)
             x0_logp = blk_logits.gather(-1, x0[..., None]).squeeze(-1).float() - lse_blk  # (N, b)
             ruled = _ruled_confidence(blk_logits, x0, rule) if rule and (rule.never or rule.late) else None
@@ -253,10 +258,10 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
                 conf = x0_logp.exp() if ruled is None else ruled.exp()
                 take = blk_masked & ((conf > cfg.threshold) | (rank == 0))
             else:
-                take = blk_masked & (rank < sched[:, i:i + 1])
+                take = blk_masked & (rank < sched[:, i : i + 1])
             i += 1
-            cur = x[:, p + lo:p + hi]
-            x[:, p + lo:p + hi] = torch.where(take, x0, cur)
+            cur = x[:, p + lo : p + hi]
+            x[:, p + lo : p + hi] = torch.where(take, x0, cur)
             commit_step[:, lo:hi] = torch.where(take, t, commit_step[:, lo:hi])
             commit_logp[:, lo:hi] = torch.where(take, x0_logp, commit_logp[:, lo:hi])
             if record:
@@ -270,9 +275,14 @@ def _sample_chunk(adapter: ModelAdapter, prompt_ids, prompt_mask, cfg: SamplerCo
     return x[:, p:], commit_step, commit_logp, conf, t, commit_ent
 
 
-
-def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[int] = 0,
-           record: bool = True, rule: Suppress | None = None) -> RolloutBatch:
+def sample(
+    adapter: ModelAdapter,
+    prompts,
+    cfg: SamplerConfig,
+    seed: int | list[int] = 0,
+    record: bool = True,
+    rule: Suppress | None = None,
+) -> RolloutBatch:
     """Sample one completion per prompt (repeat prompts for a group), in chunks of cfg.batch_size.
 
     `seed` is one seed for the whole call, or one per row: then each row's draws do not
@@ -285,11 +295,17 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         raise ValueError(f"sampler.steps={cfg.steps} must be a multiple of the number of blocks {L // b}")
     if pick(CACHES, cfg.cache, "sampler.cache"):
         adapter.require_cache("sampler.cache")
-    if adapter.block_size and (b != adapter.block_size or cfg.cache in ("prefix", "dual")) or \
-            cfg.cache == "block" and not adapter.block_size:
-        raise ConfigError(f"sampler.block_length={b}, sampler.cache={cfg.cache}: a block model (model.block_size="
-                          f"{adapter.block_size}) decodes its own blocks (block_length = block_size) with cache none "
-                          "or block (exact); a full-attention model has no block cache")
+    if (
+        adapter.block_size
+        and (b != adapter.block_size or cfg.cache in ("prefix", "dual"))
+        or cfg.cache == "block"
+        and not adapter.block_size
+    ):
+        raise ConfigError(
+            f"sampler.block_length={b}, sampler.cache={cfg.cache}: a block model (model.block_size="
+            f"{adapter.block_size}) decodes its own blocks (block_length = block_size) with cache none "
+            "or block (exact); a full-attention model has no block cache"
+        )
     if cfg.cache == "block" and adapter.cache_kind() != "bert":
         raise ConfigError("sampler.cache=block runs the tiny BERT model's cached pass only; use sampler.cache=none")
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
@@ -301,21 +317,43 @@ def sample(adapter: ModelAdapter, prompts, cfg: SamplerConfig, seed: int | list[
         gen = [torch.Generator(device=adapter.device).manual_seed(int(s)) for s in seed]
     outs, passes = [], 0
     for s in range(0, len(prompt_ids), cfg.batch_size):
-        chunk_gen = gen[s:s + cfg.batch_size] if isinstance(gen, list) else gen
-        out = _sample_chunk(adapter, prompt_ids[s:s + cfg.batch_size], prompt_mask[s:s + cfg.batch_size], cfg,
-                            chunk_gen, record, rule)
+        chunk_gen = gen[s : s + cfg.batch_size] if isinstance(gen, list) else gen
+        out = _sample_chunk(
+            adapter,
+            prompt_ids[s : s + cfg.batch_size],
+            prompt_mask[s : s + cfg.batch_size],
+            cfg,
+            chunk_gen,
+            record,
+            rule,
+        )
         outs.append(out)
         passes += out[4]
     completion = torch.cat([o[0] for o in outs]).cpu()
     traj = None
     if record:
         steps = max(o[3].shape[1] for o in outs)
-        conf = torch.cat([torch.nn.functional.pad(o[3], (0, 0, 0, steps - o[3].shape[1]), value=math.nan) for o in outs])
-        traj = Trajectory(torch.cat([o[1] for o in outs]).cpu(), torch.cat([o[2] for o in outs]).cpu(), conf.cpu(),
-                          torch.cat([o[5] for o in outs]).cpu(), (torch.arange(L) // b).expand(len(completion), -1))
+        conf = torch.cat(
+            [torch.nn.functional.pad(o[3], (0, 0, 0, steps - o[3].shape[1]), value=math.nan) for o in outs]
+        )
+        traj = Trajectory(
+            torch.cat([o[1] for o in outs]).cpu(),
+            torch.cat([o[2] for o in outs]).cpu(),
+            conf.cpu(),
+            torch.cat([o[5] for o in outs]).cpu(),
+            (torch.arange(L) // b).expand(len(completion), -1),
+        )
     texts = [adapter.decode(row) for row in completion]
-    return RolloutBatch(prompt_ids, prompt_mask, completion, valid_mask(completion, adapter.eos_token_id), texts, traj, passes,
-                        torch.cat([o[1] for o in outs]).cpu())
+    return RolloutBatch(
+        prompt_ids,
+        prompt_mask,
+        completion,
+        valid_mask(completion, adapter.eos_token_id),
+        texts,
+        traj,
+        passes,
+        torch.cat([o[1] for o in outs]).cpu(),
+    )
 
 
 @torch.no_grad()
@@ -326,5 +364,12 @@ def replay_commit_logp(adapter: ModelAdapter, batch: RolloutBatch) -> torch.Tens
 
     traj = batch.trajectory
     steps = int(traj.commit_step.max())
-    return sml_logprobs(adapter, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, k=steps,
-                        partition="causal", commit_step=traj.commit_step).cpu()
+    return sml_logprobs(
+        adapter,
+        batch.prompt_ids,
+        batch.prompt_mask,
+        batch.completion_ids,
+        k=steps,
+        partition="causal",
+        commit_step=traj.commit_step,
+    ).cpu()

@@ -7,6 +7,7 @@ id, inner iteration) (`keyed_generator`), so the current, old and reference poli
 
     strata = assign_strata(2, 8, 4, "random", seq_ids=[0, 1], inner=0)   # (2, 8) in 0..3
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -89,8 +90,19 @@ def agreed_levels(strata: torch.Tensor, k: int, par=None) -> torch.Tensor:
     return present.nonzero().flatten().to(strata.device)
 
 
-def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int = 0,
-                  commit_step: torch.Tensor | None = None, block: int = 0, fewest=None, par=None) -> torch.Tensor:
+def assign_strata(
+    n: int,
+    L: int,
+    K: int,
+    partition: str,
+    seq_ids,
+    inner: int,
+    seed: int = 0,
+    commit_step: torch.Tensor | None = None,
+    block: int = 0,
+    fewest=None,
+    par=None,
+) -> torch.Tensor:
     """(N, L) stratum index in [0, K) per completion position. `random`, `strided` and `commit_order`
     balance tokens (every stratum holds L/K of each sequence's positions, +-1); `causal` balances
     decoding steps (see strata_causal) and clamps K to the fewest steps of any sequence, with a warning:
@@ -106,16 +118,34 @@ def assign_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, s
     if partition in CAUSAL and commit_step is not None:
         steps = int((fewest_steps(commit_step, 0, par) if fewest is None else fewest)[0])  # the fewest of any row
         if K > steps:
-            warnings.warn(f"sml.partition=causal: sml.k={K} is above the {steps} denoising steps of the "
-                          f"rollouts; using k={steps} (more strata than steps would leave some empty)", stacklevel=3)
+            warnings.warn(
+                f"sml.partition=causal: sml.k={K} is above the {steps} denoising steps of the "
+                f"rollouts; using k={steps} (more strata than steps would leave some empty)",
+                stacklevel=3,
+            )
             K = steps
-    rows = [STRATA[partition](L, K, keyed_generator(seed, "strata", sid, inner),
-                              None if commit_step is None else commit_step[i]) for i, sid in enumerate(seq_ids)]
+    rows = [
+        STRATA[partition](
+            L, K, keyed_generator(seed, "strata", sid, inner), None if commit_step is None else commit_step[i]
+        )
+        for i, sid in enumerate(seq_ids)
+    ]
     return torch.stack(rows)
 
 
-def block_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, seed: int, commit_step, block: int,
-                 fewest=None, par=None):
+def block_strata(
+    n: int,
+    L: int,
+    K: int,
+    partition: str,
+    seq_ids,
+    inner: int,
+    seed: int,
+    commit_step,
+    block: int,
+    fewest=None,
+    par=None,
+):
     """A block model's strata: each block's B positions split into min(K, B) strata as `assign_strata` splits
     a completion (keyed by the block too; `causal` and `commit_order` from the block's own commit steps,
     counted from its first; `causal` clamps each block's K to `fewest`, from `fewest_steps(..., block, par)`).
@@ -127,10 +157,21 @@ def block_strata(n: int, L: int, K: int, partition: str, seq_ids, inner: int, se
         fewest = fewest_steps(commit_step, block, par)  # one reduction for every block
     out = []
     for j in range(0, L, block):
-        steps = None if commit_step is None else commit_step[:, j:j + block]
+        steps = None if commit_step is None else commit_step[:, j : j + block]
         steps = None if steps is None else steps - steps.amin(1, keepdim=True) + 1  # the block's own steps from 1
-        out.append(assign_strata(n, block, min(K, block), partition, [(sid, "block", j) for sid in seq_ids], inner,
-                                 seed, steps, fewest=None if fewest is None else fewest[j // block:j // block + 1]))
+        out.append(
+            assign_strata(
+                n,
+                block,
+                min(K, block),
+                partition,
+                [(sid, "block", j) for sid in seq_ids],
+                inner,
+                seed,
+                steps,
+                fewest=None if fewest is None else fewest[j // block : j // block + 1],
+            )
+        )
     return torch.cat(out, dim=1)
 
 
@@ -138,7 +179,8 @@ def mask_prompts(prompt_ids, prompt_mask, p: float, mask_id: int, seq_ids, inner
     """d1's random prompt masking (p_mask_prompt), keyed like the strata; padding is never masked."""
     if p <= 0:
         return prompt_ids
-    draws = torch.stack([torch.rand(prompt_ids.shape[1], generator=keyed_generator(seed, "prompt", sid, inner))
-                         for sid in seq_ids])
+    draws = torch.stack(
+        [torch.rand(prompt_ids.shape[1], generator=keyed_generator(seed, "prompt", sid, inner)) for sid in seq_ids]
+    )
     hide = (draws < p) & prompt_mask.bool().cpu()
     return torch.where(hide.to(prompt_ids.device), torch.full_like(prompt_ids, mask_id), prompt_ids)

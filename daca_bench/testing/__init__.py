@@ -9,10 +9,18 @@
 paper.py writes the published layout (config fields, key names, special-token ids, chat layouts);
 remote.py adds modeling files generated from the native classes, for the trust_remote_code route.
 """
+
 from __future__ import annotations
 
 from .paper import LLADA_CHAT_TEMPLATE, paper_adapter, paper_config, paper_model, paper_tokenizer, write_paper_folder
 from .remote import write_remote_folder
 
-__all__ = ["LLADA_CHAT_TEMPLATE", "paper_adapter", "paper_config", "paper_model", "paper_tokenizer",
-           "write_paper_folder", "write_remote_folder"]
+__all__ = [
+    "LLADA_CHAT_TEMPLATE",
+    "paper_adapter",
+    "paper_config",
+    "paper_model",
+    "paper_tokenizer",
+    "write_paper_folder",
+    "write_remote_folder",
+]

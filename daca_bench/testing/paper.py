@@ -13,6 +13,7 @@ are unused); `compact=True` numbers them right after the characters instead (voc
 for tests whose point is not the ids: a 126k-row output layer makes every sampling step slow).
 The chat layouts are written here in the models' formats, not copied.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,43 +26,124 @@ from ..adapter import ModelAdapter
 
 CHARS = string.printable[:95] + "\n"
 # the published configs' fields (values as published; sizes made tiny by write_paper_folder)
-LLADA = {"model_type": "llada", "architectures": ["LLaDAModelLM"], "activation_type": "silu", "alibi": False,
-         "alibi_bias_max": 8.0, "attention_dropout": 0.0, "attention_layer_norm": False,
-         "attention_layer_norm_with_affine": True, "bias_for_layer_norm": False, "block_group_size": 1,
-         "block_type": "llama", "d_model": 4096, "embedding_dropout": 0.0, "embedding_size": 126464,
-         "eos_token_id": 126081, "flash_attention": False, "include_bias": False, "include_qkv_bias": False,
-         "init_cutoff_factor": None, "init_device": "meta", "init_fn": "mitchell", "init_std": 0.02,
-         "input_emb_norm": False, "layer_norm_type": "rms", "layer_norm_with_affine": True, "mask_token_id": 126336,
-         "max_sequence_length": 4096, "mlp_hidden_size": 12288, "mlp_ratio": 4, "multi_query_attention": None,
-         "n_heads": 32, "n_kv_heads": 32, "n_layers": 32, "pad_token_id": 126081, "precision": "amp_bf16",
-         "residual_dropout": 0.0, "rms_norm_eps": 1e-05, "rope": True, "rope_full_precision": True,
-         "rope_theta": 500000.0, "scale_logits": False, "use_cache": False, "vocab_size": 126464, "weight_tying": False,
-         "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig", "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM",
-                      "AutoModel": "modeling_llada.LLaDAModelLM"}}
-DREAM = {"model_type": "Dream", "architectures": ["DreamModel"], "attention_dropout": 0.0, "bos_token_id": 151643,
-         "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02,
-         "intermediate_size": 18944, "mask_token_id": 151666, "max_position_embeddings": 131072, "max_window_layers": 28,
-         "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "pad_token_id": 151643,
-         "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000.0, "sliding_window": None,
-         "tie_word_embeddings": False, "use_cache": True, "use_mrope": False, "use_sliding_window": False,
-         "vocab_size": 152064, "auto_map": {"AutoConfig": "configuration_dream.DreamConfig", "AutoModel": "modeling_dream.DreamModel"}}
-TINY = {"llada": {"d_model": 32, "n_heads": 4, "n_kv_heads": 4, "n_layers": 2, "mlp_hidden_size": 64},
-        "dream": {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
-                  "intermediate_size": 64}}
-SPECIALS = {"llada": {"<|startoftext|>": 126080, "<|endoftext|>": 126081, "<|mdm_mask|>": 126336,
-                      "<|start_header_id|>": 126346, "<|end_header_id|>": 126347, "<|eot_id|>": 126348},
-            "dream": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645,
-                      "<|beginoftext|>": 151665, "<|mask|>": 151666}}
+LLADA = {
+    "model_type": "llada",
+    "architectures": ["LLaDAModelLM"],
+    "activation_type": "silu",
+    "alibi": False,
+    "alibi_bias_max": 8.0,
+    "attention_dropout": 0.0,
+    "attention_layer_norm": False,
+    "attention_layer_norm_with_affine": True,
+    "bias_for_layer_norm": False,
+    "block_group_size": 1,
+    "block_type": "llama",
+    "d_model": 4096,
+    "embedding_dropout": 0.0,
+    "embedding_size": 126464,
+    "eos_token_id": 126081,
+    "flash_attention": False,
+    "include_bias": False,
+    "include_qkv_bias": False,
+    "init_cutoff_factor": None,
+    "init_device": "meta",
+    "init_fn": "mitchell",
+    "init_std": 0.02,
+    "input_emb_norm": False,
+    "layer_norm_type": "rms",
+    "layer_norm_with_affine": True,
+    "mask_token_id": 126336,
+    "max_sequence_length": 4096,
+    "mlp_hidden_size": 12288,
+    "mlp_ratio": 4,
+    "multi_query_attention": None,
+    "n_heads": 32,
+    "n_kv_heads": 32,
+    "n_layers": 32,
+    "pad_token_id": 126081,
+    "precision": "amp_bf16",
+    "residual_dropout": 0.0,
+    "rms_norm_eps": 1e-05,
+    "rope": True,
+    "rope_full_precision": True,
+    "rope_theta": 500000.0,
+    "scale_logits": False,
+    "use_cache": False,
+    "vocab_size": 126464,
+    "weight_tying": False,
+    "auto_map": {
+        "AutoConfig": "configuration_llada.LLaDAConfig",
+        "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM",
+        "AutoModel": "modeling_llada.LLaDAModelLM",
+    },
+}
+DREAM = {
+    "model_type": "Dream",
+    "architectures": ["DreamModel"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151643,
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "initializer_range": 0.02,
+    "intermediate_size": 18944,
+    "mask_token_id": 151666,
+    "max_position_embeddings": 131072,
+    "max_window_layers": 28,
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "pad_token_id": 151643,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000.0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "use_cache": True,
+    "use_mrope": False,
+    "use_sliding_window": False,
+    "vocab_size": 152064,
+    "auto_map": {"AutoConfig": "configuration_dream.DreamConfig", "AutoModel": "modeling_dream.DreamModel"},
+}
+TINY = {
+    "llada": {"d_model": 32, "n_heads": 4, "n_kv_heads": 4, "n_layers": 2, "mlp_hidden_size": 64},
+    "dream": {
+        "hidden_size": 32,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "intermediate_size": 64,
+    },
+}
+SPECIALS = {
+    "llada": {
+        "<|startoftext|>": 126080,
+        "<|endoftext|>": 126081,
+        "<|mdm_mask|>": 126336,
+        "<|start_header_id|>": 126346,
+        "<|end_header_id|>": 126347,
+        "<|eot_id|>": 126348,
+    },
+    "dream": {
+        "<|endoftext|>": 151643,
+        "<|im_start|>": 151644,
+        "<|im_end|>": 151645,
+        "<|beginoftext|>": 151665,
+        "<|mask|>": 151666,
+    },
+}
 # LLaDA-8B-Instruct's chat layout: one header per turn, the content trimmed, the assistant header
 # left open by add_generation_prompt (written here; the marker strings are LLaDA's special tokens).
 LLADA_CHAT_TEMPLATE = (
     "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] | trim }}"
-    "<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+    "<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
 # Dream's chat layout (ChatML with a default system turn), written here
 DREAM_CHAT_TEMPLATE = (
     "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 MASK = {"llada": "<|mdm_mask|>", "dream": "<|mask|>"}
@@ -92,9 +174,15 @@ def paper_tokenizer(family: str, compact: bool = False):
     core.decoder = decoders.Fuse()
     eos = "<|endoftext|>"
     kw = {"mask_token": "<|mask|>"} if family == "dream" else {}  # LLaDA's tokenizer names no mask: the config does
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, pad_token=eos, unk_token="<unk>",
-                                  additional_special_tokens=[t for t in specials if t != eos],
-                                  clean_up_tokenization_spaces=False, **kw)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token=eos,
+        pad_token=eos,
+        unk_token="<unk>",
+        additional_special_tokens=[t for t in specials if t != eos],
+        clean_up_tokenization_spaces=False,
+        **kw,
+    )
     tok.bos_token = "<|startoftext|>" if family == "llada" else "<|beginoftext|>"
     tok.chat_template = LLADA_CHAT_TEMPLATE if family == "llada" else DREAM_CHAT_TEMPLATE
     tok.model_input_names = ["input_ids", "attention_mask"]
@@ -124,8 +212,9 @@ def paper_model(family: str, seed: int = 0, dtype: torch.dtype = torch.float32, 
     return model_cls(config_cls(**{k: v for k, v in fields.items() if k != "model_type"})).to(dtype)
 
 
-def paper_adapter(family: str, seed: int = 0, dtype: torch.dtype = torch.float32, compact: bool = False,
-                  **sizes) -> ModelAdapter:
+def paper_adapter(
+    family: str, seed: int = 0, dtype: torch.dtype = torch.float32, compact: bool = False, **sizes
+) -> ModelAdapter:
     """The native model in memory (no folder) with the paper tokenizer, for sizes whose weights are
     not worth writing; the mask, eos and pad ids are the config's and must fit its output rows."""
     model = paper_model(family, seed, dtype, compact, **sizes)
@@ -134,12 +223,20 @@ def paper_adapter(family: str, seed: int = 0, dtype: torch.dtype = torch.float32
     for key, value in ids.items():
         if not 0 <= value < rows:
             raise ValueError(f"{key}={value} is outside the model's {rows} output rows; pass {key} below {rows}")
-    return ModelAdapter(model, paper_tokenizer(family, compact), ids["mask_token_id"], ids["eos_token_id"], ids["pad_token_id"],
-                        shift_logits=family == "dream", source=f"paper:{family}")
+    return ModelAdapter(
+        model,
+        paper_tokenizer(family, compact),
+        ids["mask_token_id"],
+        ids["eos_token_id"],
+        ids["pad_token_id"],
+        shift_logits=family == "dream",
+        source=f"paper:{family}",
+    )
 
 
-def write_paper_folder(family: str, folder: str | Path, seed: int = 0, dtype: torch.dtype = torch.float32,
-                       compact: bool = False, **sizes) -> Path:
+def write_paper_folder(
+    family: str, folder: str | Path, seed: int = 0, dtype: torch.dtype = torch.float32, compact: bool = False, **sizes
+) -> Path:
     """A folder laid out as the published hub repository (config.json with auto_map, safetensors by
     the published key names, tokenizer), without the modeling files: it loads through the native class."""
     folder = Path(folder)

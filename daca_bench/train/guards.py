@@ -8,6 +8,7 @@ and the completions (no forward pass), logged into metrics.jsonl, and bounds tha
 Threshold (parallel) rollouts are known to collapse in RL: more tokens committed at once, then
 rising entropy at the steps where none passes, then groups that stop differing (docs/trainer.md).
 """
+
 from __future__ import annotations
 
 import sys
@@ -17,11 +18,13 @@ import torch
 from ..config import GuardConfig
 
 # guard.KEY bound -> (metric column, "max" | "min")
-BOUNDS = {"max_fallback_frac": ("guard_fallback_frac", "max"),
-          "max_fallback_entropy": ("guard_fallback_entropy", "max"),
-          "max_commit_entropy": ("guard_commit_entropy", "max"),
-          "min_distinct_frac": ("guard_distinct_frac", "min"),
-          "max_zero_std": ("zero_std_groups", "max")}
+BOUNDS = {
+    "max_fallback_frac": ("guard_fallback_frac", "max"),
+    "max_fallback_entropy": ("guard_fallback_entropy", "max"),
+    "max_commit_entropy": ("guard_commit_entropy", "max"),
+    "min_distinct_frac": ("guard_distinct_frac", "min"),
+    "max_zero_std": ("zero_std_groups", "max"),
+}
 ACTIONS = ("warn", "stop")
 
 
@@ -56,7 +59,7 @@ def collapse_stats(batch, G: int, threshold: float | None) -> dict:
             at = forced.gather(1, (traj.commit_step.clamp(min=1) - 1))  # (N, L): token was a forced commit
             out["guard_fallback_entropy"] = float(traj.commit_entropy[at].mean())
     rows = [tuple(r.tolist()) for r in batch.completion_ids]
-    groups = [rows[i:i + G] for i in range(0, len(rows), G)]
+    groups = [rows[i : i + G] for i in range(0, len(rows), G)]
     out["guard_distinct_frac"] = sum(len(set(g)) / len(g) for g in groups) / max(1, len(groups))
     return out
 
@@ -69,9 +72,13 @@ def gathered(batch, par):
 
     traj = batch.trajectory
     g = lambda x: None if x is None else par.gather(x)  # noqa: E731
-    return SimpleNamespace(completion_ids=g(batch.completion_ids), completion_mask=g(batch.completion_mask),
-                           trajectory=SimpleNamespace(commit_entropy=g(traj.commit_entropy),
-                                                      commit_step=g(traj.commit_step), commit_logp=g(traj.commit_logp)))
+    return SimpleNamespace(
+        completion_ids=g(batch.completion_ids),
+        completion_mask=g(batch.completion_mask),
+        trajectory=SimpleNamespace(
+            commit_entropy=g(traj.commit_entropy), commit_step=g(traj.commit_step), commit_logp=g(traj.commit_logp)
+        ),
+    )
 
 
 class Guard:
@@ -105,8 +112,10 @@ class Guard:
         if not crossed or self.streak < self.cfg.patience:
             return False
         stop = self.cfg.action == "stop"
-        self.message = (f"collapse guard at step {step}: {'; '.join(crossed)} "
-                        f"({self.streak} step{'s' if self.streak > 1 else ''} in a row)")
+        self.message = (
+            f"collapse guard at step {step}: {'; '.join(crossed)} "
+            f"({self.streak} step{'s' if self.streak > 1 else ''} in a row)"
+        )
         if stop or self.streak == self.cfg.patience:  # warn once per streak
             print(f"warning: {self.message}" + ("; stopping with a checkpoint" if stop else ""), file=sys.stderr)
         return stop

@@ -9,16 +9,18 @@ warmup and the data order (RunState), config.json, the metrics log (cut back on 
         stopped = loop.steps(batch_size, step, postfix)   # step(indices) -> its metrics row
         return stopped or loop.finish(summary, fresh=lambda: load_model(cfg.model))
 """
+
 from __future__ import annotations
 
 import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -64,8 +66,18 @@ class Loop:
     bar: Any = None
 
     @classmethod
-    def open(cls, cfg, section: str, out_dir, resume: bool, resumable, par: Parallel, progress: bool = True,
-             sharded: bool = False, frozen: bool = True) -> "Loop":
+    def open(
+        cls,
+        cfg,
+        section: str,
+        out_dir,
+        resume: bool,
+        resumable,
+        par: Parallel,
+        progress: bool = True,
+        sharded: bool = False,
+        frozen: bool = True,
+    ) -> Loop:
         """The run folder (rank 0 makes it; every process must see it), the thread count, a rerun under another
         config refused (nothing relabelled), and rank 0's resume point for every rank. `sharded`: DCP
         checkpoints at any number of processes (RL); else only under the engine (SFT)."""
@@ -99,8 +111,10 @@ class Loop:
             self.run.restore(self.ckpt)
             if self.run.step > s.steps:
                 name, at = f"{self.section}.steps", self.run.step
-                raise CheckpointError(f"{out} is at step {at}, past {name}={s.steps}; set {name} to {at} or more, "
-                                      "or rerun with --fresh to start over")
+                raise CheckpointError(
+                    f"{out} is at step {at}, past {name}={s.steps}; set {name} to {at} or more, "
+                    "or rerun with --fresh to start over"
+                )
             if self.main:
                 truncate_metrics(out / "metrics.jsonl", self.run.step)
             if self.progress and self.main:
@@ -126,8 +140,15 @@ class Loop:
         """A checkpoint of this step: DCP (every rank calls it) or a save_pretrained folder."""
         run, s = self.run, self.settings
         if self.sharded:
-            save_sharded(self.out, self.adapter.model, run.optimizer, run.state_dict(optimizer=False), self.par,
-                         s.save_total_limit, frozen=self.frozen)
+            save_sharded(
+                self.out,
+                self.adapter.model,
+                run.optimizer,
+                run.state_dict(optimizer=False),
+                self.par,
+                s.save_total_limit,
+                frozen=self.frozen,
+            )
         else:
             save_checkpoint(self.out, self.adapter, run.state_dict(), s.save_total_limit)
         self.saved_at = run.step
@@ -137,10 +158,18 @@ class Loop:
         """For the steps and the end of the run: SIGTERM / SIGINT noted (every rank listens: a preempted
         job's signal may reach any of them first), the progress bar, the metrics log and the reporters; on
         leaving, the process group is destroyed."""
-        handlers = {s: signal.signal(s, lambda num, _: self.stop.update(signal=num))
-                    for s in (signal.SIGTERM, signal.SIGINT)} if is_main_thread() else {}
-        self.bar = tqdm(total=self.settings.steps, initial=self.run.step, desc=desc, unit="step",
-                        disable=not self.progress or not self.main)
+        handlers = (
+            {s: signal.signal(s, lambda num, _: self.stop.update(signal=num)) for s in (signal.SIGTERM, signal.SIGINT)}
+            if is_main_thread()
+            else {}
+        )
+        self.bar = tqdm(
+            total=self.settings.steps,
+            initial=self.run.step,
+            desc=desc,
+            unit="step",
+            disable=not self.progress or not self.main,
+        )
         self.log = open(self.out / "metrics.jsonl", "a") if self.main else None
         self.board = open_reporters(report_to, self.out, config or {}) if self.main else None
         try:
@@ -155,8 +184,14 @@ class Loop:
                 signal.signal(s, h)
             self.par.close()  # destroy_process_group: the run's collectives are over
 
-    def steps(self, batch_size: int, step: Callable[[list[int]], dict], postfix: Callable[[dict], dict],
-              halt: Callable[[dict], dict | None] = lambda row: None, done: Callable[[], bool] = lambda: False):
+    def steps(
+        self,
+        batch_size: int,
+        step: Callable[[list[int]], dict],
+        postfix: Callable[[dict], dict],
+        halt: Callable[[dict], dict | None] = lambda row: None,
+        done: Callable[[], bool] = lambda: False,
+    ):
         """`step(indices)` on the next batch until settings.steps (or `done()`, checked before each step);
         each row is logged (progress watchers read metrics.jsonl as it grows). `halt(row)` -> a summary
         stops the run there, checkpointed; so does a stop signal on any rank. Returns that summary, or None
@@ -180,8 +215,11 @@ class Loop:
                 self.save()
             if signalled:
                 if self.main:
-                    print(f"stopped by signal {self.stop['signal'] or 'on another process'} at step {run.step}; "
-                          "checkpoint saved, rerun to resume", file=sys.stderr)
+                    print(
+                        f"stopped by signal {self.stop['signal'] or 'on another process'} at step {run.step}; "
+                        "checkpoint saved, rerun to resume",
+                        file=sys.stderr,
+                    )
                 return {"stopped": True, "step": run.step}
         if self.saved_at != run.step:
             self.save()

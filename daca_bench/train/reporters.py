@@ -10,12 +10,13 @@ only when it is asked for.
 tensorboard writes under OUTPUT/tensorboard; wandb under OUTPUT/wandb (project from
 WANDB_PROJECT, default daca-bench; WANDB_MODE=offline keeps the run on disk for `wandb sync`).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..config import pick
 
@@ -55,8 +56,7 @@ def _wandb(out: Path, config: dict) -> Reporter:
     except ImportError as exc:
         raise _needs("wandb", "wandb") from exc
     out.mkdir(parents=True, exist_ok=True)
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", "daca-bench"), name=out.name, dir=str(out),
-                     config=config)
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", "daca-bench"), name=out.name, dir=str(out), config=config)
     return Reporter(lambda metrics, step: run.log(scalars(metrics), step=step), run.finish)
 
 

@@ -18,6 +18,7 @@ same key that splits train from test, so these are unseen instances), and
 `sft.target_accuracy=0.15` stops at the first evaluation that reaches it: an SFT start that
 leaves RL room to improve.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,14 +45,23 @@ def encode_completions(adapter: ModelAdapter, targets: list[str], length: int) -
     out = torch.full((len(targets), length), adapter.eos_token_id, dtype=torch.long)
     for i, ids in enumerate(adapter.encode(targets)):
         if len(ids) >= length:
-            raise ConfigError(f"gold completion {targets[i]!r} has {len(ids)} tokens; sampler.gen_length={length} "
-                             "leaves no room for EOS: raise sampler.gen_length")
+            raise ConfigError(
+                f"gold completion {targets[i]!r} has {len(ids)} tokens; sampler.gen_length={length} "
+                "leaves no room for EOS: raise sampler.gen_length"
+            )
         out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return out
 
 
-def sft_loss(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, gen: torch.Generator, eps: float,
-             rows: slice = slice(None)):
+def sft_loss(
+    adapter: ModelAdapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    gen: torch.Generator,
+    eps: float,
+    rows: slice = slice(None),
+):
     """LLaDA SFT loss on a batch: (B, P) prompts, (B, L) completions -> scalar and token count. The
     noise is drawn for the whole batch; `rows` (a process's share under torchrun) is then scored."""
     B, L = completion.shape
@@ -64,7 +74,7 @@ def sft_loss(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, gen: to
     ids = torch.cat([prompt_ids, noisy], dim=1).to(device)
     attn = torch.cat([prompt_mask, torch.ones_like(completion)], dim=1).to(device)
     # a block model reads each block's clean earlier blocks from a second stream (SDAR's objective, archs/block.py)
-    logits = adapter.logits(ids, attn, clean=completion.to(device))[:, prompt_ids.shape[1]:].float()  # (B, L, V)
+    logits = adapter.logits(ids, attn, clean=completion.to(device))[:, prompt_ids.shape[1] :].float()  # (B, L, V)
     ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), completion.to(device), reduction="none")  # (B, L)
     weighted = ce * masked.to(device) / t[:, None].to(device)
     return weighted.sum() / (B * L), int(ids.numel())
@@ -103,8 +113,10 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         p_ids, p_mask = _trim_left(prompts[idx], prompt_mask[idx])
         loss, n_tok = sft_loss(adapter, p_ids, p_mask, completions[idx], gen, s.eps, mine)
         if par.any(not torch.isfinite(loss)):  # every rank stops, not only the one that saw it
-            raise FloatingPointError(f"SFT loss is {loss.item()} at step {run.step}; lower sft.lr (now {s.lr}). "
-                                     "The last checkpoint is left untouched.")
+            raise FloatingPointError(
+                f"SFT loss is {loss.item()} at step {run.step}; lower sft.lr (now {s.lr}). "
+                "The last checkpoint is left untouched."
+            )
         run.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), s.grad_clip)
@@ -133,12 +145,20 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
         seconds = time.perf_counter() - t0
         test = get_task(s.task, split="test", n=s.n_eval, seed=s.seed, protocol=s.protocol)
         result = evaluate(adapter, test, cfg.sampler, n=s.n_eval, par=par)
-        summary = {"task": s.task, "steps": run.step, "accuracy": result["accuracy"], **mean_reward_beside(result),
-                   "n_eval": result["n"],
-                   "statuses": result["statuses"], "dev_accuracy": run.extra.get("dev_accuracy"),
-                   "stopped_early": bool(run.extra.get("stopped_early")), "train_seconds": round(seconds, 2),
-                   "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else math.nan,
-                   "resumed_from_step": loop.start_step, **({"world_size": par.world} if par.world > 1 else {})}
+        summary = {
+            "task": s.task,
+            "steps": run.step,
+            "accuracy": result["accuracy"],
+            **mean_reward_beside(result),
+            "n_eval": result["n"],
+            "statuses": result["statuses"],
+            "dev_accuracy": run.extra.get("dev_accuracy"),
+            "stopped_early": bool(run.extra.get("stopped_early")),
+            "train_seconds": round(seconds, 2),
+            "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else math.nan,
+            "resumed_from_step": loop.start_step,
+            **({"world_size": par.world} if par.world > 1 else {}),
+        }
         return loop.finish(summary, fresh=lambda: load_model(cfg.model))
 
 
@@ -147,8 +167,10 @@ def _split_dev(samples: list, n_dev: int, task: str) -> tuple[list, list]:
     if n_dev <= 0:
         return samples, []
     if n_dev >= len(samples) // 2:
-        raise ConfigError(f"sft.n_dev={n_dev} would take half or more of the {len(samples)} {task} train samples; "
-                         "lower sft.n_dev or raise sft.n_train")
+        raise ConfigError(
+            f"sft.n_dev={n_dev} would take half or more of the {len(samples)} {task} train samples; "
+            "lower sft.n_dev or raise sft.n_train"
+        )
     return samples[:-n_dev], samples[-n_dev:]
 
 

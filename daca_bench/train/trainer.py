@@ -9,6 +9,7 @@ Under `torchrun --nproc_per_node N` every process takes B/N of the prompts on Py
 (engine/parallel.py: `train.parallel`), with token counts, metrics and evaluation over all processes,
 so one process, N processes and `train.grad_accum=N` give the same update (docs/trainer.md).
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,14 +30,15 @@ from ..engine.memory import enable_gradient_checkpointing, out_of_memory, sml_ch
 from ..engine.parallel import Parallel, rank_and_world
 from ..engine.policy import disable_dropout, load_initial, load_policy
 from ..engine.runtime import PRECISIONS, autocast, git_describe, precision_record, versions
+from ..eval.evaluate import eval_task, evaluate, mean_reward_beside, score, write_eval_records
+from ..eval.prompts import task_prompts
 from ..jsonl import column_means
 from ..loaders import data_files_given
 from ..models import DTYPES, default_device, require_available
 from ..registry import task_record
-from ..rl.bases import check as check_base, estimator_for, fresh_masks, ratio_free
+from ..rl.bases import check as check_base
+from ..rl.bases import estimator_for, fresh_masks, ratio_free
 from ..rl.credit import dps_weights, weight_stats
-from ..eval.evaluate import eval_task, evaluate, mean_reward_beside, score, write_eval_records
-from ..eval.prompts import task_prompts
 from ..rl.ledger import PHASES, Ledger, run_ledger
 from ..rl.likelihood import sml_logprobs
 from ..rl.losses import ADVANTAGES, AGGREGATIONS, LOSSES
@@ -107,17 +109,26 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     trainable = [p for p in adapter.model.parameters() if p.requires_grad]
     run = loop.optimiser(adapter, trainable, len(samples), betas=(t.adam_beta1, t.adam_beta2))
     given = data_files_given()  # --data-file: the local files a hub task was read from
-    loop.write_config({**to_dict(cfg), "git": git_describe(), "versions": versions(), "world_size": world,
-                       "parallel_used": par.mode, **precision_record(device, t.precision),
-                       **({"data_files": given} if given else {})})
+    loop.write_config(
+        {
+            **to_dict(cfg),
+            "git": git_describe(),
+            "versions": versions(),
+            "world_size": world,
+            "parallel_used": par.mode,
+            **precision_record(device, t.precision),
+            **({"data_files": given} if given else {}),
+        }
+    )
     guard = Guard(cfg.guard)  # collapse guards (train/guards.py)
 
     def step(idx: list[int]) -> dict:
         per_rank = t.prompts_per_step // world
-        my = idx[rank * per_rank:(rank + 1) * per_rank]
+        my = idx[rank * per_rank : (rank + 1) * per_rank]
         try:
-            metrics = train_step(adapter, reference, cfg, [samples[i] for i in my], train_task, run.step,
-                                 run.optimizer, counter, par)
+            metrics = train_step(
+                adapter, reference, cfg, [samples[i] for i in my], train_task, run.step, run.optimizer, counter, par
+            )
         except torch.OutOfMemoryError as exc:
             raise out_of_memory(run.step, exc) from None
         metrics.update(loop.advance())
@@ -125,8 +136,12 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             before = counter.snapshot()
             with counter("eval"):  # its per-prompt records too: a budget's arm (eval-stepN.jsonl, issue 48)
                 mid = evaluate(adapter, test_task, cfg.eval, n=t.n_eval, par=par)
-            metrics.update(counter.booked(before, ("eval",), par), eval_prompts=t.n_eval, test_accuracy=mid["accuracy"],
-                           **mean_reward_beside(mid, "test_mean_reward"))
+            metrics.update(
+                counter.booked(before, ("eval",), par),
+                eval_prompts=t.n_eval,
+                test_accuracy=mid["accuracy"],
+                **mean_reward_beside(mid, "test_mean_reward"),
+            )
             if rank == 0:
                 write_eval_records(out / f"eval-step{run.step}.jsonl", mid)
         return metrics
@@ -136,8 +151,12 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         return {"stopped": True, "step": run.step, "guard": guard.message} if tripped else None
 
     with loop.running(f"train {cfg.loss.base} {t.task}", t.report_to, to_dict(cfg)):
-        stopped = loop.steps(t.prompts_per_step, step, halt=halt, postfix=lambda m: {
-            "reward": f"{m['reward_mean']:.3f}", "loss": f"{m['loss']:.4f}"})
+        stopped = loop.steps(
+            t.prompts_per_step,
+            step,
+            halt=halt,
+            postfix=lambda m: {"reward": f"{m['reward_mean']:.3f}", "loss": f"{m['loss']:.4f}"},
+        )
         if stopped:
             return stopped
         before = counter.snapshot()
@@ -146,20 +165,31 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
         final_eval = counter.booked(before, ("eval",), par)
         if rank == 0:
             write_eval_records(out / "eval.jsonl", result)
-        summary = {"task": t.task, "base": cfg.loss.base, "dps": cfg.dps.enabled, "dps_score": cfg.dps.score,
-                   "sml_k": cfg.sml.k, "sml_partition": cfg.sml.partition,
-                   "steps": run.step, "test_accuracy": result["accuracy"], "n_eval": result["n"],
-                   **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
-                   **mean_reward_beside(result, "test_mean_reward"),
-                   **mean_reward_beside(result, "test_mean_reward"),
-                   "eval_split": t.eval_split, **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
-                   "statuses": result["statuses"], "task_record": task_record(t.task, test_task.samples[:result["n"]]),
-                   **({"ledger": run_ledger(out / "metrics.jsonl", final_eval, result["n"])} if rank == 0 else {})}
+        summary = {
+            "task": t.task,
+            "base": cfg.loss.base,
+            "dps": cfg.dps.enabled,
+            "dps_score": cfg.dps.score,
+            "sml_k": cfg.sml.k,
+            "sml_partition": cfg.sml.partition,
+            "steps": run.step,
+            "test_accuracy": result["accuracy"],
+            "n_eval": result["n"],
+            **({"test_accuracy_d1": result["accuracy_d1"]} if "accuracy_d1" in result else {}),
+            **mean_reward_beside(result, "test_mean_reward"),
+            **mean_reward_beside(result, "test_mean_reward"),
+            "eval_split": t.eval_split,
+            **(regime_means(out / "metrics.jsonl") if rank == 0 else {}),
+            "statuses": result["statuses"],
+            "task_record": task_record(t.task, test_task.samples[: result["n"]]),
+            **({"ledger": run_ledger(out / "metrics.jsonl", final_eval, result["n"])} if rank == 0 else {}),
+        }
         with par.rollout(adapter.model):  # collective-free: rank 0 alone samples the examples
             if rank == 0:
                 write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
-        return loop.finish(summary, fresh=lambda: load_policy(cfg, None),
-                           export=lambda model, live: final_model(model, cfg, live))
+        return loop.finish(
+            summary, fresh=lambda: load_policy(cfg, None), export=lambda model, live: final_model(model, cfg, live)
+        )
 
 
 def final_model(model, cfg: RLConfig, live: bool):
@@ -184,9 +214,17 @@ def write_dps_examples(adapter, cfg: RLConfig, prompts, task, path: Path) -> Non
     for i, s in enumerate(prompts):
         n = int(batch.completion_mask[i].sum())
         ids = batch.completion_ids[i, :n].tolist()
-        rows.append({"prompt": s.prompt, "completion": batch.texts[i], "reward": task.verify(s, batch.texts[i]).as_json_value(),
-                     "tokens": [adapter.decode_token(t) for t in ids], "weights": w[i, :n].tolist(),
-                     "commit_step": batch.trajectory.commit_step[i, :n].tolist(), "score": dps.score})
+        rows.append(
+            {
+                "prompt": s.prompt,
+                "completion": batch.texts[i],
+                "reward": task.verify(s, batch.texts[i]).as_json_value(),
+                "tokens": [adapter.decode_token(t) for t in ids],
+                "weights": w[i, :n].tolist(),
+                "commit_step": batch.trajectory.commit_step[i, :n].tolist(),
+                "score": dps.score,
+            }
+        )
     path.write_text(json.dumps(rows, indent=2) + "\n")
 
 
@@ -213,8 +251,9 @@ def training_task(cfg: RLConfig):
     except (TypeError, ValueError) as exc:
         if not shaping:
             raise
-        raise ConfigError(f"train.reward={t.reward}: task {t.task!r} has no such reward ({exc}); "
-                          "use train.reward=exact") from None
+        raise ConfigError(
+            f"train.reward={t.reward}: task {t.task!r} has no such reward ({exc}); use train.reward=exact"
+        ) from None
 
 
 def _chat_task(adapter, task, chat: bool = True, max_tokens: int = 0):
@@ -222,8 +261,9 @@ def _chat_task(adapter, task, chat: bool = True, max_tokens: int = 0):
     return replace(task, samples=[replace(s, prompt=p) for s, p in zip(task.samples, wrapped)])
 
 
-def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter,
-               par: Parallel | None = None) -> dict:
+def train_step(
+    adapter, reference, cfg: RLConfig, prompts, task, step: int, opt, counter, par: Parallel | None = None
+) -> dict:
     """One rollout batch and its mu inner updates; returns the step's metrics, over every process's rows."""
     par = par or Parallel("none")
     t, G = cfg.train, cfg.train.num_generations
@@ -236,7 +276,9 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     seq_ids = [(step, first_prompt + i // G, i % G) for i in range(len(rows))]
     adapter.model.eval()
     with counter("rollout"), autocast(adapter.device, t.precision), par.rollout(adapter.model):
-        batch = sample(adapter, [s.prompt for s in rows], cfg.rollout, seed=[_seed(t.seed, "rollout", *k) for k in seq_ids])
+        batch = sample(
+            adapter, [s.prompt for s in rows], cfg.rollout, seed=[_seed(t.seed, "rollout", *k) for k in seq_ids]
+        )
     timer["rollout"] = time.perf_counter() - tick
     # 2. verify (an infrastructure failure is NaN and stays out of the group statistics)
     tick = time.perf_counter()
@@ -254,9 +296,18 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     # 5. old and reference log-probs, one mask draw per inner iteration
     tick = time.perf_counter()
     chunk = par.agree_min(sml_chunk(adapter, cfg, batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]))
-    est = dict(k=cfg.sml.k, partition=cfg.sml.partition, seq_ids=seq_ids, seed=t.seed,
-               p_mask_prompt=cfg.sml.p_mask_prompt, commit_step=batch.trajectory.commit_step, chunk=chunk,
-               logit_chunk=cfg.sml.logit_chunk, valid=batch.completion_mask, par=par)  # par: the same passes per rank
+    est = dict(
+        k=cfg.sml.k,
+        partition=cfg.sml.partition,
+        seq_ids=seq_ids,
+        seed=t.seed,
+        p_mask_prompt=cfg.sml.p_mask_prompt,
+        commit_step=batch.trajectory.commit_step,
+        chunk=chunk,
+        logit_chunk=cfg.sml.logit_chunk,
+        valid=batch.completion_mask,
+        par=par,
+    )  # par: the same passes per rank
     lik = estimator_for(cfg) or sml_logprobs  # the base's own likelihood (rl/bases/), or SML
     if cfg.sml.partition in CAUSAL or cfg.loss.base == "map":  # causal K: clamped alike on every rank and micro-batch
         block = getattr(adapter, "block_size", 0) if lik is sml_logprobs else 0
@@ -269,8 +320,12 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
     with torch.no_grad(), counter("likelihood_old"), autocast(adapter.device, t.precision, grad=True):
         # draw 0 needs none: inner 0's own pass, detached, is its old policy (same weights, masks, mode and precision)
         # a ratio-free base (wd1, spg) never reads the old policy: no old passes
-        old = [None] * draws if ratio_free(cfg) else [None] + [lik(adapter, *args, inner=i, **est) for i in range(1, draws)]
-        with (reference.model.disable_adapter() if reference is adapter else nullcontext()):
+        old = (
+            [None] * draws
+            if ratio_free(cfg)
+            else [None] + [lik(adapter, *args, inner=i, **est) for i in range(1, draws)]
+        )
+        with reference.model.disable_adapter() if reference is adapter else nullcontext():
             ref = [lik(reference, *args, inner=i, **est) for i in range(draws)] if reference is not None else None
     timer["likelihood_old"] = time.perf_counter() - tick
     # 6. mu inner updates; token means over the whole step's tokens (every rank, every micro-batch)
@@ -301,19 +356,27 @@ def train_step(adapter, reference, cfg: RLConfig, prompts, task, step: int, opt,
             with nullcontext() if exact_norms else row_norms(*(x[rows_at] * scale for x in norms)):
                 loss, st = loss_fn(logp, old_i, ref_i, adv[sl], valid[sl], weights[sl], cfg.loss)
             if par.any(not torch.isfinite(loss)):  # every rank stops, not only the one that saw it
-                raise FloatingPointError(f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
-                                         "checkpoint is overwritten. Lower train.lr or check the rewards.")
+                raise FloatingPointError(
+                    f"loss is {loss.item()} at step {step} (inner {i}); stopping before the "
+                    "checkpoint is overwritten. Lower train.lr or check the rewards."
+                )
             with par.micro(adapter.model, last=m == len(micro) - 1), counter("likelihood"), counter.backward():
                 (loss * (sl.stop - sl.start) / len(rows)).backward()
             sums.update({k: v * (sl.stop - sl.start) for k, v in {"loss": loss.item(), **st}.items()})
         gnorm = float(_full(torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.grad_clip)))
         if not math.isfinite(gnorm):
-            raise FloatingPointError(f"gradient norm is {gnorm} at step {step}; stopping with the last checkpoint intact")
+            raise FloatingPointError(
+                f"gradient norm is {gnorm} at step {step}; stopping with the last checkpoint intact"
+            )
         opt.step()
     timer["update"] = time.perf_counter() - tick
-    return {**step_metrics(par, all_r, scored, sums, n_all * t.mu, gnorm, weights, valid, batch, cfg, timer),
-            **counter.booked(before, PHASES, par), "prompts": len(prompts) * par.world, "completions": n_all,
-            "reward_calls": n_all}
+    return {
+        **step_metrics(par, all_r, scored, sums, n_all * t.mu, gnorm, weights, valid, batch, cfg, timer),
+        **counter.booked(before, PHASES, par),
+        "prompts": len(prompts) * par.world,
+        "completions": n_all,
+        "reward_calls": n_all,
+    }
 
 
 def _full(x):
@@ -321,8 +384,9 @@ def _full(x):
     return x.full_tensor() if hasattr(x, "full_tensor") else x
 
 
-def step_metrics(par: Parallel, all_r, scored, sums: Counter, n_rows: int, gnorm: float, weights, valid, batch, cfg,
-                 timer) -> dict:
+def step_metrics(
+    par: Parallel, all_r, scored, sums: Counter, n_rows: int, gnorm: float, weights, valid, batch, cfg, timer
+) -> dict:
     """The step's logged numbers over every process's rows (the same as one process running them all);
     seconds_* and tokens_per_s are this process's."""
     G = cfg.train.num_generations
@@ -335,21 +399,30 @@ def step_metrics(par: Parallel, all_r, scored, sums: Counter, n_rows: int, gnorm
     means = dict(zip(keys, (par.all_sum(torch.tensor([sums[k] for k in keys], dtype=torch.float64)) / n_rows).tolist()))
     w_all, v_all = par.gather(weights), par.gather(valid)
     tokens = int(valid.sum())
-    metrics = {"reward_mean": finite.mean().item() if finite.numel() else math.nan,
-               "exact_mean": (counts[0] / counts[1]).item() if counts[1] else math.nan,
-               "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
-               "zero_std_groups": zero_std, "infra_failures": int((~torch.isfinite(rewards)).sum()),
-               **means, "grad_norm": gnorm,
-               **weight_stats(w_all, v_all), "completion_length": v_all.float().sum(1).mean().item(),
-               **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
-               "tokens_per_s": tokens / max(1e-9, sum(timer.values()))}
+    metrics = {
+        "reward_mean": finite.mean().item() if finite.numel() else math.nan,
+        "exact_mean": (counts[0] / counts[1]).item() if counts[1] else math.nan,
+        "reward_std": finite.std().item() if finite.numel() > 1 else 0.0,
+        "zero_std_groups": zero_std,
+        "infra_failures": int((~torch.isfinite(rewards)).sum()),
+        **means,
+        "grad_norm": gnorm,
+        **weight_stats(w_all, v_all),
+        "completion_length": v_all.float().sum(1).mean().item(),
+        **{f"seconds_{k}": round(v, 4) for k, v in timer.items()},
+        "tokens_per_s": tokens / max(1e-9, sum(timer.values())),
+    }
     metrics.update(collapse_stats(gathered(batch, par), G, cfg.rollout.threshold))  # guard columns, from the record
     return {**metrics, **{trl: metrics[ours] for trl, ours in TRL_METRICS.items()}}
 
 
 # TRL's GRPOTrainer names for the same numbers, logged beside ours (README: "Names people know")
-TRL_METRICS = {"reward": "reward_mean", "frac_reward_zero_std": "zero_std_groups",
-               "completions/mean_length": "completion_length", "clip_ratio/region_mean": "clip_frac"}
+TRL_METRICS = {
+    "reward": "reward_mean",
+    "frac_reward_zero_std": "zero_std_groups",
+    "completions/mean_length": "completion_length",
+    "clip_ratio/region_mean": "clip_frac",
+}
 
 
 def same_masks(cfg: RLConfig) -> bool:

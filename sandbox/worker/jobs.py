@@ -2,6 +2,7 @@
 clock and the output cap, kills every other process after each job, wipes the scratch folder,
 and turns what it saw into a status (never trusting a program's word for a pass).
 """
+
 import ctypes
 import json
 import marshal
@@ -12,8 +13,7 @@ import socket
 import struct
 import time
 
-from .plumbing import (PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PTRACE_CONT, PTRACE_SEIZE, _libc,
-                       write_all)
+from .plumbing import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PTRACE_CONT, PTRACE_SEIZE, _libc, write_all
 from .program import zygote
 from .runner import TestRunner
 
@@ -52,16 +52,28 @@ class Worker:
     def __init__(self, mode, scratch, drop_uid=None, mem_mb=512, fsize_mb=16):
         self.oom_seen = 0
         self.mode, self.scratch, self.me = mode, scratch, os.getpid()
-        self.lim = dict(timeout=1, mem_mb=mem_mb, fsize_mb=fsize_mb, scratch=scratch, drop_uid=drop_uid,
-                        nproc=64 if mode == "local" and drop_uid is not None else None)
+        self.lim = dict(
+            timeout=1,
+            mem_mb=mem_mb,
+            fsize_mb=fsize_mb,
+            scratch=scratch,
+            drop_uid=drop_uid,
+            nproc=64 if mode == "local" and drop_uid is not None else None,
+        )
         _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if mode == "container" and self.me != 1:
             # docker-init (PID 1) runs as our uid and is dumpable: be its tracer, so that no
             # program can ptrace it and live on in it between jobs (a process has one tracer)
             self.traces_init = _libc.ptrace(PTRACE_SEIZE, 1, None, None) == 0
-        self.oom_file = next((p for p in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
-                              if mode == "container" and os.access(p, os.R_OK)), None)
+        self.oom_file = next(
+            (
+                p
+                for p in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+                if mode == "container" and os.access(p, os.R_OK)
+            ),
+            None,
+        )
         self.wipe()
         self.oom_seen = self.oom_kills()
         self.zsock, self.zpid = self.spawn(lambda sock: zygote(sock, dict(self.lim)))
@@ -104,7 +116,7 @@ class Worker:
                     stat = f.read()
             except OSError:
                 continue
-            fields = stat[stat.rfind(b")") + 2:].split()
+            fields = stat[stat.rfind(b")") + 2 :].split()
             if fields[0] not in (b"Z", b"X"):
                 procs[pid] = int(fields[1])
         if self.mode == "local" and self.me != 1:
@@ -191,15 +203,24 @@ class Worker:
         self.start(job, code, test)
         job.seconds = self.watch(job) - job.t0
         self.finish(job)
-        status, rc, note = self.verdict(job.event, job.z_ok, test, job.verdict, job.nonce, job.arep, job.astatus,
-                                        job.oom0)
+        status, rc, note = self.verdict(
+            job.event, job.z_ok, test, job.verdict, job.nonce, job.arep, job.astatus, job.oom0
+        )
         if test and not job.verdict and status == "failed" and job.z_ok:
             note = "the test runner was killed during the test; counted as failed"
         out, err = (bytes(job.outs[fd]) for fd in (job.out_r, job.err_r))
         err += b"\nsandbox: " + note.encode() if note else b""
-        return dict(status=status, returncode=rc, seconds=round(job.seconds, 6), output_bytes=job.total,
-                    stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-                    procs=job.procs, clean=job.clean, restart=not job.z_ok or job.event in ("runner_dead", "spawn_failed") or not job.wiped)
+        return dict(
+            status=status,
+            returncode=rc,
+            seconds=round(job.seconds, 6),
+            output_bytes=job.total,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            procs=job.procs,
+            clean=job.clean,
+            restart=not job.z_ok or job.event in ("runner_dead", "spawn_failed") or not job.wiped,
+        )
 
     def start(self, job, code, test):
         """Hand A's descriptors to Z (A reads the code), then B's to B (B reads the test)."""
@@ -220,8 +241,9 @@ class Worker:
         if test and job.z_ok:
             test_r, test_w = os.pipe()
             try:
-                socket.send_fds(self.bsock, [json.dumps({"nonce": job.nonce}).encode()],
-                                [req_w, resp_r, out_w, err_w, test_r])
+                socket.send_fds(
+                    self.bsock, [json.dumps({"nonce": job.nonce}).encode()], [req_w, resp_r, out_w, err_w, test_r]
+                )
                 os.close(test_r)
                 write_all(test_w, test)
             except OSError:
@@ -344,4 +366,3 @@ class Job:
         self.nonce = os.urandom(16).hex()  # drawn after Z forked its A: no program holds it
         self.z_ok = self.b_ok = self.wiped = True
         self.event, self.verdict, self.arep, self.astatus, self.apid, self.total = None, "", b"", None, -1, 0
-

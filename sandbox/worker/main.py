@@ -2,6 +2,7 @@
 any key exists), read the client's HMAC key, announce "ready", then answer authenticated
 requests one job at a time until the client hangs up or a job asks for a fresh worker.
 """
+
 import base64
 import hashlib
 import hmac
@@ -16,8 +17,25 @@ import traceback
 from .jobs import Worker
 from .plumbing import send_frame
 
-PRELOAD = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "random",
-           "typing", "hashlib", "fractions", "decimal", "statistics", "copy", "operator", "json")
+PRELOAD = (
+    "math",
+    "re",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "string",
+    "random",
+    "typing",
+    "hashlib",
+    "fractions",
+    "decimal",
+    "statistics",
+    "copy",
+    "operator",
+    "json",
+)
 
 
 class LineReader:
@@ -71,17 +89,39 @@ def main():
     drop = int(args["--drop-uid"]) if "--drop-uid" in args else None
     for name in PRELOAD:
         importlib.import_module(name)
-    w = Worker(mode, scratch, drop, int(args.get("--mem-mb", 512)), int(args.get("--fsize-mb", 16)))  # Z and B exist before the key is read: neither ever holds it
+    w = Worker(
+        mode, scratch, drop, int(args.get("--mem-mb", 512)), int(args.get("--fsize-mb", 16))
+    )  # Z and B exist before the key is read: neither ever holds it
     chan = Channel(LineReader(0))
     isolated = mode == "container" or os.getpid() == 1  # an own PID namespace: nothing else to hit
-    chan.reply(dict(ready=True, baseline=len(w.alive()), pid=w.me, python=sys.version.split()[0],
-                    mode=mode, isolated=isolated, traces_init=getattr(w, "traces_init", False)))
+    chan.reply(
+        dict(
+            ready=True,
+            baseline=len(w.alive()),
+            pid=w.me,
+            python=sys.version.split()[0],
+            mode=mode,
+            isolated=isolated,
+            traces_init=getattr(w, "traces_init", False),
+        )
+    )
     while True:
         try:
             job = chan.receive()
         except (PermissionError, ValueError) as e:
-            chan.reply(dict(status="sandbox_error", returncode=None, seconds=0.0, stdout="", output_bytes=0,
-                            stderr=f"sandbox worker: {e}", procs=-1, clean=False, restart=True))
+            chan.reply(
+                dict(
+                    status="sandbox_error",
+                    returncode=None,
+                    seconds=0.0,
+                    stdout="",
+                    output_bytes=0,
+                    stderr=f"sandbox worker: {e}",
+                    procs=-1,
+                    clean=False,
+                    restart=True,
+                )
+            )
             break
         if job is None:
             break
@@ -89,12 +129,25 @@ def main():
         try:
             reply = w.run_job(h, code, test)
         except Exception:  # the harness itself broke: say so, never a score
-            reply = dict(status="sandbox_error", returncode=None, seconds=0.0, stdout="", output_bytes=0,
-                         stderr="sandbox worker error:\n" + traceback.format_exc(), procs=-1, clean=False, restart=True)
+            reply = dict(
+                status="sandbox_error",
+                returncode=None,
+                seconds=0.0,
+                stdout="",
+                output_bytes=0,
+                stderr="sandbox worker error:\n" + traceback.format_exc(),
+                procs=-1,
+                clean=False,
+                restart=True,
+            )
         if chan.tampered():
-            reply.update(status="failed", returncode=None, restart=True,
-                         stderr=reply["stderr"] + "\nsandbox: the program wrote into the worker's control stream; "
-                         "counted as failed")
+            reply.update(
+                status="failed",
+                returncode=None,
+                restart=True,
+                stderr=reply["stderr"] + "\nsandbox: the program wrote into the worker's control stream; "
+                "counted as failed",
+            )
         chan.reply(dict(reply, id=h.get("id")))
         if reply["restart"]:
             break

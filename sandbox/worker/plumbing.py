@@ -2,6 +2,7 @@
 descriptor layouts, and the confinement (rlimits, uid, stdio, environment) a forked process
 applies to itself before it touches any job.
 """
+
 import ctypes
 import fcntl
 import os
@@ -21,7 +22,7 @@ MAX_FRAME = 64 << 20
 def write_all(fd, data):
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def read_exact(fd, n):
@@ -87,7 +88,7 @@ def confine(lim, program):
     for fd in (0, 1, 2):  # the protocol stream is W's alone
         os.dup2(null, fd)
     os.close(null)
-    sys.stdin = open(0, "r", closefd=False)
+    sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", closefd=False, buffering=1 << 16)
     sys.stderr = open(2, "w", closefd=False, buffering=1)
     os.environ.clear()
@@ -98,8 +99,12 @@ def confine(lim, program):
 def set_limits(lim, program):
     """Once per Z and per B; hard == soft, so no program can raise them again (A adds RLIMIT_CPU)."""
     mb = 1 << 20
-    wanted = {resource.RLIMIT_AS: lim["mem_mb"] * mb, resource.RLIMIT_FSIZE: lim["fsize_mb"] * mb,
-              resource.RLIMIT_CORE: 0, resource.RLIMIT_MSGQUEUE: 0}
+    wanted = {
+        resource.RLIMIT_AS: lim["mem_mb"] * mb,
+        resource.RLIMIT_FSIZE: lim["fsize_mb"] * mb,
+        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_MSGQUEUE: 0,
+    }
     if program and lim.get("nproc"):  # local backend: no pids cgroup there
         wanted[resource.RLIMIT_NPROC] = lim["nproc"]
     for res, value in wanted.items():
@@ -115,4 +120,3 @@ def flush_stdio():
             s.flush()
         except BaseException:
             pass
-

@@ -2,6 +2,7 @@
 one per job; A runs the program's code and then serves the test runner's calls to its functions,
 answering only with plain values (values.py).
 """
+
 import gc
 import json
 import linecache
@@ -98,7 +99,6 @@ def serve(ns, req, resp, src):
         send_frame(resp, out.encode("utf-8", "surrogatepass"))
 
 
-
 # ---------------------------------------------------------------- Z: the zygote
 def zygote(sock, lim):
     """Fork A for each job; report A's pid ("P"), and its exit status ("X") whenever A ends
@@ -134,5 +134,3 @@ def zygote(sock, lim):
                 dying[os.pidfd_open(pid)] = pid
             except OSError:  # no pidfds: wait in line
                 sock.send(struct.pack(">cii", b"X", pid, os.waitpid(pid, 0)[1]))
-
-

@@ -2,6 +2,7 @@
 proxies for the program's functions and, only when the test code returned, sends W "PASS" and
 the job's nonce over a socket no program process holds.
 """
+
 import builtins
 import importlib
 import json
@@ -16,8 +17,23 @@ import traceback
 from .plumbing import confine, flush_stdio, install_fds, read_to_eof, recv_frame, send_frame
 from .values import _enc, decode
 
-NO_IMPORT = {"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter", "turtle", "turtledemo",
-             "webbrowser", "pydoc", "site", "code", "pdb", "ensurepip", "venv"}  # side effects on import
+NO_IMPORT = {
+    "antigravity",
+    "this",
+    "__hello__",
+    "__phello__",
+    "idlelib",
+    "tkinter",
+    "turtle",
+    "turtledemo",
+    "webbrowser",
+    "pydoc",
+    "site",
+    "code",
+    "pdb",
+    "ensurepip",
+    "venv",
+}  # side effects on import
 
 
 class SandboxBroken(BaseException):
@@ -75,7 +91,7 @@ class TestRunner:
 
     def namespace(self, exports, req, resp):
         ns = {"__name__": "__main__", "__builtins__": builtins}
-        for name, entry in (exports.items() if type(exports) is dict else ()):
+        for name, entry in exports.items() if type(exports) is dict else ():
             # never let the program shadow a builtin or a dunder name in the test's globals
             if not name.isidentifier() or name.startswith("__") or hasattr(builtins, name):
                 continue
@@ -85,8 +101,14 @@ class TestRunner:
             try:
                 if kind == "call":
                     ns[name] = self.proxy(name, req, resp)
-                elif kind == "module" and type(payload) is str and (payload in sys.modules or (
-                        payload.split(".")[0] in sys.stdlib_module_names and payload.split(".")[0] not in NO_IMPORT)):
+                elif (
+                    kind == "module"
+                    and type(payload) is str
+                    and (
+                        payload in sys.modules
+                        or (payload.split(".")[0] in sys.stdlib_module_names and payload.split(".")[0] not in NO_IMPORT)
+                    )
+                ):
                     ns[name] = importlib.import_module(payload)
                 elif kind == "value" and type(payload) is str:
                     ns[name] = decode(payload)
@@ -120,13 +142,14 @@ class TestRunner:
                 return value
             if answer[:1] == b"E" and type(value) is list and len(value) == 2 and all(type(x) is str for x in value):
                 cls = getattr(builtins, value[0], None)
-                if (isinstance(cls, type) and issubclass(cls, Exception)
-                        and not issubclass(cls, (StopIteration, StopAsyncIteration))):
+                if (
+                    isinstance(cls, type)
+                    and issubclass(cls, Exception)
+                    and not issubclass(cls, (StopIteration, StopAsyncIteration))
+                ):
                     raise cls(value[1])
                 raise ProgramError(f"{value[0]}: {value[1]}")
             self.broke(f"malformed answer from the program during {name}()")
 
         call.__name__ = call.__qualname__ = name
         return call
-
-

@@ -2,6 +2,7 @@
 encode() refuses anything that is not a builtin value; decode() rebuilds exact builtin types with
 json's parser, so no object of a program's class ever reaches the trusted test.
 """
+
 import json
 
 
@@ -49,4 +50,3 @@ def _dec_hook(obj):
 def decode(text):
     """The only way data from a program reaches the test: json's parser plus exact builtin types."""
     return json.loads(text, object_hook=_dec_hook)
-

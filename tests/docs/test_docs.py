@@ -1,6 +1,7 @@
 """The documentation stays true to the repository: no references to files a user does not
 have, no broken relative links or anchors, every DPS / SML knob documented in docs/method.md,
 and every function the docs cite importable under the name they cite."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,6 +17,7 @@ import pytest
 from daca_bench.config import DPSConfig, SMLConfig
 
 from repo_paths import ROOT
+
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 METHOD = ROOT / "docs" / "method.md"
@@ -95,14 +97,19 @@ def test_module_paths_exist(page):
     assert not missing, f"{page.name} names modules that do not exist: {missing}"
 
 
-@pytest.mark.parametrize("page", [*PAGES, ROOT / "BENCHMARKS.md", ROOT / "tasks" / "README.md"],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "page", [*PAGES, ROOT / "BENCHMARKS.md", ROOT / "tasks" / "README.md"], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_test_benchmark_and_script_paths_exist(page):
     """A moved test or benchmark leaves no page naming its old path (a user's own files are under my_*)."""
     text = page.read_text(encoding="utf-8")
-    missing = [p for p in REPO_PATH.findall(text) if not (ROOT / p).exists() and "sort4" not in p and "reverse" not in p]
+    missing = [
+        p for p in REPO_PATH.findall(text) if not (ROOT / p).exists() and "sort4" not in p and "reverse" not in p
+    ]
     assert not missing, f"{page.name} names files that do not exist: {missing}"
-    assert REPO_PATH.findall("see tests/unit/rl/test_cache.py and my_tests/test_task_x.py") == ["tests/unit/rl/test_cache.py"]
+    assert REPO_PATH.findall("see tests/unit/rl/test_cache.py and my_tests/test_task_x.py") == [
+        "tests/unit/rl/test_cache.py"
+    ]
 
 
 def test_link_checker_catches_a_broken_link_and_anchor(tmp_path):
@@ -113,8 +120,13 @@ def test_link_checker_catches_a_broken_link_and_anchor(tmp_path):
 
 
 def test_github_slugs():
-    assert slug("1. What the paper fixes and what this project chose") == "1-what-the-paper-fixes-and-what-this-project-chose"
-    assert slug("6. Masks keyed by (seed, sequence, inner iteration)") == "6-masks-keyed-by-seed-sequence-inner-iteration"
+    assert (
+        slug("1. What the paper fixes and what this project chose")
+        == "1-what-the-paper-fixes-and-what-this-project-chose"
+    )
+    assert (
+        slug("6. Masks keyed by (seed, sequence, inner iteration)") == "6-masks-keyed-by-seed-sequence-inner-iteration"
+    )
     assert slug("Reproducing the ablation: `daca-bench reproduce`") == "reproducing-the-ablation-daca-bench-reproduce"
 
 
@@ -166,9 +178,19 @@ def test_resolve_rejects_a_missing_name():
 def _mkdocs(config: Path, site: Path) -> subprocess.CompletedProcess:
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (the `docs` extra: pip install -e '.[docs]')")
     pytest.importorskip("material", reason="mkdocs-material is not installed (the `docs` extra)")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
-                          cwd=config.parent, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        cwd=config.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -256,12 +278,15 @@ def test_every_readme_interval_matches_its_table_csv(phrase, folder, family, var
     assert phrase in readme, f"README no longer says {phrase!r}: update README_NUMBERS with the text"
     folder, _, base = folder.partition(":")
     with open(ROOT / "results" / folder / "table.csv") as f:
-        row = next(r for r in csv.DictReader(f)
-                   if (r["family"], r["variant"], r["vs"]) == (family, variant, vs) and (not base or r["base"] == base))
+        row = next(
+            r
+            for r in csv.DictReader(f)
+            if (r["family"], r["variant"], r["vs"]) == (family, variant, vs) and (not base or r["base"] == base)
+        )
     delta, lo, hi = (float(x) for x in re.findall(r"[-+]\d+\.\d", phrase))
     # the CSV keeps 4 significant digits (-39.05): the README quotes table.md's rounding of the full value
     assert (delta, lo, hi) == pytest.approx(tuple(float(row[k]) for k in ("delta_pp", "lo", "hi")), abs=0.051)
-    after = readme[readme.index(phrase) + len(phrase):][:60]
+    after = readme[readme.index(phrase) + len(phrase) :][:60]
     starred = " * " in phrase or "adjusted p <" in after  # a star, or the adjusted p written out
     assert starred == (row["sig"] == "True")
 
@@ -289,8 +314,11 @@ REPLICATION_NUMBERS = [
 def _replication_rows():
     """tiny-full's replication.md, row by row: {(task, variant): {column: cell}} (the report's
     own rounding; its CSV keeps 4 significant digits, which can round the other way)."""
-    lines = [line for line in (ROOT / "results" / "tiny-full" / "replication.md").read_text().splitlines()
-             if line.startswith("| ")]
+    lines = [
+        line
+        for line in (ROOT / "results" / "tiny-full" / "replication.md").read_text().splitlines()
+        if line.startswith("| ")
+    ]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     cells = ([c.strip() for c in line.strip("|").split("|")] for line in lines[1:])
     return {(r["task"], r["variant"]): r for r in (dict(zip(head, c)) for c in cells)}

@@ -7,6 +7,7 @@ above its block, `<!-- docs-test: SUB ARGS...; SUB ARGS... -->`: each `daca-benc
 the block gets ARGS appended (small overrides such as `train.steps=1`). The commands that are
 not run at all are listed in EXCLUDED with the reason; a rule that matches nothing fails.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from repo_paths import ROOT
+
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_WORDS = ("daca-bench", "bash", "pip", "torchrun", "python", "export", "time", "echo", "cat", "printf", "cd")
 MARKER = re.compile(r"<!--\s*docs-test:(.*?)-->", re.S)
@@ -31,17 +33,31 @@ EXCLUDED = [
     (r"^bash scripts/main\.sh", "the full reproduce of the embedded default (about 20 min on 2 cores)"),
     (r"^pip (wheel|install) ", "builds and installs the wheel: scripts/check_wheel.sh does it in CI, in a fresh venv"),
     (r"^torchrun ", "two training processes: tests/unit/train/test_trainer.py runs data-parallel training"),
-    (r"LLaDA|--trust-remote-code|DACA_BENCH_D1_DATA",
-     "an 8B hub model on a CUDA GPU (or d1's data files): benchmarks/gpu/gpu_check.sh on a GPU machine"),
-    (r"^daca-bench reproduce (?!--list$)|^daca-bench reproduce$",
-     "a whole reproduce (minutes to hours): tests/integration/test_reproduce.py runs small ones"),
+    (
+        r"LLaDA|--trust-remote-code|DACA_BENCH_D1_DATA",
+        "an 8B hub model on a CUDA GPU (or d1's data files): benchmarks/gpu/gpu_check.sh on a GPU machine",
+    ),
+    (
+        r"^daca-bench reproduce (?!--list$)|^daca-bench reproduce$",
+        "a whole reproduce (minutes to hours): tests/integration/test_reproduce.py runs small ones",
+    ),
     (r"^daca-bench table (results/tiny-quick|runs/)", "reads the output of a run excluded above"),
-    (r"^daca-bench tasks && daca-bench verify",
-     "the installed wheel's first commands, from any folder: scripts/check_wheel.sh runs them in CI outside the checkout"),
-    (r"^(time )?daca-bench estimators", "the estimator study on reproduce's SFT starts (minutes): tests/unit/studies/test_gradients.py"),
-    (r'GRPOTrainer\(model="Qwen', "downloads a hub model and gsm8k: examples/trl_grpo.py runs the same offline (tests/integration/test_interop.py)"),
-    (r"^(daca-bench|bash|python|time) .*(\[-|\w\|\w|(?<![\w./-])[A-Z][A-Z0-9_]{2,}\b(?!=))",
-     "a synopsis (optional [...] parts, a|b choices or PLACEHOLDERS), not a command"),
+    (
+        r"^daca-bench tasks && daca-bench verify",
+        "the installed wheel's first commands, from any folder: scripts/check_wheel.sh runs them in CI outside the checkout",
+    ),
+    (
+        r"^(time )?daca-bench estimators",
+        "the estimator study on reproduce's SFT starts (minutes): tests/unit/studies/test_gradients.py",
+    ),
+    (
+        r'GRPOTrainer\(model="Qwen',
+        "downloads a hub model and gsm8k: examples/trl_grpo.py runs the same offline (tests/integration/test_interop.py)",
+    ),
+    (
+        r"^(daca-bench|bash|python|time) .*(\[-|\w\|\w|(?<![\w./-])[A-Z][A-Z0-9_]{2,}\b(?!=))",
+        "a synopsis (optional [...] parts, a|b choices or PLACEHOLDERS), not a command",
+    ),
 ]
 
 
@@ -96,7 +112,7 @@ def _marker(before: list[str]) -> dict[str, str]:
     m = None
     for m in MARKER.finditer(text):  # noqa: B007 - the last match
         pass
-    if m is None or text[m.end():].strip():
+    if m is None or text[m.end() :].strip():
         return {}
     out = {}
     for part in m.group(1).split(";"):
@@ -118,14 +134,18 @@ def blocks(page: Path) -> list[Block]:
             j = i + 1
             while j < len(lines) and not lines[j].strip().startswith(fence.group(2)):
                 j += 1
-            body, lang = lines[i + 1:j], fence.group(3).lower()
+            body, lang = lines[i + 1 : j], fence.group(3).lower()
             if lang == "python":
                 found.append(Block(page, i + 1, "python", ["\n".join(body)], _marker(lines[:i])))
             elif lang in ("", "bash", "sh", "shell", "console"):
                 found.append(Block(page, i + 1, "bash", _logical(body), _marker(lines[:i])))
             i = j + 1
             continue
-        if line.startswith("    ") and (i == 0 or not lines[i - 1].strip()) and not line.lstrip().startswith(("-", "*", "|")):
+        if (
+            line.startswith("    ")
+            and (i == 0 or not lines[i - 1].strip())
+            and not line.lstrip().startswith(("-", "*", "|"))
+        ):
             j = i
             while j < len(lines) and (lines[j].startswith("    ") or not lines[j].strip()):
                 j += 1
@@ -157,7 +177,9 @@ def runnable(block: Block) -> list[str]:
 
 
 ALL = [b for page in PAGES for b in blocks(page)]
-RUN = list({(b.lang, tuple(runnable(b))): b for b in reversed(ALL) if runnable(b)}.values())[::-1]  # a repeated block runs once
+RUN = list({(b.lang, tuple(runnable(b))): b for b in reversed(ALL) if runnable(b)}.values())[
+    ::-1
+]  # a repeated block runs once
 
 
 def _clone(tmp: Path, block: Block) -> Path:
@@ -165,7 +187,16 @@ def _clone(tmp: Path, block: Block) -> Path:
     clone = tmp / "clone"
     clone.mkdir()
     for entry in ROOT.iterdir():
-        if entry.name in (".git", ".venv", "runs", "cache", "site", "dist", "build", "results") or entry.name.startswith("."):
+        if entry.name in (
+            ".git",
+            ".venv",
+            "runs",
+            "cache",
+            "site",
+            "dist",
+            "build",
+            "results",
+        ) or entry.name.startswith("."):
             continue
         (clone / entry.name).symlink_to(entry)
     if any("results/" in c for c in block.commands):
@@ -185,19 +216,31 @@ def test_documented_block_runs_as_written(block, tmp_path):
     if block.lang == "python" and "evaluate" in block.commands[0]:
         pytest.importorskip("evaluate", reason="the `evaluate` extra is not installed")
     clone = _clone(tmp_path, block)
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     if block.lang == "python":
         argv, script = [sys.executable, "-"], runnable(block)[0]
     else:
         argv, script = ["bash", "-euo", "pipefail", "-s"], "\n".join(runnable(block)) + "\n"
     done = subprocess.run(argv, input=script, cwd=clone, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 0, f"{block.name} failed (exit {done.returncode}):\n{script}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{block.name} failed (exit {done.returncode}):\n{script}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
 
 
 def test_the_readme_examples_are_found_and_run():
     readme = [c for b in ALL if b.page.name == "README.md" for c in runnable(b)]
-    for expected in ("daca-bench verify arithmetic", "daca-bench sft", "daca-bench train", "daca-bench reproduce --list"):
+    for expected in (
+        "daca-bench verify arithmetic",
+        "daca-bench sft",
+        "daca-bench train",
+        "daca-bench reproduce --list",
+    ):
         assert any(c.startswith(expected) for c in readme), f"README.md's `{expected}` is not run by this test"
     assert any("train.steps=1" in c for c in readme), "the README's docs-test override was not applied"
 
@@ -218,8 +261,10 @@ def test_parser_reads_markers_continuations_and_synopses(tmp_path):
         "```\nlog p = sum_k l_k\n```\n"
     )
     got = blocks(page)
-    assert [b.commands for b in got] == [["daca-bench train --config configs/tiny.yaml sml.k=4"],
-                                          ["daca-bench reproduce --preset NAME [--seeds 0 1]"]]
+    assert [b.commands for b in got] == [
+        ["daca-bench train --config configs/tiny.yaml sml.k=4"],
+        ["daca-bench reproduce --preset NAME [--seeds 0 1]"],
+    ]
     assert runnable(got[0]) == ["daca-bench train --config configs/tiny.yaml sml.k=4 train.steps=1"]
     assert runnable(got[1]) == [] and "synopsis" in excluded("daca-bench verify T --input FILE.jsonl")
 

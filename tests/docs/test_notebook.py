@@ -1,6 +1,7 @@
 """notebooks/ablations.ipynb runs as documented (papermill with its `parameters` cell), on a committed
 folder and on a grid of a task of one's own, shows the table and every figure and no error; and
 the committed copy carries its outputs (executed on results/tiny-full) for GitHub to show."""
+
 import json
 import os
 import re
@@ -12,14 +13,16 @@ import papermill
 from daca_bench.cli import main
 
 from repo_paths import ROOT
+
 NOTEBOOK = ROOT / "notebooks" / "ablations.ipynb"
 FIGURES = ("gains", "curves", "training", "dps")
 
 
 def _run(out: Path, **parameters) -> nbformat.NotebookNode:
     """The documented command, as papermill's API: from the repository root, the parameters given with -p."""
-    papermill.execute_notebook(str(NOTEBOOK), str(out), parameters=parameters, cwd=str(ROOT), kernel_name="python3",
-                               progress_bar=False)
+    papermill.execute_notebook(
+        str(NOTEBOOK), str(out), parameters=parameters, cwd=str(ROOT), kernel_name="python3", progress_bar=False
+    )
     return nbformat.read(out, as_version=4)
 
 
@@ -29,8 +32,13 @@ def _outputs(nb) -> list:
 
 def _figures_shown(nb) -> list[str]:
     """The figure names of the cells that showed a PNG (`figs["NAME"]`)."""
-    return [m.group(1) for c in nb.cells if c.cell_type == "code" and any("image/png" in o.get("data", {}) for o in c.outputs)
-            for m in [re.search(r'figs\["(\w+)"\]\s*$', c.source)] if m]
+    return [
+        m.group(1)
+        for c in nb.cells
+        if c.cell_type == "code" and any("image/png" in o.get("data", {}) for o in c.outputs)
+        for m in [re.search(r'figs\["(\w+)"\]\s*$', c.source)]
+        if m
+    ]
 
 
 def _table_rows(nb) -> list[list[str]]:
@@ -71,10 +79,24 @@ def test_notebook_runs_on_a_committed_folder_with_the_start_row(tmp_path):
     assert baseline[head.index("vs")] == "start" and baseline[head.index("Δpp")] not in ("", "-")  # its gain
 
 
-GRID = {"base": "configs/tiny.yaml", "axes": {"variant": ["baseline", "+DACA"]},
-        "overrides": {"train.task": "even_length", "train.steps": 3, "train.eval_every": 1, "train.prompts_per_step": 2,
-                      "train.num_generations": 4, "train.n_eval": 4, "train.init": "", "train.threads": 1,
-                      "rollout.block_length": 4, "rollout.steps": 4, "eval.block_length": 4, "eval.steps": 4}}
+GRID = {
+    "base": "configs/tiny.yaml",
+    "axes": {"variant": ["baseline", "+DACA"]},
+    "overrides": {
+        "train.task": "even_length",
+        "train.steps": 3,
+        "train.eval_every": 1,
+        "train.prompts_per_step": 2,
+        "train.num_generations": 4,
+        "train.n_eval": 4,
+        "train.init": "",
+        "train.threads": 1,
+        "rollout.block_length": 4,
+        "rollout.steps": 4,
+        "eval.block_length": 4,
+        "eval.steps": 4,
+    },
+}
 
 
 def test_notebook_runs_on_a_grid_of_ones_own_task(tmp_path, monkeypatch):
@@ -83,8 +105,22 @@ def test_notebook_runs_on_a_grid_of_ones_own_task(tmp_path, monkeypatch):
     (tmp_path / "grid.yaml").write_text(json.dumps(GRID))
     out = tmp_path / "grid"
     tasks = ROOT / "tests" / "task_doubles"
-    assert main(["ablate", str(tmp_path / "grid.yaml"), "--tasks-dir", str(tasks), "--output-dir", str(out),
-                 "--workers", "1", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "ablate",
+                str(tmp_path / "grid.yaml"),
+                "--tasks-dir",
+                str(tasks),
+                "--output-dir",
+                str(out),
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert any("test_accuracy" in line for line in (out / "variant=+DACA" / "metrics.jsonl").read_text().splitlines())
     monkeypatch.delenv("DACA_BENCH_TASKS", raising=False)  # the kernel learns of the task from the parameter only
     nb = _run(tmp_path / "out.ipynb", results=str(out), tasks_dir=str(tasks))

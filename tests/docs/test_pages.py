@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from repo_paths import ROOT
+
 _spec = importlib.util.spec_from_file_location("pages", ROOT / "scripts" / "pages.py")
 pages = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pages)

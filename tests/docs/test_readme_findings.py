@@ -1,14 +1,16 @@
 """Issue 58: README's "What it found" opens with the confirmatory tables, and every confirmatory
 number it quotes is the committed table's (rebuilt from its cells: tests/unit/analysis/test_replicate.py); the stale
 sentences ("the whole ablation", tiny-compute's "16 seeds per cell") are gone."""
+
 import re
 
 import pandas as pd
 import pytest
 
 from repo_paths import ROOT
+
 README = (ROOT / "README.md").read_text()
-FOUND = README[README.index("## What it found"):README.index("## The two commands")]
+FOUND = README[README.index("## What it found") : README.index("## The two commands")]
 
 
 def _fmt(row) -> str:
@@ -26,19 +28,29 @@ def test_the_confirmatory_tables_come_first_and_the_exploratory_ones_below_light
     first = {n: FOUND.index(f"`--preset {n}`") for n in ("tiny-full", "tiny-bases")}
     exploratory = FOUND.index("### Exploratory tables")
     assert max(first.values()) < exploratory < FOUND.index("`tiny-ablation`")
-    assert all(line.startswith(">") for line in FOUND[exploratory:].splitlines()[2:] if line.strip()
-               and not line.startswith("These are tiny models"))  # a blockquote: visually lighter
+    assert all(
+        line.startswith(">")
+        for line in FOUND[exploratory:].splitlines()[2:]
+        if line.strip() and not line.startswith("These are tiny models")
+    )  # a blockquote: visually lighter
 
 
 def test_readme_quotes_tiny_full_as_its_table_has_it():
     t = _rows("tiny-full")
-    for task, area in (("arithmetic_tiny", "math"), ("sudoku_tiny", "constraint"), ("json_tiny", "JSON"),
-                       ("python_tiny", "code")):
+    for task, area in (
+        ("arithmetic_tiny", "math"),
+        ("sudoku_tiny", "constraint"),
+        ("json_tiny", "JSON"),
+        ("python_tiny", "code"),
+    ):
         line = next(x for x in FOUND.splitlines() if x.startswith(f"| {area} | **") or x.startswith(f"| {area} | +"))
         for variant in ("baseline", "+DACA"):
             row = t[(t["task"] == task) & (t["variant"] == variant)].iloc[0]
-            quoted = _fmt(row).replace(" *", "** *").replace(f"{row['delta_pp']:+.1f}", f"**{row['delta_pp']:+.1f}", 1) \
-                if row["sig"] in (True, "True") else _fmt(row)
+            quoted = (
+                _fmt(row).replace(" *", "** *").replace(f"{row['delta_pp']:+.1f}", f"**{row['delta_pp']:+.1f}", 1)
+                if row["sig"] in (True, "True")
+                else _fmt(row)
+            )
             assert quoted in line, (area, variant, quoted, line)
             assert f"MDE {row['MDE']:.1f}" in line or variant == "baseline"
 

@@ -4,6 +4,7 @@ docs/paper-presets.md ("Launching the presets at every scale") and BENCHMARKS.md
 presets differ from their LoRA presets only where they say; the GPU benchmark refuses a machine
 without CUDA in one line (exit 2) and runs its code at toy widths on the CPU; the shell scripts
 parse (`bash -n`)."""
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,17 @@ import pytest
 from daca_bench.config import RLConfig, load_config, to_dict
 
 from repo_paths import ROOT
-SECTIONS = [("docs/trainer.md", "## Scaling out"), ("docs/paper-presets.md", "## Launching the presets at every scale"),
-            ("BENCHMARKS.md", "## Scaling out (FSDP2): GPU figures")]
+
+SECTIONS = [
+    ("docs/trainer.md", "## Scaling out"),
+    ("docs/paper-presets.md", "## Launching the presets at every scale"),
+    ("BENCHMARKS.md", "## Scaling out (FSDP2): GPU figures"),
+]
 LAUNCHERS = ("daca-bench ", "torchrun ", "accelerate launch ", "sbatch ")
-FULL = {"configs/paper/llada_gsm8k_full.yaml": "configs/paper/llada_gsm8k.yaml",
-        "configs/paper/dream_gsm8k_full.yaml": "configs/paper/dream_gsm8k.yaml"}
+FULL = {
+    "configs/paper/llada_gsm8k_full.yaml": "configs/paper/llada_gsm8k.yaml",
+    "configs/paper/dream_gsm8k_full.yaml": "configs/paper/dream_gsm8k.yaml",
+}
 
 
 def section(page: str, heading: str) -> str:
@@ -63,16 +70,16 @@ def train_args(command: str) -> list[str] | None:
     words = shlex.split(command.replace("$", "DOLLAR"))
     if words[0] == "sbatch":
         at = words.index("scripts/slurm/train.sbatch")
-        config, _out, *over = words[at + 1:]
+        config, _out, *over = words[at + 1 :]
         return ["train", "--config", config, *over]
     if words[0] == "daca-bench":
         return words[1:]
     module = words[words.index("-m") + 1]
-    rest = words[words.index("-m") + 2:]
+    rest = words[words.index("-m") + 2 :]
     if module == "daca_bench":
         return rest
     if module == "benchmarks.gpu.profile_collectives":
-        return rest[rest.index("--") + 1:]
+        return rest[rest.index("--") + 1 :]
     raise AssertionError(f"unknown module {module!r} in {command!r}")
 
 
@@ -106,12 +113,16 @@ def documented() -> list[tuple[str, str]]:
 
 
 def test_the_parser_reads_blocks_loops_continuations_and_inline_code():
-    text = ("Run `daca-bench train --config configs/tiny.yaml sml.k=4` or\n\n```bash\nfor N in 1 2; do\n"
-            "  torchrun --nproc_per_node $N -m daca_bench train --config configs/tiny.yaml \\\n"
-            "      dps.enabled=true   # +DPS\ndone\n```\n")
+    text = (
+        "Run `daca-bench train --config configs/tiny.yaml sml.k=4` or\n\n```bash\nfor N in 1 2; do\n"
+        "  torchrun --nproc_per_node $N -m daca_bench train --config configs/tiny.yaml \\\n"
+        "      dps.enabled=true   # +DPS\ndone\n```\n"
+    )
     got = commands(text)
-    assert got == ["torchrun --nproc_per_node $N -m daca_bench train --config configs/tiny.yaml dps.enabled=true",
-                   "daca-bench train --config configs/tiny.yaml sml.k=4"]
+    assert got == [
+        "torchrun --nproc_per_node $N -m daca_bench train --config configs/tiny.yaml dps.enabled=true",
+        "daca-bench train --config configs/tiny.yaml sml.k=4",
+    ]
     assert train_args(got[0]) == ["train", "--config", "configs/tiny.yaml", "dps.enabled=true"]
 
 
@@ -136,7 +147,9 @@ def test_an_unknown_key_or_config_in_a_command_is_caught():
     from daca_bench.config import ConfigError
 
     with pytest.raises(ConfigError):
-        check_train(train_args("torchrun --nproc_per_node 8 -m daca_bench train --config configs/tiny.yaml train.paralel=shard"))
+        check_train(
+            train_args("torchrun --nproc_per_node 8 -m daca_bench train --config configs/tiny.yaml train.paralel=shard")
+        )
     with pytest.raises(AssertionError, match="no such config"):
         check_train(train_args("sbatch --nodes 2 scripts/slurm/train.sbatch configs/paper/nope.yaml /shared/x"))
 
@@ -164,8 +177,13 @@ def _no_cuda_env() -> dict:
 def test_gpu_parallel_refuses_a_machine_without_cuda_in_one_line(tmp_path):
     out = tmp_path / "gpu_parallel.json"
     tick = time.perf_counter()
-    done = subprocess.run(["bash", str(ROOT / "benchmarks/gpu/gpu_parallel.sh"), "--json", str(out)], env=_no_cuda_env(),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks/gpu/gpu_parallel.sh"), "--json", str(out)],
+        env=_no_cuda_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0], done.stderr
@@ -178,8 +196,13 @@ def test_the_shell_scripts_parse():
         done = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
         assert done.returncode == 0, (script, done.stderr)
     sbatch = (ROOT / "scripts/slurm/train.sbatch").read_text()
-    for needed in ("#SBATCH --signal=TERM@120", "#SBATCH --requeue", "--rdzv-backend c10d",
-                   "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1", "srun "):
+    for needed in (
+        "#SBATCH --signal=TERM@120",
+        "#SBATCH --requeue",
+        "--rdzv-backend c10d",
+        'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1',
+        "srun ",
+    ):
         assert needed in sbatch, needed
 
 
@@ -188,9 +211,14 @@ def test_gpu_parallel_runs_its_code_at_toy_widths_on_the_cpu(tmp_path):
     """The benchmark's code path (build as train() does, none / replicate / shard, FLOPs, weight
     movement) at toy widths: what the GPU run will execute, minus the sizes."""
     out = tmp_path / "toy.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.gpu_parallel", "--toy", "--mu", "2", "--json", str(out)],
-                          env={**_no_cuda_env(), "OMP_NUM_THREADS": "1"}, cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu.gpu_parallel", "--toy", "--mu", "2", "--json", str(out)],
+        env={**_no_cuda_env(), "OMP_NUM_THREADS": "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert [report[k]["mode"] for k in ("g1_none", "g1_replicate", "g3_shard")] == ["none", "replicate", "shard"]
@@ -206,17 +234,42 @@ def test_gpu_parallel_runs_its_code_at_toy_widths_on_the_cpu(tmp_path):
 def test_profile_collectives_writes_a_rank_report(tmp_path):
     """One process (no collectives to time): the profiled step's report is written and training is unchanged."""
     prof = tmp_path / "prof"
-    args = ["--profile-step", "2", "--trace-dir", str(prof), "--", "train", "--no-progress", "train.steps=2",
-            "train.prompts_per_step=2", "train.num_generations=2", "train.n_eval=4", "train.threads=1",
-            "rollout.gen_length=8", "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4",
-            "--output-dir", str(tmp_path / "run")]
-    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.profile_collectives", *args],
-                          env={**_no_cuda_env(), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    args = [
+        "--profile-step",
+        "2",
+        "--trace-dir",
+        str(prof),
+        "--",
+        "train",
+        "--no-progress",
+        "train.steps=2",
+        "train.prompts_per_step=2",
+        "train.num_generations=2",
+        "train.n_eval=4",
+        "train.threads=1",
+        "rollout.gen_length=8",
+        "rollout.block_length=4",
+        "rollout.steps=4",
+        "eval.block_length=4",
+        "eval.steps=4",
+        "--output-dir",
+        str(tmp_path / "run"),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu.profile_collectives", *args],
+        env={**_no_cuda_env(), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((prof / "rank0.json").read_text())
-    assert report["step"] == 2 and report["world"] == 1 and set(report["collectives"]) == {
-        "all_gather", "reduce_scatter", "all_reduce", "broadcast"}
+    assert (
+        report["step"] == 2
+        and report["world"] == 1
+        and set(report["collectives"]) == {"all_gather", "reduce_scatter", "all_reduce", "broadcast"}
+    )
     assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 2
 
 
@@ -244,8 +297,14 @@ def test_the_frozen_base_is_held_once_under_replicate_as_the_memory_table_says()
     """docs/trainer.md, "Memory per GPU": under replicate LoRA's frozen base stays outside FSDP2, so the
     rollout (par.rollout(), every unit unsharded) decodes on the GPU's one copy of it, no second one.
     Managed by FSDP2 it would be copied into buffers of FSDP2's own (0 of the weights shared storage)."""
-    done = subprocess.run([sys.executable, "-c", ROLLOUT_COPY], env={**_no_cuda_env(), "OMP_NUM_THREADS": "1"},
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", ROLLOUT_COPY],
+        env={**_no_cuda_env(), "OMP_NUM_THREADS": "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     shared, frozen, trainable = map(int, done.stdout.split())
     assert trainable > 0 and frozen > 0 and shared == frozen, "frozen weights copied in the rollout: update the table"

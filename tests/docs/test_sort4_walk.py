@@ -3,6 +3,7 @@ a fresh clone (tests/docs/test_documented_commands.py's), with the small step co
 names: scaffold -> check -> show -> the task's test -> SFT -> train the headline's baseline and +DACA
 -> a grid of the headline's cells with a start row -> table -> plot -> notebook. The task is
 registered through --tasks-dir only; `daca-bench table` gives the same table with and without it."""
+
 import json
 import os
 import subprocess
@@ -17,8 +18,13 @@ TRAIN_KEYS = ("train", "loss", "dps", "sml", "rollout", "eval", "model")
 
 def walk():
     """The walk's block and its commands with the docs-test comment's arguments appended."""
-    (block,) = [b for b in blocks(PAGE) if b.lang == "bash" and any("new-task sort4" in c for c in b.commands)
-                and any("papermill" in c for c in b.commands)]
+    (block,) = [
+        b
+        for b in blocks(PAGE)
+        if b.lang == "bash"
+        and any("new-task sort4" in c for c in b.commands)
+        and any("papermill" in c for c in b.commands)
+    ]
     out = []
     for command in block.commands:
         words = command.split()
@@ -29,33 +35,64 @@ def walk():
 
 def test_the_walk_is_documented_in_order():
     block, commands = walk()
-    order = ["new-task sort4", "--check sort4", "--show sort4", "pytest", "daca-bench sft", "--variant baseline",
-             "--variant +DACA", "headline:+DACA", "daca-bench ablate", "daca-bench table", "daca-bench plot",
-             "papermill"]
+    order = [
+        "new-task sort4",
+        "--check sort4",
+        "--show sort4",
+        "pytest",
+        "daca-bench sft",
+        "--variant baseline",
+        "--variant +DACA",
+        "headline:+DACA",
+        "daca-bench ablate",
+        "daca-bench table",
+        "daca-bench plot",
+        "papermill",
+    ]
     at = [next(i for i, c in enumerate(commands) if step in c) for step in order]
     assert at == sorted(at), commands
     assert {"sft", "train", "ablate"} <= set(block.append)  # small steps where the test runs it
     table = next(c for c in commands if c.startswith("daca-bench table"))
     assert "--tasks-dir" not in table  # the table is built where the task is not registered
-    assert "README.md#from-the-scaffold-to-a-table-and-a-figure-the-sort4-walk)" in (ROOT / "docs" / "tasks.md").read_text()
+    assert (
+        "README.md#from-the-scaffold-to-a-table-and-a-figure-the-sort4-walk)"
+        in (ROOT / "docs" / "tasks.md").read_text()
+    )
 
 
 @pytest.mark.slow
 def test_the_sort4_walk_runs_as_documented_and_its_table_needs_no_registration(tmp_path):
     block, commands = walk()
     clone = _clone(tmp_path, block)
-    env = {**{k: v for k, v in os.environ.items() if k != "DACA_BENCH_TASKS"},
-           "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "DACA_BENCH_TASKS"},
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     script = "\n".join(commands) + "\n"
-    done = subprocess.run(["bash", "-euo", "pipefail", "-s"], input=script, cwd=clone, env=env, capture_output=True,
-                          text=True, timeout=1200)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-s"],
+        input=script,
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, f"{script}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     grid = clone / "runs" / "sort4-grid"
     unregistered = {name: (grid / name).read_text() for name in ("table.md", "table.csv")}
     # the same table with the task registered at table time
-    again = subprocess.run([sys.executable, "-m", "daca_bench", "table", "--tasks-dir", "my_tasks", "runs/sort4-grid"],
-                           cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [sys.executable, "-m", "daca_bench", "table", "--tasks-dir", "my_tasks", "runs/sort4-grid"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stderr
     assert {name: (grid / name).read_text() for name in unregistered} == unregistered
     text = unregistered["table.md"]

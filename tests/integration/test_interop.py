@@ -1,4 +1,5 @@
 """Interop with the HF stack: Task.to_hf_dataset, reward functions on its columns, TRL's GRPOTrainer."""
+
 import importlib.util
 import warnings
 
@@ -73,7 +74,8 @@ def test_evaluate_metric_scores_with_a_task_verifier_offline(monkeypatch):
     metric = evaluate.load(VERIFY_METRIC)
     task = get_task("countdown_tiny", n=2)
     refs = [json.dumps({"numbers": s.metadata["numbers"], "target": s.metadata["target"]}) for s in task.samples]
-    out = metric.compute(predictions=[task.samples[0].target, "1+1", "2"], references=refs + [json.dumps({})],
-                         task="countdown_tiny")
+    out = metric.compute(
+        predictions=[task.samples[0].target, "1+1", "2"], references=refs + [json.dumps({})], task="countdown_tiny"
+    )
     assert out["accuracy"] == 0.5 and out["scored"] == 2
     assert (out["correct"], out["wrong"], out["bad_input"], out["infra_error"]) == (1, 1, 1, 0)

@@ -1,6 +1,7 @@
 """Offline needs no setting: with no offline variable set and the hub unreachable, `tasks` lists
 in seconds without opening a connection; `sample`, `eval` and `train` on a hub task that is not
 cached end in one line that names `--data-file`, which then serves the task from a local file."""
+
 import json
 import os
 import socket
@@ -45,7 +46,11 @@ class CountingServer:
 
 
 def _offline_env(tmp_path: Path, endpoint: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+    }
     return {**env, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}
 
 
@@ -53,8 +58,14 @@ def test_tasks_lists_in_seconds_without_touching_the_network_and_no_offline_sett
     server = CountingServer()
     try:
         start = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "daca_bench", "tasks"], capture_output=True, text=True,
-                              env=_offline_env(tmp_path, f"http://127.0.0.1:{server.port}"), cwd=ROOT, timeout=240)
+        proc = subprocess.run(
+            [sys.executable, "-m", "daca_bench", "tasks"],
+            capture_output=True,
+            text=True,
+            env=_offline_env(tmp_path, f"http://127.0.0.1:{server.port}"),
+            cwd=ROOT,
+            timeout=240,
+        )
         seconds = time.monotonic() - start
     finally:
         server.close()
@@ -82,14 +93,26 @@ def unreachable_hub(tmp_path, monkeypatch):
     return port
 
 
-@pytest.mark.parametrize("argv", [
-    ["sample", "--task", "gsm8k", "--n", "1"],
-    ["eval", "--model", "tiny", "--task", "gsm8k", "--n", "1", "--no-progress"],
-    ["train", "--no-progress", "train.task=gsm8k", "train.init=", "train.steps=1"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sample", "--task", "gsm8k", "--n", "1"],
+        ["eval", "--model", "tiny", "--task", "gsm8k", "--n", "1", "--no-progress"],
+        ["train", "--no-progress", "train.task=gsm8k", "train.init=", "train.steps=1"],
+    ],
+)
 def test_a_hub_task_not_cached_is_one_line_naming_data_file(unreachable_hub, tmp_path, capsys, argv):
     start = time.monotonic()
-    assert main([*argv, "--output-dir" if argv[0] != "sample" else "--output",
-                 str(tmp_path / ("out" if argv[0] != "sample" else "s.jsonl"))]) == 2
+    assert (
+        main(
+            [
+                *argv,
+                "--output-dir" if argv[0] != "sample" else "--output",
+                str(tmp_path / ("out" if argv[0] != "sample" else "s.jsonl")),
+            ]
+        )
+        == 2
+    )
     assert time.monotonic() - start < 60
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"daca-bench {argv[0]}: the hub dataset openai/gsm8k"), err
@@ -98,11 +121,27 @@ def test_a_hub_task_not_cached_is_one_line_naming_data_file(unreachable_hub, tmp
 
 def test_data_file_serves_a_hub_task_from_a_local_file(unreachable_hub, tmp_path, capsys):
     data = tmp_path / "gsm8k_test.jsonl"
-    data.write_text("".join(json.dumps({"question": f"{a}+{a}?", "answer": f"{a} doubled\n#### {2 * a}"}) + "\n"
-                            for a in range(3)))
+    data.write_text(
+        "".join(json.dumps({"question": f"{a}+{a}?", "answer": f"{a} doubled\n#### {2 * a}"}) + "\n" for a in range(3))
+    )
     out = tmp_path / "s.jsonl"
-    assert main(["sample", "--task", "gsm8k", "--n", "3", "--output", str(out), "--data-file", f"test={data}",
-                 "model.max_positions=256"]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--task",
+                "gsm8k",
+                "--n",
+                "3",
+                "--output",
+                str(out),
+                "--data-file",
+                f"test={data}",
+                "model.max_positions=256",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["prompt"].split("Problem: ")[1].strip() for r in rows] == ["0+0?", "1+1?", "2+2?"]
     assert "DACA_BENCH_DATA_FILES" not in os.environ  # the option does not outlive the command

@@ -4,6 +4,7 @@ verifier with partial credit on purpose; its own cluster key), edited in the thr
 names (nothing else), through check, its own test, verify, SFT, eval, a grid whose `base:` is a mapping
 of keys, the table and the plots; in every output the accuracy is the share of answers whose status is
 `correct`, and the mean reward stands beside it under its own name where the two differ."""
+
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from daca_bench import registry
 from daca_bench.cli import main
 from daca_bench.errors import ConfigError
 from daca_bench.experiments.grid.ablation import expand
+
 from repo_paths import ROOT
 
 EDIT = re.compile(r"^def .*?(?=^# ---- nothing below)", re.S | re.M)  # from the first def (_draw) to verify: the user's
@@ -93,8 +95,9 @@ def test_a_task_unlike_the_example_walks_through_and_accuracy_is_the_share_corre
     edited = edited.replace("PARTIAL_CREDIT = False", "PARTIAL_CREDIT = True")
     path.write_text(edited)
     # only the three places changed: _draw (with its helper), CLUSTER and verify (PARTIAL_CREDIT declares it)
-    rest = lambda text: [line for line in EDIT.sub("", text).splitlines()  # noqa: E731
-                         if not line.startswith(("CLUSTER =", "PARTIAL_CREDIT ="))]
+    rest = lambda text: [  # noqa: E731
+        line for line in EDIT.sub("", text).splitlines() if not line.startswith(("CLUSTER =", "PARTIAL_CREDIT ="))
+    ]
     assert rest(written) == rest(edited)
     capsys.readouterr()
 
@@ -102,37 +105,96 @@ def test_a_task_unlike_the_example_walks_through_and_accuracy_is_the_share_corre
     assert "add2w: 9 of 9 checks pass" in capsys.readouterr().out
     assert main(["tasks", "--tasks-dir", str(folder), "--show", "add2w", "--split", "dev", "-n", "3"]) == 0
     assert " plus " in capsys.readouterr().out
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0 and "6 passed" in done.stdout, done.stdout + done.stderr
 
     # verify: a gold, a near miss and nothing: accuracy 1/3, the mean reward (partial credit) beside it
     sample = registry.get_task("add2w", split="test", n=1).samples[0]
     near = str(int(sample.target) + 1)
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps({**sample.metadata, "completion": c}) + "\n"
-                                               for c in (sample.target, near, "")))
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({**sample.metadata, "completion": c}) + "\n" for c in (sample.target, near, ""))
+    )
     assert main(["verify", "add2w", "--tasks-dir", str(folder), "--input", "in.jsonl", "--output", "out.jsonl"]) == 0
     line = capsys.readouterr().out
     assert "accuracy 0.3333 (the share correct)" in line and "mean reward 0.3333" not in line
 
     # SFT, then eval of its model: accuracy is the share of correct rows, the mean reward beside it where it differs
-    assert main(["sft", "--config", "configs/tiny_sft.yaml", "--tasks-dir", str(folder), "sft.task=add2w",
-                 "sft.steps=2", "sft.n_eval=8", "--output-dir", "runs/sft", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                "--config",
+                "configs/tiny_sft.yaml",
+                "--tasks-dir",
+                str(folder),
+                "sft.task=add2w",
+                "sft.steps=2",
+                "sft.n_eval=8",
+                "--output-dir",
+                "runs/sft",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     sft = json.loads(Path("runs/sft/summary.json").read_text())
     out, err = capsys.readouterr()
     assert f"greedy test accuracy {sft['accuracy']:.3f}" in out
     assert ("answers none of the 8 test prompts correctly" in err) == (sft["accuracy"] == 0)
-    assert main(["eval", "--model", "runs/sft/final", "--task", "add2w", "--n", "8", "--gen-length", "8",
-                 "--block-length", "8", "--steps", "8", "--output-dir", "runs/eval", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                "runs/sft/final",
+                "--task",
+                "add2w",
+                "--n",
+                "8",
+                "--gen-length",
+                "8",
+                "--block-length",
+                "8",
+                "--steps",
+                "8",
+                "--output-dir",
+                "runs/eval",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     acc, mean = _share(Path("runs/eval/samples.jsonl"))
     row = next(r for r in _csv(Path("runs/eval/summary.csv")))
     assert float(row["accuracy"]) == round(acc, 4) and (("mean_reward" in row) == (round(mean, 4) != round(acc, 4)))
 
     # a grid whose base is a mapping of keys on the default config; its table and plots without --tasks-dir
-    Path("grid.yaml").write_text("{base: {train.task: add2w, train.init: runs/sft/final}, "
-                                 "axes: {variant: [headline:baseline, headline:+DACA], train.seed: [0]}}\n")
-    assert main(["ablate", "grid.yaml", "--tasks-dir", str(folder), "--output-dir", "runs/grid",
-                 "train.steps=1", "train.n_eval=8"]) == 0
+    Path("grid.yaml").write_text(
+        "{base: {train.task: add2w, train.init: runs/sft/final}, "
+        "axes: {variant: [headline:baseline, headline:+DACA], train.seed: [0]}}\n"
+    )
+    assert (
+        main(
+            [
+                "ablate",
+                "grid.yaml",
+                "--tasks-dir",
+                str(folder),
+                "--output-dir",
+                "runs/grid",
+                "train.steps=1",
+                "train.n_eval=8",
+            ]
+        )
+        == 0
+    )
     grid = Path("runs/grid")
     cells = {json.loads((c / "axes.json").read_text())["variant"]: c for c in grid.glob("variant=*")}
     assert set(cells) == {"baseline", "+DACA"}

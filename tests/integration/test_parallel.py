@@ -4,6 +4,7 @@ full fine-tuning, grpo / bnpo / gspo; grad_accum=2 equals 2 processes; checkpoin
 process count; SIGTERM to one rank checkpoints every rank; --fresh sets exactly one run aside; a
 bf16-stored full fine-tune moves its (fp32 master) weights; the process group moves CPU and CUDA
 tensors; ranks that decode unequal numbers of passes never wait on each other."""
+
 import json
 import os
 import signal
@@ -22,13 +23,31 @@ from daca_bench.engine.checkpoint import damage, find_checkpoint
 from daca_bench.engine.parallel import Parallel, backend, resolve
 
 from repo_paths import ROOT
+
 pytestmark = pytest.mark.slow
 
 # fp32: in bf16 a matmul's result depends on the batch shape, which differs between one process and two
-BASE = ["train", "--no-progress", "train.precision=fp32", "train.task=even_length", "train.steps=2",
-        "train.prompts_per_step=4", "train.num_generations=4", "train.n_eval=8", "train.lr=1e-3", "train.threads=1",
-        "train.save_every=2", "sml.k=2", "dps.enabled=true", "rollout.gen_length=8", "rollout.block_length=4",
-        "rollout.steps=4", "rollout.temperature=1.0", "eval.block_length=4", "eval.steps=4"]
+BASE = [
+    "train",
+    "--no-progress",
+    "train.precision=fp32",
+    "train.task=even_length",
+    "train.steps=2",
+    "train.prompts_per_step=4",
+    "train.num_generations=4",
+    "train.n_eval=8",
+    "train.lr=1e-3",
+    "train.threads=1",
+    "train.save_every=2",
+    "sml.k=2",
+    "dps.enabled=true",
+    "rollout.gen_length=8",
+    "rollout.block_length=4",
+    "rollout.steps=4",
+    "rollout.temperature=1.0",
+    "eval.block_length=4",
+    "eval.steps=4",
+]
 LORA = ["train.lora=true", "train.lora_r=4", "train.lora_alpha=8"]
 LOSSES = {"grpo": [], "bnpo": ["loss.loss_type=bnpo", "loss.beta=0.04"], "gspo": ["loss.base=gspo", "loss.beta=0.04"]}
 # this process's timings, by design; and the work the ledger books: each process pads its prompts to the longest
@@ -43,8 +62,11 @@ def _port() -> int:
 
 
 def _command(nproc: int, out: Path, extra) -> list[str]:
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port",
-              str(_port())] if nproc > 1 else [sys.executable]
+    launch = (
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(_port())]
+        if nproc > 1
+        else [sys.executable]
+    )
     return [*launch, "-m", "daca_bench", *BASE, *extra, "--output-dir", str(out)]
 
 
@@ -149,8 +171,13 @@ def test_a_checkpoint_resumes_at_another_process_count(tmp_path, first, then):
 def test_sigterm_to_one_rank_checkpoints_every_rank_and_resumes(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(_command(2, out, ["train.steps=500", "train.save_every=1000"]), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _command(2, out, ["train.steps=500", "train.save_every=1000"]),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
@@ -186,8 +213,8 @@ def test_fresh_under_torchrun_sets_exactly_one_folder_aside(tmp_path):
 
 def test_a_bf16_stored_full_fine_tune_moves_its_weights_at_lr_3e_6(tmp_path):
     """fp32 master weights: AdamW's steps of ~lr are kept, where bf16 weights (8 bits of mantissa) lose them."""
-    from daca_bench.engine.checkpoint import load_sharded
     from daca_bench.config import ModelConfig
+    from daca_bench.engine.checkpoint import load_sharded
     from daca_bench.models import load_model
 
     out = tmp_path / "run"
@@ -234,15 +261,27 @@ def _collectives(rank: int, world: int, store_path: str, queue) -> None:
     from daca_bench.config import ModelConfig
     from daca_bench.models import load_model
 
-    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=30))
+    dist.init_process_group(
+        "gloo",
+        store=dist.FileStore(store_path, world),
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=30),
+    )
     par = Parallel("shard", rank, world)
     model = par.wrap(load_model(ModelConfig()).model)
     x = torch.randint(0, 10, (2, 8))
     with par.rollout(model), torch.no_grad():
         outs = [model(input_ids=x).logits for _ in range(3 if rank == 0 else 1)]
-    queue.put((rank, par.agree_min(100 + 7 * rank), par.any(rank == 1), par.gather(torch.tensor([rank == 1])).tolist(),
-               outs[0].sum().item()))
+    queue.put(
+        (
+            rank,
+            par.agree_min(100 + 7 * rank),
+            par.any(rank == 1),
+            par.gather(torch.tensor([rank == 1])).tolist(),
+            outs[0].sum().item(),
+        )
+    )
     dist.destroy_process_group()
 
 
@@ -292,8 +331,13 @@ def _matrix(rank: int, world: int, store_path: str, queue) -> None:
     from daca_bench.rl.strata import fewest_steps
 
     try:
-        dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=60))  # the watchdog: a hang raises here
+        dist.init_process_group(
+            "gloo",
+            store=dist.FileStore(store_path, world),
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=60),
+        )  # the watchdog: a hang raises here
         n, P, L = 8, 3, 8
         gen = torch.Generator().manual_seed(0)
         prompt, comp = torch.randint(4, 90, (n, P), generator=gen), torch.randint(4, 90, (n, L), generator=gen)
@@ -306,8 +350,9 @@ def _matrix(rank: int, world: int, store_path: str, queue) -> None:
             adapter = load_model(ModelConfig())
             par.wrap(adapter.model)
             calls = []  # rows per forward call: each call is one all-gather per FSDP unit under shard
-            adapter.model.register_forward_pre_hook(lambda m, a, kw: calls.append((a or [kw["input_ids"]])[0].shape[0]),
-                                                    with_kwargs=True)
+            adapter.model.register_forward_pre_hook(
+                lambda m, a, kw: calls.append((a or [kw["input_ids"]])[0].shape[0]), with_kwargs=True
+            )
             for unequal in (False, True):
                 step = _commit_steps(n, L, unequal)
                 for name, kw in MATRIX.items():
@@ -317,9 +362,18 @@ def _matrix(rank: int, world: int, store_path: str, queue) -> None:
                         warnings.simplefilter("ignore")  # the causal clamp's warning
                         one = fn(single, prompt, mask, comp, commit_step=step, seq_ids=range(n), **kw)[mine]
                         before = len(calls)
-                        got = fn(adapter, prompt[mine], mask[mine], comp[mine], commit_step=step[mine],
-                                 seq_ids=range(n)[mine], par=par, fewest=fewest_steps(step[mine], 0, par),
-                                 chunk=n // world, **kw)  # one stratum's rows per forward call
+                        got = fn(
+                            adapter,
+                            prompt[mine],
+                            mask[mine],
+                            comp[mine],
+                            commit_step=step[mine],
+                            seq_ids=range(n)[mine],
+                            par=par,
+                            fewest=fewest_steps(step[mine], 0, par),
+                            chunk=n // world,
+                            **kw,
+                        )  # one stratum's rows per forward call
                     out[key] = (got - one).abs().max().item()
                     passes[key] = calls[before:]
         out.update(_accumulate(rank, world, prompt, mask, comp))
@@ -366,7 +420,9 @@ def _accumulate(rank, world, prompt, mask, comp) -> dict:
         par.wrap(adapter.model)
         for m, sl in enumerate(rows):
             with par.micro(adapter.model, last=m == 1):
-                sml_logprobs(adapter, prompt[sl], mask[sl], comp[sl], k=2, seq_ids=sl.tolist()).mean(-1).sum().backward()
+                sml_logprobs(adapter, prompt[sl], mask[sl], comp[sl], k=2, seq_ids=sl.tolist()).mean(
+                    -1
+                ).sum().backward()
             if m == 0:
                 held = [p.grad for p in adapter.model.parameters()]
                 out[f"grad-elements-{mode}"] = sum(g.to_local().numel() if g is not None else 0 for g in held) / total
@@ -430,15 +486,34 @@ def test_a_grid_cell_given_two_gpus_runs_as_two_processes(tmp_path, singles):
 def test_sft_under_two_processes_equals_one(tmp_path):
     """`torchrun -m daca_bench sft`: each rank scores batch_size / 2 rows of the same masks, FSDP2 shard."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    args = ["sft", "--no-progress", "--config", str(ROOT / "configs/tiny_sft.yaml"), "sft.steps=4", "sft.batch_size=8",
-            "sft.save_every=2", "sft.n_eval=8", "sft.threads=1", "sft.eval_every=2", "sft.n_dev=8"]
+    args = [
+        "sft",
+        "--no-progress",
+        "--config",
+        str(ROOT / "configs/tiny_sft.yaml"),
+        "sft.steps=4",
+        "sft.batch_size=8",
+        "sft.save_every=2",
+        "sft.n_eval=8",
+        "sft.threads=1",
+        "sft.eval_every=2",
+        "sft.n_dev=8",
+    ]
     runs = {}
     for n in (1, 2):
         out = tmp_path / f"sft{n}"
-        launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                  str(_port())] if n > 1 else [sys.executable]
-        done = subprocess.run([*launch, "-m", "daca_bench", *args, "--output-dir", str(out)], env=env,
-                              capture_output=True, text=True, timeout=300)
+        launch = (
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_port())]
+            if n > 1
+            else [sys.executable]
+        )
+        done = subprocess.run(
+            [*launch, "-m", "daca_bench", *args, "--output-dir", str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         runs[n] = out
     assert (runs[2] / "checkpoint-4" / "dcp").is_dir() and damage(runs[2] / "checkpoint-4") is None

@@ -6,32 +6,61 @@ from pathlib import Path
 import pytest
 
 from daca_bench.cli import main
-from daca_bench.registry import draw_test, get_task, prompt_digest, read_excluded, task_spec
 from daca_bench.config import apply
 from daca_bench.experiments.grid import pipeline as reproduce
 from daca_bench.experiments.grid.jobs import Job, run_jobs, steps_done
 from daca_bench.experiments.grid.pipeline import sft_config, sft_folder
 from daca_bench.experiments.grid.presets import FIVE, FULL_EVAL, PRESETS, Family, TinyPreset
+from daca_bench.registry import draw_test, get_task, prompt_digest, read_excluded, task_spec
+
 from repo_paths import ROOT
 
-MINI = TinyPreset("test: 2 families, 2 variants, 1 seed, 2 RL steps",
-                  {"math": Family("arithmetic", 4, sft_steps=20), "code": Family("python_tiny", 12, sft_steps=10)},
-                  rl_steps=2, seeds=(0,), variants=("baseline", "+DACA"), sft_target=0.99, sft_eval_every=10,
-                  rl={"train.n_eval": 8, "train.prompts_per_step": 2, "train.num_generations": 4})
+MINI = TinyPreset(
+    "test: 2 families, 2 variants, 1 seed, 2 RL steps",
+    {"math": Family("arithmetic", 4, sft_steps=20), "code": Family("python_tiny", 12, sft_steps=10)},
+    rl_steps=2,
+    seeds=(0,),
+    variants=("baseline", "+DACA"),
+    sft_target=0.99,
+    sft_eval_every=10,
+    rl={"train.n_eval": 8, "train.prompts_per_step": 2, "train.num_generations": 4},
+)
 
 
 def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(PRESETS, "mini", MINI)
-    args = ["reproduce", "--preset", "mini", "--work-dir", str(tmp_path / "work"), "--output-dir",
-            str(tmp_path / "out"), "--no-progress"]
+    args = [
+        "reproduce",
+        "--preset",
+        "mini",
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--no-progress",
+    ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     out = tmp_path / "out"
-    for name in ("table.md", "table.csv", "table.tex", "gains.png", "gains.pdf", "curves.png", "dps.png", "config.json",
-                 "sft.md"):
+    for name in (
+        "table.md",
+        "table.csv",
+        "table.tex",
+        "gains.png",
+        "gains.pdf",
+        "curves.png",
+        "dps.png",
+        "config.json",
+        "sft.md",
+    ):
         assert (out / name).exists(), name
     table = (out / "table.md").read_text()
-    assert "| math | arithmetic |" in table and "| code | python_tiny |" in table and "| +DACA |" in table and "MDE" in table
+    assert (
+        "| math | arithmetic |" in table
+        and "| code | python_tiny |" in table
+        and "| +DACA |" in table
+        and "MDE" in table
+    )
     assert table in printed and "SFT start points" in printed
     cells = sorted(p.name for p in (out / "cells").iterdir() if p.name != "start")
     assert len(cells) == 4 and all((out / "cells" / c / "summary.json").exists() for c in cells)
@@ -59,7 +88,9 @@ def test_reproduce_runs_sft_grid_table_and_plots_then_reuses_everything(tmp_path
 def test_sft_cache_key_changes_with_the_config(tmp_path):
     a = sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
     b = sft_folder(tmp_path, sft_config(MINI, Family("arithmetic", 6)))
-    assert a != b and a.name.startswith("arithmetic_tiny-") and a == sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
+    assert (
+        a != b and a.name.startswith("arithmetic_tiny-") and a == sft_folder(tmp_path, sft_config(MINI, FIVE["math"]))
+    )
     assert sft_config(MINI, FIVE["math"]).sft.target_accuracy == 0.3  # the family's own target over the preset's
 
 
@@ -109,8 +140,12 @@ def test_the_default_grid_is_the_issue_s(tmp_path):
     assert {c.config.train.test_seed for c in cells} == {0} and len({c.config.train.seed for c in cells}) >= 4
     # tiny-full keeps one family for each of the paper's four areas
     full = PRESETS["tiny-full"]
-    assert {spec.family for spec in (task_spec(f.task) for f in full.families.values())} == {"math", "code",
-                                                                                           "constraint", "json"}
+    assert {spec.family for spec in (task_spec(f.task) for f in full.families.values())} == {
+        "math",
+        "code",
+        "constraint",
+        "json",
+    }
     # ... each scored on FULL_EVAL distinct test prompts, all of them in the split
     for label, fam in full.families.items():
         n = fam.rl["train.n_eval"]
@@ -134,8 +169,10 @@ def test_jobs_read_progress_from_metrics_and_survive_a_failing_job(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n{"ste')  # a half-written line
     assert steps_done(tmp_path / "a") == 2 and steps_done(tmp_path / "missing") == 0
-    jobs = [Job("a", _slow_job, (str(tmp_path / "a"), 5), tmp_path / "a", 5),
-            Job("b", _slow_job, (str(tmp_path / "b"), 3), tmp_path / "b", 3, weight=2.0)]
+    jobs = [
+        Job("a", _slow_job, (str(tmp_path / "a"), 5), tmp_path / "a", 5),
+        Job("b", _slow_job, (str(tmp_path / "b"), 3), tmp_path / "b", 3, weight=2.0),
+    ]
     results = run_jobs(jobs, workers=2, progress=False, poll_s=0.05)
     assert results[0] == {"status": "done", "steps": 5}
     assert results[1]["status"] == "failed" and "boom" in results[1]["error"]
@@ -143,8 +180,21 @@ def test_jobs_read_progress_from_metrics_and_survive_a_failing_job(tmp_path):
 
 def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(PRESETS, "mini", MINI)
-    args = ["reproduce", "--preset", "mini", "--work-dir", str(tmp_path), "--calibrate", "math", "--lrs", "1e-4",
-            "1e-3", "--steps", "2", "--no-progress"]
+    args = [
+        "reproduce",
+        "--preset",
+        "mini",
+        "--work-dir",
+        str(tmp_path),
+        "--calibrate",
+        "math",
+        "--lrs",
+        "1e-4",
+        "1e-3",
+        "--steps",
+        "2",
+        "--no-progress",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "math (arithmetic): RL start" in out
@@ -159,10 +209,17 @@ def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys)
     assert len(configs) == 2 and {(c["reward"], c["eval_split"]) for c in configs} == {("exact", "dev")}
 
 
-@pytest.mark.parametrize("extra,message", [(["--set", "train.reward"], "is not KEY=VALUE"),
-                                           (["--set", "train.reward=exact"], "--set works with --calibrate")])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--set", "train.reward"], "is not KEY=VALUE"),
+        (["--set", "train.reward=exact"], "--set works with --calibrate"),
+    ],
+)
 def test_set_needs_key_value_and_calibrate(extra, message, capsys):
-    args = ["reproduce", "--preset", "tiny-full", "--no-progress"] + (["--calibrate", "math"] if "=" not in extra[1] else [])
+    args = ["reproduce", "--preset", "tiny-full", "--no-progress"] + (
+        ["--calibrate", "math"] if "=" not in extra[1] else []
+    )
     assert main(args + extra) == 2
     assert message in capsys.readouterr().err
 
@@ -175,10 +232,13 @@ def test_families_picks_a_tiny_preset_s_families_and_names_the_known_ones(capsys
 def test_sft_markdown_names_the_sft_check_s_prompt_count():
     from daca_bench.experiments.grid.pipeline import sft_markdown
 
-    md = sft_markdown({"json": {"task": "json_tiny", "steps": 1600, "dev_accuracy": 0.492, "accuracy": 0.609,
-                                "n_eval": 256}})
-    assert "test exact % (SFT's check) | test prompts |" in md and md.splitlines()[-1] == \
-        "| json | json_tiny | 1600 | 49.2 | 60.9 | 256 |"
+    md = sft_markdown(
+        {"json": {"task": "json_tiny", "steps": 1600, "dev_accuracy": 0.492, "accuracy": 0.609, "n_eval": 256}}
+    )
+    assert (
+        "test exact % (SFT's check) | test prompts |" in md
+        and md.splitlines()[-1] == "| json | json_tiny | 1600 | 49.2 | 60.9 | 256 |"
+    )
 
 
 def test_tiny_full_is_the_exploratory_grid_powered_on_fresh_seeds_and_prompts(tmp_path):
@@ -191,13 +251,20 @@ def test_tiny_full_is_the_exploratory_grid_powered_on_fresh_seeds_and_prompts(tm
     before = {(c.config.train.task, c.axes["variant"]): c.config for c in reproduce.tiny_cells(old, sft)}
     assert list(full.families) == list(old.families) and full.confirmatory and full.design
     seeds = lambda task: {c.config.train.seed for c in new if c.config.train.task == task}  # noqa: E731
-    assert seeds("sudoku_tiny") == set(range(24, 40)) and seeds("python_tiny") == seeds("json_tiny") == \
-        seeds("arithmetic_tiny") == set(range(24, 32)) and len(new) == 4 * (3 * 8 + 16)
+    assert (
+        seeds("sudoku_tiny") == set(range(24, 40))
+        and seeds("python_tiny") == seeds("json_tiny") == seeds("arithmetic_tiny") == set(range(24, 32))
+        and len(new) == 4 * (3 * 8 + 16)
+    )
     for c in new:
         t = c.config.train
         math = t.task == "arithmetic_tiny"
-        moved = {"seed": t.seed, "steps": 64 if t.task == "python_tiny" else t.steps,
-                 "test_seed": 0 if math else 1, "test_exclude": "" if math else f"configs/scored/{t.task}.txt"}
+        moved = {
+            "seed": t.seed,
+            "steps": 64 if t.task == "python_tiny" else t.steps,
+            "test_seed": 0 if math else 1,
+            "test_exclude": "" if math else f"configs/scored/{t.task}.txt",
+        }
         ref = before[(t.task, c.axes["variant"])]
         assert c.config == replace(ref, train=replace(ref.train, **moved))
     # --seeds still sets every family's seeds
@@ -220,7 +287,11 @@ def test_tiny_full_s_seeds_and_test_prompts_are_fresh_against_every_committed_ta
     full, used = PRESETS["tiny-full"], committed_seeds(skip="tiny-full")
     for label, fam in full.families.items():
         assert not set(fam.seeds or full.seeds) & used, label
-        n, seed, exclude = fam.rl["train.n_eval"], fam.rl.get("train.test_seed", 0), fam.rl.get("train.test_exclude", "")
+        n, seed, exclude = (
+            fam.rl["train.n_eval"],
+            fam.rl.get("train.test_seed", 0),
+            fam.rl.get("train.test_exclude", ""),
+        )
         drawn = draw_test(fam.task, "test", n, seed, exclude).samples
         if label == "math":
             assert not exclude and len(drawn) == len(get_task(fam.task, split="test", n=10_000).samples) == 510

@@ -3,6 +3,7 @@ integration/, docs/): the repository's root, the committed fixtures and the task
 
     from repo_paths import FIXTURES, ROOT     # tests/support is on pytest's pythonpath (pyproject.toml)
 """
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,10 +4,11 @@ decodes token for token as it did (ids, commit steps, recorded log-probs and con
 
     PYTHONPATH=. python tests/support/sampler_golden.py     # rewrite the fixture (only from a sampler known good)
 """
+
 from __future__ import annotations
 
-
 import torch
+
 from repo_paths import FIXTURES
 
 FIXTURE = FIXTURES / "sampler_golden.pt"
@@ -37,8 +38,13 @@ def run_cases(adapter) -> dict:
     out = {}
     for name, (fields, seed) in CASES.items():
         b = sample(adapter, PROMPTS, SamplerConfig(**fields), seed=seed)
-        out[name] = {"ids": b.completion_ids, "commit_step": b.trajectory.commit_step,
-                     "commit_logp": b.trajectory.commit_logp, "conf": b.trajectory.conf, "passes": b.forward_passes}
+        out[name] = {
+            "ids": b.completion_ids,
+            "commit_step": b.trajectory.commit_step,
+            "commit_logp": b.trajectory.commit_logp,
+            "conf": b.trajectory.conf,
+            "passes": b.forward_passes,
+        }
     return out
 
 

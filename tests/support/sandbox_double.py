@@ -1,6 +1,7 @@
 """Test double of daca_bench.containers for code-task logic tests that cannot wait for Docker:
 runs each (code, test) pair in a host subprocess (NO isolation: only for the repo's own fixture
 programs) and reports "passed" only if a sentinel printed after the test code is reached."""
+
 from __future__ import annotations
 
 import subprocess
@@ -33,8 +34,13 @@ def run_tests(code: str, test: str, timeout: float = 5.0) -> ExecResult:
     except subprocess.TimeoutExpired:
         return ExecResult("timeout", None, "", "", time.perf_counter() - start)
     passed = proc.returncode == 0 and proc.stdout.rstrip().endswith(SENTINEL)
-    return ExecResult("passed" if passed else "failed", proc.returncode, proc.stdout[-2000:],
-                      proc.stderr[-2000:], time.perf_counter() - start)
+    return ExecResult(
+        "passed" if passed else "failed",
+        proc.returncode,
+        proc.stdout[-2000:],
+        proc.stderr[-2000:],
+        time.perf_counter() - start,
+    )
 
 
 def run_batch(jobs, timeout: float = 5.0, workers=None):
@@ -43,6 +49,7 @@ def run_batch(jobs, timeout: float = 5.0, workers=None):
 
 class Unavailable:
     """A sandbox whose engine is down."""
+
     SandboxUnavailable = SandboxUnavailable
 
     @staticmethod
@@ -52,6 +59,7 @@ class Unavailable:
 
 class Scripted:
     """A sandbox that answers fixed verdicts, in order (for the verdict -> reward mapping)."""
+
     SandboxUnavailable = SandboxUnavailable
 
     def __init__(self, verdicts):

@@ -1,5 +1,6 @@
 """Unit-test double: a dense reward (1 iff the completion has an even, non-zero length), so that
 trainer tests see non-zero advantages from an untrained model. Never used outside tests."""
+
 from daca_bench.registry import register_task
 from daca_bench.types import CORRECT, NO_ANSWER, WRONG, Reward, Sample, Task
 

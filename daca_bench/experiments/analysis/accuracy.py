@@ -8,6 +8,7 @@ per-prompt records (or the summary's status counts) agree with it, replaced by t
 answers where they do not, and refused in one line where there is nothing to check it against and it
 lies outside [0, 1].
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,9 @@ def share_of(records: dict | None = None, statuses: dict | None = None) -> float
     return None
 
 
-def checked_accuracy(stored: float, records: dict | None = None, statuses: dict | None = None,
-                     where: str = "a cell") -> float:
+def checked_accuracy(
+    stored: float, records: dict | None = None, statuses: dict | None = None, where: str = "a cell"
+) -> float:
     """STORED (a summary's accuracy) where it is the share of correct answers; that share, from RECORDS or
     STATUSES, where it is not (an older cell's mean reward); a ConfigError of one line where neither is
     there and STORED is outside [0, 1]."""
@@ -38,7 +40,9 @@ def checked_accuracy(stored: float, records: dict | None = None, statuses: dict 
         same = share == stored or (math.isnan(share) and stored is not None and math.isnan(stored))
         return stored if same else share
     if stored is not None and math.isfinite(stored) and not 0 <= stored <= 1:
-        raise ConfigError(f"{where}: its stored accuracy {stored:g} is outside [0, 1], a mean reward of older "
-                          "code, and it keeps no per-prompt records (eval.jsonl) nor status counts to count its "
-                          "correct answers from; rerun its evaluation, or leave the cell out")
+        raise ConfigError(
+            f"{where}: its stored accuracy {stored:g} is outside [0, 1], a mean reward of older "
+            "code, and it keeps no per-prompt records (eval.jsonl) nor status counts to count its "
+            "correct answers from; rerun its evaluation, or leave the cell out"
+        )
     return stored

@@ -11,6 +11,7 @@ share an SFT checkpoint.
     start_agreement(here, there)          # per-prompt rewards of two RL starts -> (shared, agreeing, acc, acc)
     checkpoints(folder)                   # the SFT checkpoints a run's cells started from
 """
+
 from __future__ import annotations
 
 import json
@@ -43,12 +44,12 @@ def hartung_knapp(estimates, ses, level: float = 0.95) -> dict:
     nan = {"mean": math.nan, "se": math.nan, "df": math.nan, "lo": math.nan, "hi": math.nan, "tau2": math.nan}
     if k < 2 or not (np.isfinite(x).all() and np.isfinite(se).all() and (se > 0).all()):
         return nan
-    w = 1 / se ** 2
+    w = 1 / se**2
     fixed = float((w * x).sum() / w.sum())
     q = float((w * (x - fixed) ** 2).sum())
-    c = float(w.sum() - (w ** 2).sum() / w.sum())
+    c = float(w.sum() - (w**2).sum() / w.sum())
     tau2 = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
-    wr = 1 / (se ** 2 + tau2)
+    wr = 1 / (se**2 + tau2)
     m = float((wr * x).sum() / wr.sum())
     var = max(float((wr * (x - m) ** 2).sum() / ((k - 1) * wr.sum())), 1 / float(wr.sum()))
     half = float(stats.t.ppf((1 + level) / 2, k - 1) * math.sqrt(var))
@@ -77,15 +78,16 @@ class Difference:
     p: float
 
 
-def difference(a: float, se_a: float, df_a: float, b: float, se_b: float, df_b: float,
-               level: float = 0.95) -> Difference:
+def difference(
+    a: float, se_a: float, df_a: float, b: float, se_b: float, df_b: float, level: float = 0.95
+) -> Difference:
     """a - b for two independent runs' estimates of one comparison (each with its SE and df): SE
     sqrt(se_a^2 + se_b^2) on the Welch-Satterthwaite df (each table's own t, carried over)."""
     d = float(a - b)
-    se = math.sqrt(se_a ** 2 + se_b ** 2)
+    se = math.sqrt(se_a**2 + se_b**2)
     if not (math.isfinite(se) and se > 0):
         return Difference(d, se, math.nan, d, d, math.nan)
-    df = _welch_df([(se_a ** 2, df_a), (se_b ** 2, df_b)])
+    df = _welch_df([(se_a**2, df_a), (se_b**2, df_b)])
     half = _half(se, df, level)
     return Difference(d, se, df, d - half, d + half, p_value(d, se, df))
 
@@ -118,7 +120,7 @@ def pool(estimates, ses, dfs=None, level: float = 0.95) -> Pooled:
     nan = math.nan
     if k == 0 or not (np.isfinite(se).all() and (se > 0).all() and np.isfinite(x).all()):
         return Pooled(nan, nan, nan, nan, nan, k, nan, nan, nan, nan, nan, nan, nan, nan)
-    w = 1.0 / se ** 2
+    w = 1.0 / se**2
     W = float(w.sum())
     m = float((w * x).sum() / W)
     s = 1.0 / math.sqrt(W)
@@ -130,12 +132,26 @@ def pool(estimates, ses, dfs=None, level: float = 0.95) -> Pooled:
     c = W - float((w * w).sum()) / W
     tau2 = max(0.0, (q - (k - 1)) / c) if k > 1 and c > 0 else 0.0
     i2 = max(0.0, (q - (k - 1)) / q) if k > 1 and q > 0 else 0.0
-    wr = 1.0 / (se ** 2 + tau2)
+    wr = 1.0 / (se**2 + tau2)
     re_m = float((wr * x).sum() / wr.sum())
     re_s = 1.0 / math.sqrt(float(wr.sum()))
     z = float(stats.norm.ppf((1 + level) / 2))
-    return Pooled(m, s, float(dof), m - half, m + half, k, q, q_p, float(tau2), float(i2), re_m, re_s,
-                  re_m - z * re_s, re_m + z * re_s)
+    return Pooled(
+        m,
+        s,
+        float(dof),
+        m - half,
+        m + half,
+        k,
+        q,
+        q_p,
+        float(tau2),
+        float(i2),
+        re_m,
+        re_s,
+        re_m - z * re_s,
+        re_m + z * re_s,
+    )
 
 
 def start_agreement(here: dict, there: dict) -> tuple[int, int, float, float]:
@@ -187,7 +203,12 @@ def shared_note(ours, refs: list, starts: dict) -> str:
     agree = [t for t, (n, k, _, _) in starts.items() if n and k >= 0.99 * n]
     if not same and not agree:
         return ""
-    why = "the same recorded SFT checkpoint" if same else \
-        "RL starts that agree on at least 99 % of the prompts both scored (" + ", ".join(agree) + ")"
-    return (f" The runs share an SFT checkpoint ({why}): both estimates are conditional on that one start, their "
-            "agreement says nothing about another start, and a pooled interval is narrower than one over starts.")
+    why = (
+        "the same recorded SFT checkpoint"
+        if same
+        else "RL starts that agree on at least 99 % of the prompts both scored (" + ", ".join(agree) + ")"
+    )
+    return (
+        f" The runs share an SFT checkpoint ({why}): both estimates are conditional on that one start, their "
+        "agreement says nothing about another start, and a pooled interval is narrower than one over starts."
+    )

@@ -17,6 +17,7 @@
     rows = budget_rows(row, cell, axes, summary)   # in load_results: one row per budget
     c = by_start(d, groups, clusters=keys)         # stats.compare, with the start's term
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -37,8 +38,10 @@ def evaluations(cell: Cell, summary: dict) -> dict[int, tuple[float, dict]]:
     one during training (train.eval_every) and the final one, metrics.jsonl read once."""
     rows = cell.rows("metrics.jsonl")
     out = {r["step"]: (r["test_accuracy"], run_ledger(rows, upto=r["step"])) for r in rows if "test_accuracy" in r}
-    out[summary["steps"]] = (checked_accuracy(summary["test_accuracy"], statuses=summary.get("statuses"), where=str(cell)),
-                             summary.get("ledger"))
+    out[summary["steps"]] = (
+        checked_accuracy(summary["test_accuracy"], statuses=summary.get("statuses"), where=str(cell)),
+        summary.get("ledger"),
+    )
     return out
 
 
@@ -54,18 +57,31 @@ def budget_rows(row: dict, cell: Cell, axes: dict, summary: dict) -> list[dict]:
     for n in budgets:
         path = "eval.jsonl" if n == steps else f"eval-step{n}.jsonl"
         if not cell.has(path) or n not in evaluated:
-            raise FileNotFoundError(f"{cell.where}: no evaluation at step {n} (train.eval_every must divide the budgets "
-                                    f"{budgets}; the run has {steps} steps)")
+            raise FileNotFoundError(
+                f"{cell.where}: no evaluation at step {n} (train.eval_every must divide the budgets "
+                f"{budgets}; the run has {steps} steps)"
+            )
         acc, ledger = evaluated[n]
         prompts = eval_records(cell, path)
-        out.append({**row, "variant": f"{row['variant']}@{n}",
-                    "test_accuracy": checked_accuracy(acc, prompts, where=f"{cell.name}/{path}"),
-                    "prompts": prompts, "ledger": ledger})
+        out.append(
+            {
+                **row,
+                "variant": f"{row['variant']}@{n}",
+                "test_accuracy": checked_accuracy(acc, prompts, where=f"{cell.name}/{path}"),
+                "prompts": prompts,
+                "ledger": ledger,
+            }
+        )
     return out
 
 
-LEDGER = {"steps": "steps", "flops_train": "train FLOPs", "completions": "completions",
-          "reward_calls": "reward calls", "train_seconds": "train s"}
+LEDGER = {
+    "steps": "steps",
+    "flops_train": "train FLOPs",
+    "completions": "completions",
+    "reward_calls": "reward calls",
+    "train_seconds": "train s",
+}
 
 
 def ledger_columns(cells: pd.DataFrame) -> dict:
@@ -77,9 +93,13 @@ def ledger_columns(cells: pd.DataFrame) -> dict:
     ledgers = [x for x, _ in kept]
     seconds = [sum(p["seconds"] for k, p in x["phases"].items() if k != "eval") for x in ledgers]
     steps = [x.get("steps") or cfg["train"]["steps"] for x, cfg in kept]
-    return {"steps": float(np.mean(steps)), "flops_train": float(np.mean([x["flops_train"] for x in ledgers])),
-            "completions": float(np.mean([x["completions"] for x in ledgers])),
-            "reward_calls": float(np.mean([x["reward_calls"] for x in ledgers])), "train_seconds": float(np.mean(seconds))}
+    return {
+        "steps": float(np.mean(steps)),
+        "flops_train": float(np.mean([x["flops_train"] for x in ledgers])),
+        "completions": float(np.mean([x["completions"] for x in ledgers])),
+        "reward_calls": float(np.mean([x["reward_calls"] for x in ledgers])),
+        "train_seconds": float(np.mean(seconds)),
+    }
 
 
 def compute_lines(table: pd.DataFrame) -> list[str]:
@@ -88,16 +108,25 @@ def compute_lines(table: pd.DataFrame) -> list[str]:
         return []
     rows = table[table["flops_train"].notna()].drop_duplicates(["base", "task", "variant"])
     least = rows.groupby("task")["flops_train"].transform("min")
-    lines = ["### compute per arm (the cells' ledgers, mean per cell: rl/ledger.py)", "",
-             "| task | arm | steps | train FLOPs | x least | completions | reward calls | train s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "### compute per arm (the cells' ledgers, mean per cell: rl/ledger.py)",
+        "",
+        "| task | arm | steps | train FLOPs | x least | completions | reward calls | train s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for (_, r), low in zip(rows.iterrows(), least):
-        lines.append(f"| {r['task']} | {r['base']} {r['variant']} | {r['steps']:.0f} | {r['flops_train']:.3g} | "
-                     f"{r['flops_train'] / low:.2f} | {r['completions']:.0f} | {r['reward_calls']:.0f} | "
-                     f"{r['train_seconds']:.0f} |")
-    return lines + ["", "Train FLOPs: forward and backward, counted by torch.utils.flop_counter in every phase of "
-                        "training (rollouts, old and reference passes, every SML stratum and inner update), evaluation "
-                        "apart; reward calls include the evaluations'. Seconds are this machine's.", ""]
+        lines.append(
+            f"| {r['task']} | {r['base']} {r['variant']} | {r['steps']:.0f} | {r['flops_train']:.3g} | "
+            f"{r['flops_train'] / low:.2f} | {r['completions']:.0f} | {r['reward_calls']:.0f} | "
+            f"{r['train_seconds']:.0f} |"
+        )
+    return lines + [
+        "",
+        "Train FLOPs: forward and backward, counted by torch.utils.flop_counter in every phase of "
+        "training (rollouts, old and reference passes, every SML stratum and inner update), evaluation "
+        "apart; reward calls include the evaluations'. Seconds are this machine's.",
+        "",
+    ]
 
 
 def by_start(d: np.ndarray, groups, clusters=None, n_boot: int = 2000) -> Comparison:
@@ -111,15 +140,27 @@ def by_start(d: np.ndarray, groups, clusters=None, n_boot: int = 2000) -> Compar
     x = by_cluster(np.asarray(d, dtype=float), clusters) if clusters is not None else np.asarray(d, dtype=float)
     se, df = start_se_df(x, labels)
     half = float(sps.t.ppf(0.975, df) * se)
-    return replace(c, lo=c.mean - half, hi=c.mean + half, se=se, df=df, mde=float(mde(se, df)),
-                   p=p_value(c.mean, se, df), seed_dropped=False)
+    return replace(
+        c,
+        lo=c.mean - half,
+        hi=c.mean + half,
+        se=se,
+        df=df,
+        mde=float(mde(se, df)),
+        p=p_value(c.mean, se, df),
+        seed_dropped=False,
+    )
 
 
 def starts_line(df: pd.DataFrame) -> str:
     """The footer's count of SFT starts the intervals generalise over ("conditional on one checkpoint")."""
     n = int(df["start"].nunique()) if "start" in df and len(df) else 1
     if n < 2:
-        return (" SFT starts: one; every interval is conditional on that checkpoint (it generalises over RL seeds "
-                "and test prompts, not over SFT starts).")
-    return (f" SFT starts: {n} (axes.json sft_start); every interval generalises over them, the start a random effect "
-            f"always in the model (analysis/power.py: seeds pair within a start; df at most {n - 1}).")
+        return (
+            " SFT starts: one; every interval is conditional on that checkpoint (it generalises over RL seeds "
+            "and test prompts, not over SFT starts)."
+        )
+    return (
+        f" SFT starts: {n} (axes.json sft_start); every interval generalises over them, the start a random effect "
+        f"always in the model (analysis/power.py: seeds pair within a start; df at most {n - 1})."
+    )

@@ -11,6 +11,7 @@ path in the run, "start/<task>" for the RL start), `file`, `kind` (the file's na
 (the exact text), so every file comes back byte for byte. A cell found as a folder wins over its packed copy
 file by file (a run packed, then resumed or re-published, reads its newest records).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ from ...types import record_correct
 
 PACKED = "cells.parquet"
 START = "start"  # <cells>/start/<task>: the RL start, scored on the cells' test set
-RECORDS = ("summary.json", "axes.json", "config.json", "metrics.jsonl", "eval.jsonl", "dps_examples.json",
-           "error.txt")  # the records of a cell (no weights); plus eval-step<N>.jsonl (a budget's evaluation)
+RECORDS = (
+    "summary.json",
+    "axes.json",
+    "config.json",
+    "metrics.jsonl",
+    "eval.jsonl",
+    "dps_examples.json",
+    "error.txt",
+)  # the records of a cell (no weights); plus eval-step<N>.jsonl (a budget's evaluation)
 _STEP = re.compile(r"eval-step\d+\.jsonl")
 COLUMNS = ("cell", "file", "kind", "line", "newline", "record")
 
@@ -37,6 +45,7 @@ def is_record(name: str) -> bool:
 @dataclass(frozen=True)
 class Cell:
     """One cell's record files by name: their text (packed) or their path (a folder, read when asked)."""
+
     name: str  # its path in the run: "base=grpo_task=sudoku_tiny_variant=+DACA_seed=0", "start/sudoku_tiny"
     where: str  # for messages: its folder, or "<packed file> [name]"
     files: dict = field(default_factory=dict)  # file name -> str (its text) or Path
@@ -88,8 +97,12 @@ def folder_cells(cells_dir: str | Path) -> dict[str, Cell]:
         return out
     for sub in sorted(p for p in root.iterdir() if p.is_dir()):
         if sub.name == START:
-            out.update({f"{START}/{t.name}": _folder_cell(t, f"{START}/{t.name}")
-                        for t in sorted(p for p in sub.iterdir() if p.is_dir())})
+            out.update(
+                {
+                    f"{START}/{t.name}": _folder_cell(t, f"{START}/{t.name}")
+                    for t in sorted(p for p in sub.iterdir() if p.is_dir())
+                }
+            )
         else:
             out[sub.name] = _folder_cell(sub, sub.name)
     return out
@@ -103,8 +116,10 @@ def read_packed(path: str | Path) -> dict[str, Cell]:
     parts: dict[str, dict[str, list]] = {}
     for cell, file, line, nl, record in zip(t["cell"], t["file"], t["line"], t["newline"], t["record"]):
         parts.setdefault(cell, {}).setdefault(file, []).append((line, record + ("\n" if nl else "")))
-    return {cell: Cell(cell, f"{path} [{cell}]", {f: "".join(r for _, r in sorted(lines)) for f, lines in files.items()})
-            for cell, files in sorted(parts.items())}
+    return {
+        cell: Cell(cell, f"{path} [{cell}]", {f: "".join(r for _, r in sorted(lines)) for f, lines in files.items()})
+        for cell, files in sorted(parts.items())
+    }
 
 
 def all_cells(cells_dir: str | Path) -> dict[str, Cell]:
@@ -174,10 +189,23 @@ def write_packed(run: dict[str, Cell], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([("cell", pa.string()), ("file", pa.string()), ("kind", pa.string()), ("line", pa.int32()),
-                        ("newline", pa.bool_()), ("record", pa.string())])
-    pq.write_table(pa.table(_rows(run), schema=schema), path, compression="zstd", compression_level=19,
-                   use_dictionary=["cell", "file", "kind"])
+    schema = pa.schema(
+        [
+            ("cell", pa.string()),
+            ("file", pa.string()),
+            ("kind", pa.string()),
+            ("line", pa.int32()),
+            ("newline", pa.bool_()),
+            ("record", pa.string()),
+        ]
+    )
+    pq.write_table(
+        pa.table(_rows(run), schema=schema),
+        path,
+        compression="zstd",
+        compression_level=19,
+        use_dictionary=["cell", "file", "kind"],
+    )
 
 
 def pack(folder: str | Path, remove: bool = False) -> tuple[Path, int, int]:
@@ -191,8 +219,10 @@ def pack(folder: str | Path, remove: bool = False) -> tuple[Path, int, int]:
         raise ConfigError(f"{folder}: no cells to pack (no cell folders and no {PACKED})")
     unfinished = [n for n, c in run.items() if not c.has("summary.json")]
     if unfinished:
-        raise ConfigError(f"{folder}: cell {unfinished[0]} is unfinished (no summary.json; {len(unfinished)} in "
-                          "all): finish or remove it before packing")
+        raise ConfigError(
+            f"{folder}: cell {unfinished[0]} is unfinished (no summary.json; {len(unfinished)} in "
+            "all): finish or remove it before packing"
+        )
     path = packed_path(cells_dir)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -201,8 +231,11 @@ def pack(folder: str | Path, remove: bool = False) -> tuple[Path, int, int]:
         raise ConfigError(f"{folder}: a record file is not UTF-8 text ({exc.reason}); nothing packed") from None
     back = read_packed(tmp)
     for name, cell in run.items():
-        if name not in back or set(back[name].files) != set(cell.files) or \
-                any(back[name].text(f) != cell.text(f) for f in cell.files):
+        if (
+            name not in back
+            or set(back[name].files) != set(cell.files)
+            or any(back[name].text(f) != cell.text(f) for f in cell.files)
+        ):
             tmp.unlink()
             raise RuntimeError(f"{path}: cell {name} does not read back as it was; nothing removed")
     tmp.replace(path)

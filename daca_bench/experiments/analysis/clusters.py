@@ -12,6 +12,7 @@ with one line naming how to load it (`unregistered`).
 
     keys = cluster_keys("sudoku_tiny", configs, ids)   # id -> cluster key (None: every item alone)
 """
+
 from __future__ import annotations
 
 from ...errors import ConfigError
@@ -23,8 +24,15 @@ def recorded(rows: list[dict]) -> dict[str, str]:
 
 
 def _test_sets(configs: list[dict]) -> list[tuple[str, int | None, int, str]]:
-    sets = {(c["train"].get("eval_split", "test"), c["train"].get("n_eval"), c["train"].get("test_seed", 0),
-             c["train"].get("test_exclude", "")) for c in configs}
+    sets = {
+        (
+            c["train"].get("eval_split", "test"),
+            c["train"].get("n_eval"),
+            c["train"].get("test_seed", 0),
+            c["train"].get("test_exclude", ""),
+        )
+        for c in configs
+    }
     return sorted(sets, key=str)
 
 
@@ -50,17 +58,21 @@ def cluster_keys(task: str, configs: list[dict], ids, known: dict[str, str] | No
                 known[s.id] = spec.cluster_of(s)
         missing -= set(known)
     if missing:
-        raise ConfigError(f"{task}: {len(missing)} scored prompt(s) (e.g. {sorted(missing)[0]}) are in none of the "
-                          "test sets the cells' configs name, so their cluster is unknown; rescore them or record "
-                          "`cluster` in eval.jsonl")
+        raise ConfigError(
+            f"{task}: {len(missing)} scored prompt(s) (e.g. {sorted(missing)[0]}) are in none of the "
+            "test sets the cells' configs name, so their cluster is unknown; rescore them or record "
+            "`cluster` in eval.jsonl"
+        )
     return {i: known[i] for i in ids}
 
 
 def unregistered(task: str, what: str, where: str = "") -> str:
     """The one line for a task a table needs (WHAT of it) that its cells do not record and that is not registered."""
-    return (f"{where + ': ' if where else ''}task {task!r} is not registered here and its cells do not record {what} "
-            "(written before cells recorded their task); load the task: `--tasks-dir DIR` (the folder of its file), "
-            "DACA_BENCH_TASKS=DIR, or install its plug-in")
+    return (
+        f"{where + ': ' if where else ''}task {task!r} is not registered here and its cells do not record {what} "
+        "(written before cells recorded their task); load the task: `--tasks-dir DIR` (the folder of its file), "
+        "DACA_BENCH_TASKS=DIR, or install its plug-in"
+    )
 
 
 def registered(task: str, what: str, where: str = ""):

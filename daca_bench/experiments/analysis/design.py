@@ -11,6 +11,7 @@ ones, else DEFAULT_COMPARISONS; a comparison in neither family is exploratory.
     design = read_design(folder)            # None, or a validated dict (schema: `validate`)
     problems = disagreements(design, configs)   # [] = the cells ran under the design
 """
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,20 @@ PRIMARY, SECONDARY, EXPLORATORY = "primary", "secondary", "exploratory"
 MULTIPLICITY = ("holm", "bonferroni", "none")
 # per area: the method against its baseline and the baseline against its RL start are primary; the
 # other variants against the baseline are secondary; anything else (a reading, a post-hoc pair) is exploratory
-DEFAULT_COMPARISONS = {PRIMARY: [("+DACA", "baseline"), ("baseline", "start")],
-                       SECONDARY: [("+DPS", "baseline"), ("+SML", "baseline")]}
-_TOP = {"schema": int, "preset": str, "commit": str, "alpha": float, "multiplicity": str, "bar": str,
-        "families": dict, "comparisons": dict}
+DEFAULT_COMPARISONS = {
+    PRIMARY: [("+DACA", "baseline"), ("baseline", "start")],
+    SECONDARY: [("+DPS", "baseline"), ("+SML", "baseline")],
+}
+_TOP = {
+    "schema": int,
+    "preset": str,
+    "commit": str,
+    "alpha": float,
+    "multiplicity": str,
+    "bar": str,
+    "families": dict,
+    "comparisons": dict,
+}
 _FAMILY = {"task": str, "seeds": list, "steps": int, "test": dict}
 _TEST = {"split": str, "size": int, "seed": int, "draw": str}
 
@@ -44,8 +55,11 @@ def _fields(d, spec: dict, where: str) -> None:
     if missing:
         raise _bad(where, f"missing {', '.join(missing)}")
     for k, kind in spec.items():
-        ok = isinstance(d[k], (int, float)) and not isinstance(d[k], bool) if kind is float else \
-            isinstance(d[k], kind) and not (kind is int and isinstance(d[k], bool))
+        ok = (
+            isinstance(d[k], (int, float)) and not isinstance(d[k], bool)
+            if kind is float
+            else isinstance(d[k], kind) and not (kind is int and isinstance(d[k], bool))
+        )
         if not ok:
             raise _bad(where, f"{k} must be {kind.__name__}, got {d[k]!r}")
 
@@ -82,17 +96,23 @@ def validate(d: dict, where: str = FILE) -> dict:
         if not fam["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in fam["seeds"]):
             raise _bad(where, f"families.{label}.seeds must be a non-empty list of integers")
         other = fam.get("other_steps", {})
-        if not isinstance(other, dict) or not all(isinstance(n, int) and not isinstance(n, bool) for n in other.values()):
+        if not isinstance(other, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in other.values()
+        ):
             raise _bad(where, f"families.{label}.other_steps must map an arm to its integer steps")
     if set(d["comparisons"]) - {PRIMARY, SECONDARY} or PRIMARY not in d["comparisons"]:
-        raise _bad(where, f"comparisons must hold {PRIMARY!r} (and may hold {SECONDARY!r}), got {sorted(d['comparisons'])}")
+        raise _bad(
+            where, f"comparisons must hold {PRIMARY!r} (and may hold {SECONDARY!r}), got {sorted(d['comparisons'])}"
+        )
     for fam_name, rows in d["comparisons"].items():
         for i, c in enumerate(rows):
             _fields(c, {"family": str, "variant": str, "vs": str}, f"{where} comparisons.{fam_name}[{i}]")
             if c["family"] not in d["families"]:
                 raise _bad(where, f"comparisons.{fam_name}[{i}] names family {c['family']!r}, not in families")
             if len(c["vs"].split()) > 2 or not c["vs"].strip() or c["vs"] != " ".join(c["vs"].split()):
-                raise _bad(where, f"comparisons.{fam_name}[{i}].vs {c['vs']!r} is not '<variant>' or '<base> <variant>'")
+                raise _bad(
+                    where, f"comparisons.{fam_name}[{i}].vs {c['vs']!r} is not '<variant>' or '<base> <variant>'"
+                )
     if "exploratory" in d and not (isinstance(d["exploratory"], str) and d["exploratory"].strip()):
         raise _bad(where, f"exploratory must be a non-empty reason, got {d['exploratory']!r}")
     return d
@@ -108,9 +128,11 @@ def starts_warning(d: dict) -> str:
     starts = compute.get("sft_starts") or []
     if compute.get("random_effect") != "sft_start" or len(starts) >= MIN_STARTS:
         return ""
-    return (f"warning: {d.get('preset', 'this design')} generalises over SFT starts with {len(starts)} of them (fewer "
-            f"than {MIN_STARTS}): the start term has {max(len(starts) - 1, 0)} df, so its intervals are wide and a null "
-            "says little (analysis/power.py; tiny-compute-starts has 20)")
+    return (
+        f"warning: {d.get('preset', 'this design')} generalises over SFT starts with {len(starts)} of them (fewer "
+        f"than {MIN_STARTS}): the start term has {max(len(starts) - 1, 0)} df, so its intervals are wide and a null "
+        "says little (analysis/power.py; tiny-compute-starts has 20)"
+    )
 
 
 def read_design(folder: str | Path) -> dict | None:
@@ -138,9 +160,13 @@ def write_design(folder: str | Path, design: dict) -> Path:
     if path.is_file():
         old = read_design(folder)
         if not _same(old, design):
-            diff = sorted(k for k in set(old) | set(design) if old.get(k) != design.get(k) and k not in ("written", "date"))
-            raise ConfigError(f"{path} holds another design (differs in {', '.join(diff)}); give a new output folder "
-                              "or delete it to re-register (a changed design is a new, exploratory run)")
+            diff = sorted(
+                k for k in set(old) | set(design) if old.get(k) != design.get(k) and k not in ("written", "date")
+            )
+            raise ConfigError(
+                f"{path} holds another design (differs in {', '.join(diff)}); give a new output folder "
+                "or delete it to re-register (a changed design is a new, exploratory run)"
+            )
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
@@ -164,17 +190,23 @@ def disagreements(design: dict, configs: list[dict]) -> list[str]:
         # an arm named in other_steps ("<base> <variant>") runs its own step count by design
         other = {n for arm, n in f.get("other_steps", {}).items() if arm.split()[0] == cfg.get("loss", {}).get("base")}
         steps = t.get("steps") if t.get("steps") in other else f["steps"]
-        for what, have, want in (("seed", t.get("seed"), None), ("steps", t.get("steps"), steps),
-                                 ("test split", t.get("eval_split", "test"), f["test"]["split"]),
-                                 ("test size", t.get("n_eval"), f["test"]["size"]),
-                                 ("test seed", t.get("test_seed", 0), f["test"]["seed"]),
-                                 ("test exclusion", t.get("test_exclude", ""), f["test"].get("exclude", ""))):
+        for what, have, want in (
+            ("seed", t.get("seed"), None),
+            ("steps", t.get("steps"), steps),
+            ("test split", t.get("eval_split", "test"), f["test"]["split"]),
+            ("test size", t.get("n_eval"), f["test"]["size"]),
+            ("test seed", t.get("test_seed", 0), f["test"]["seed"]),
+            ("test exclusion", t.get("test_exclude", ""), f["test"].get("exclude", "")),
+        ):
             if what == "seed" and have not in f["seeds"]:
                 out.append(f"{label}: seed {have} is not among the design's seeds")
             elif what != "seed" and have != want:
                 out.append(f"{label}: {what} {have} where the design says {want}")
-        same_code = design.get("code_tree") and cfg.get("code_tree") == design["code_tree"] \
+        same_code = (
+            design.get("code_tree")
+            and cfg.get("code_tree") == design["code_tree"]
             and not str(cfg.get("git", "")).endswith("-dirty")
+        )
         if cfg.get("git") != commit and not same_code:
             out.append(f"{label}: a cell ran from {cfg.get('git') or 'an unrecorded commit'}, the design from {commit}")
     return sorted(set(out))
@@ -187,12 +219,16 @@ def declared(design: dict | None, preset_spec: dict | None = None) -> dict[str, 
     (every task: DEFAULT_COMPARISONS)."""
     if design is not None:
         tasks = {label: f["task"] for label, f in design["families"].items()}
-        return {fam: [{**{k: v for k, v in c.items() if k != "family"}, "task": tasks[c["family"]]} for c in rows]
-                for fam, rows in design["comparisons"].items()}
+        return {
+            fam: [{**{k: v for k, v in c.items() if k != "family"}, "task": tasks[c["family"]]} for c in rows]
+            for fam, rows in design["comparisons"].items()
+        }
     spec = (preset_spec or {}).get("comparisons")
     if spec:  # a row naming its task is matched by the task the cells record, not by the preset's label for it
-        return {fam: [{k: v for k, v in c.items() if k != "family" or "task" not in c} for c in rows]
-                for fam, rows in spec.items()}
+        return {
+            fam: [{k: v for k, v in c.items() if k != "family" or "task" not in c} for c in rows]
+            for fam, rows in spec.items()
+        }
     return {fam: [{"variant": v, "vs": vs} for v, vs in pairs] for fam, pairs in DEFAULT_COMPARISONS.items()}
 
 
@@ -233,31 +269,42 @@ def family_of(row: dict, planned: dict[str, list[dict]], labels: dict[str, str] 
     return EXPLORATORY
 
 
-def design_line(design: dict | None, configs: list[dict], folder, aside: dict | None = None,
-                preset: str | None = "") -> str:
+def design_line(
+    design: dict | None, configs: list[dict], folder, aside: dict | None = None, preset: str | None = ""
+) -> str:
     """The table's first line: confirmatory (the cells ran under design.json), exploratory with its
     reason (a design that says `exploratory`, or one registered and set aside, ASIDE), not confirmatory
     (why), or exploratory (no design at all: a preset's folder (PRESET) has its declared families, a grid
     of one's own the default ones, design.DEFAULT_COMPARISONS)."""
     if design is None and aside is not None:
         why = aside.get("exploratory", "chosen after looking at these seeds")
-        return (f"**Exploratory** ({why}): a design was registered before the first cell (kept as "
-                f"{folder}/design.registered.json, commit {aside['commit']}), but chosen after looking at these "
-                f"seeds' cells (its notes: {aside.get('notes', '').split('. ')[0]}); the decision rule is reported, "
-                "nothing here is confirmed.")
+        return (
+            f"**Exploratory** ({why}): a design was registered before the first cell (kept as "
+            f"{folder}/design.registered.json, commit {aside['commit']}), but chosen after looking at these "
+            f"seeds' cells (its notes: {aside.get('notes', '').split('. ')[0]}); the decision rule is reported, "
+            "nothing here is confirmed."
+        )
     if design is None:
-        return ("**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); "
-                + ("the families below are the preset's declared ones." if preset else
-                   "the families below are the default ones: +DACA vs baseline and baseline vs start primary, "
-                   "+DPS and +SML vs baseline secondary."))
+        return "**Exploratory**: no design.json in this folder (nothing was registered before the cells ran); " + (
+            "the families below are the preset's declared ones."
+            if preset
+            else "the families below are the default ones: +DACA vs baseline and baseline vs start primary, "
+            "+DPS and +SML vs baseline secondary."
+        )
     problems = disagreements(design, configs)
     if design.get("exploratory"):
         ran = "the cells did not all run under it" if problems else "every cell ran under it"
-        return (f"**Exploratory** ({design['exploratory']}): {folder}/design.json was registered before the first "
-                f"cell (commit {design['commit']}) and {ran}, but the design was chosen after looking; the decision "
-                "rule is reported, nothing here is confirmed.")
+        return (
+            f"**Exploratory** ({design['exploratory']}): {folder}/design.json was registered before the first "
+            f"cell (commit {design['commit']}) and {ran}, but the design was chosen after looking; the decision "
+            "rule is reported, nothing here is confirmed."
+        )
     if problems:
         more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
-        return f"**Not confirmatory**: the cells did not run under {folder}/design.json ({'; '.join(problems[:3])}{more})."
-    return (f"**Confirmatory**: every cell ran under {folder}/design.json (commit {design['commit']}, "
-            f"{design['multiplicity']} at alpha {design['alpha']:g}); bar: {design['bar']}")
+        return (
+            f"**Not confirmatory**: the cells did not run under {folder}/design.json ({'; '.join(problems[:3])}{more})."
+        )
+    return (
+        f"**Confirmatory**: every cell ran under {folder}/design.json (commit {design['commit']}, "
+        f"{design['multiplicity']} at alpha {design['alpha']:g}); bar: {design['bar']}"
+    )

@@ -20,6 +20,7 @@ grids took baseline vs start's MDE from 6.0 to 4.4 pp), more grids shrink all of
 itself uncertain (its 95 % interval runs from about 0.4x to 4x the estimate), so treat the
 counts as a guide.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,13 +51,28 @@ def plan_table(folder, target: float, alpha: float = 0.05, power: float = 0.80) 
         spread = bool(np.ptp(d) > 0 and np.isfinite(parts).all() and parts.sum() > 0)
         share = 100 * parts / parts.sum() if spread else np.full(3, math.nan)
         kw = {"alpha": alpha, "power": power}
-        row = {"family": common["family"], "task": common["task"], "base": common["base"], "variant": variant,
-               "vs": vs, "delta_pp": float(d.mean()), "seeds": S, "prompts": prompts, "clusters": P, "spread": spread,
-               "MDE": table_mde(d, **kw), "seed_share": share[0], "prompt_share": share[1], "resid_share": share[2]}
+        row = {
+            "family": common["family"],
+            "task": common["task"],
+            "base": common["base"],
+            "variant": variant,
+            "vs": vs,
+            "delta_pp": float(d.mean()),
+            "seeds": S,
+            "prompts": prompts,
+            "clusters": P,
+            "spread": spread,
+            "MDE": table_mde(d, **kw),
+            "seed_share": share[0],
+            "prompt_share": share[1],
+            "resid_share": share[2],
+        }
         if spread:
-            row.update(floor=projected_mde(comps, S, MAX_PROMPTS, **kw),
-                       seeds_needed=smallest(comps, target, prompts=P, cap=MAX_SEEDS, **kw),
-                       clusters_needed=smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw))
+            row.update(
+                floor=projected_mde(comps, S, MAX_PROMPTS, **kw),
+                seeds_needed=smallest(comps, target, prompts=P, cap=MAX_SEEDS, **kw),
+                clusters_needed=smallest(comps, target, seeds=S, cap=MAX_PROMPTS, **kw),
+            )
         else:  # every paired difference the same (both arms 0 %, say): no spread, nothing to plan from
             row.update(floor=math.nan, seeds_needed=None, clusters_needed=None)
         rows.append(row)
@@ -71,38 +87,87 @@ def _unreached(n) -> bool:  # None in the rows; NaN once pandas holds the column
 
 def plan_markdown(plan: pd.DataFrame) -> str:
     t = plan.attrs.get("target", math.nan)
-    head = ["family", "task", "variant", "vs", "Δpp", "seeds x clusters (prompts)", "MDE",
-            "variance: seed / cluster / resid %", "MDE floor (these seeds)", f"seeds for MDE ≤ {t:g}",
-            f"clusters for MDE ≤ {t:g}"]
-    lines = [f"### Seeds and prompts for an MDE of at most {t:g} pp", "",
-             "| " + " | ".join(head) + " |", "|---|---|---|---|" + "---:|" * 7]
+    head = [
+        "family",
+        "task",
+        "variant",
+        "vs",
+        "Δpp",
+        "seeds x clusters (prompts)",
+        "MDE",
+        "variance: seed / cluster / resid %",
+        "MDE floor (these seeds)",
+        f"seeds for MDE ≤ {t:g}",
+        f"clusters for MDE ≤ {t:g}",
+    ]
+    lines = [
+        f"### Seeds and prompts for an MDE of at most {t:g} pp",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|---|---|---|" + "---:|" * 7,
+    ]
     for _, r in plan.iterrows():
         base = "" if r["base"] == "grpo" else f" ({r['base']})"
         if not r.get("spread", True):
-            lines.append("| " + " | ".join([r["family"], r["task"], r["variant"] + base, r["vs"], f"{r['delta_pp']:+.1f}",
-                                            f"{r['seeds']} x {r['clusters']}", *[NO_SPREAD] * 5]) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        r["family"],
+                        r["task"],
+                        r["variant"] + base,
+                        r["vs"],
+                        f"{r['delta_pp']:+.1f}",
+                        f"{r['seeds']} x {r['clusters']}",
+                        *[NO_SPREAD] * 5,
+                    ]
+                )
+                + " |"
+            )
             continue
-        lines.append("| " + " | ".join([
-            r["family"], r["task"], r["variant"] + base, r["vs"], f"{r['delta_pp']:+.1f}",
-            f"{r['seeds']} x {r['clusters']}" + (f" ({r['prompts']})" if r["prompts"] != r["clusters"] else ""),
-            f"{r['MDE']:.1f}",
-            f"{r['seed_share']:.0f} / {r['prompt_share']:.0f} / {r['resid_share']:.0f}", f"{r['floor']:.1f}",
-            ("none: prompts set the floor" if _unreached(r["seeds_needed"]) else f"{int(r['seeds_needed']):,}")
-            + " (at these clusters)",
-            ("none: seeds set the floor" if _unreached(r["clusters_needed"]) else f"{int(r['clusters_needed']):,}")
-            + " (at these seeds)"]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r["family"],
+                    r["task"],
+                    r["variant"] + base,
+                    r["vs"],
+                    f"{r['delta_pp']:+.1f}",
+                    f"{r['seeds']} x {r['clusters']}" + (f" ({r['prompts']})" if r["prompts"] != r["clusters"] else ""),
+                    f"{r['MDE']:.1f}",
+                    f"{r['seed_share']:.0f} / {r['prompt_share']:.0f} / {r['resid_share']:.0f}",
+                    f"{r['floor']:.1f}",
+                    ("none: prompts set the floor" if _unreached(r["seeds_needed"]) else f"{int(r['seeds_needed']):,}")
+                    + " (at these clusters)",
+                    (
+                        "none: seeds set the floor"
+                        if _unreached(r["clusters_needed"])
+                        else f"{int(r['clusters_needed']):,}"
+                    )
+                    + " (at these seeds)",
+                ]
+            )
+            + " |"
+        )
     if len(plan) and not plan["spread"].any():
-        lines[1:1] = ["", f"{NO_SPREAD}: every paired difference of every comparison is the same (both arms at the same "
-                      "accuracy on every prompt and seed, 0 % say), so this run measured no variance to project a design "
-                      "from; first get a start the model can improve on (check the SFT start's accuracy), then plan."]
-    lines += ["", f"MDE: the smallest true difference found with {100 * plan.attrs.get('power', 0.8):.0f} % power at a "
-              f"two-sided {100 * plan.attrs.get('alpha', 0.05):.0f} % level, as in the table. Variance: each source's share of the "
-              "variance of the mean difference at this design. MDE floor: the MDE with these seeds and unlimited "
-              "test clusters (the seed term alone). A cluster is a test prompt except where a task groups prompts "
-              "(sudoku: a solution grid; the 4x4 universe has about 72 test grids: more puzzles of the same grids "
-              "shrink only the part of the cluster term that comes from which puzzles were drawn, which these counts "
-              "do not project). Counts assume the measured variance components hold at the new design; they are "
-              "estimates from this run's seeds, so treat them as a guide."]
+        lines[1:1] = [
+            "",
+            f"{NO_SPREAD}: every paired difference of every comparison is the same (both arms at the same "
+            "accuracy on every prompt and seed, 0 % say), so this run measured no variance to project a design "
+            "from; first get a start the model can improve on (check the SFT start's accuracy), then plan.",
+        ]
+    lines += [
+        "",
+        f"MDE: the smallest true difference found with {100 * plan.attrs.get('power', 0.8):.0f} % power at a "
+        f"two-sided {100 * plan.attrs.get('alpha', 0.05):.0f} % level, as in the table. Variance: each source's share of the "
+        "variance of the mean difference at this design. MDE floor: the MDE with these seeds and unlimited "
+        "test clusters (the seed term alone). A cluster is a test prompt except where a task groups prompts "
+        "(sudoku: a solution grid; the 4x4 universe has about 72 test grids: more puzzles of the same grids "
+        "shrink only the part of the cluster term that comes from which puzzles were drawn, which these counts "
+        "do not project). Counts assume the measured variance components hold at the new design; they are "
+        "estimates from this run's seeds, so treat them as a guide.",
+    ]
     return "\n".join(lines) + "\n"
 
 

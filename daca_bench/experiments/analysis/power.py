@@ -13,6 +13,7 @@ stats.py), MS_starts on T - 1 df, with a Satterthwaite df capped at T - 1: two s
     start_mde(comps, starts=8, seeds=2, clusters=68)   # what a design of 8 starts x 2 seeds would detect
     rejections(comps, 8, 2, 68, effect=0.0)            # its null rate by simulation (reps, fixed seed)
 """
+
 from __future__ import annotations
 
 import math
@@ -52,7 +53,7 @@ def start_mean_squares(x, groups):
     ms_w = P * ((rows - means @ onehot.T) ** 2).sum(-1) / (T * (n - 1)) if n > 1 else np.full(np.shape(grand), math.nan)
     ms_p = N * ((cols - grand[..., None]) ** 2).sum(-1) / (P - 1)
     resid = x - rows[..., :, None] - cols[..., None, :] + grand[..., None, None]
-    ms_e = (resid ** 2).sum(axis=(-2, -1)) / ((N - 1) * (P - 1))
+    ms_e = (resid**2).sum(axis=(-2, -1)) / ((N - 1) * (P - 1))
     out = (ms_b, ms_w, ms_p, ms_e)
     return tuple(float(v) for v in out) if x.ndim == 2 else out
 
@@ -64,7 +65,7 @@ def _se_df(ms_b, ms_p, ms_e, T: int, N: int, P: int):
     ms_b, ms_p, ms_e = (np.asarray(v, dtype=float) for v in (ms_b, ms_p, ms_e))
     on = ms_p > ms_e
     total = ms_b + np.where(on, ms_p - ms_e, 0.0)
-    den = ms_b ** 2 / (T - 1) + np.where(on, ms_p ** 2 / (P - 1) + ms_e ** 2 / ((N - 1) * (P - 1)), 0.0)
+    den = ms_b**2 / (T - 1) + np.where(on, ms_p**2 / (P - 1) + ms_e**2 / ((N - 1) * (P - 1)), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         se = np.sqrt(np.maximum(total, 0.0) / (N * P))
         df = np.where(den > 0, np.maximum(1.0, total * total / np.where(den > 0, den, 1.0)), math.inf)
@@ -90,7 +91,9 @@ def start_p(x, groups):
     se, df = start_se_df(x, groups)
     m = x.mean(axis=(-2, -1))
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(np.asarray(se) > 0, 2 * stats.t.sf(np.abs(m) / np.where(np.asarray(se) > 0, se, 1.0), df), math.nan)
+        p = np.where(
+            np.asarray(se) > 0, 2 * stats.t.sf(np.abs(m) / np.where(np.asarray(se) > 0, se, 1.0), df), math.nan
+        )
     return float(p) if x.ndim == 2 else p
 
 
@@ -103,8 +106,12 @@ def start_components(x, groups) -> tuple[float, float, float, float]:
     _, T, n = _layout(groups, N)
     ms_b, ms_w, ms_p, ms_e = start_mean_squares(x, groups)
     within = ms_w if n > 1 else ms_e
-    return (max(0.0, (ms_b - within) / (n * P)), max(0.0, (within - ms_e) / P) if n > 1 else 0.0,
-            max(0.0, (ms_p - ms_e) / N), ms_e)
+    return (
+        max(0.0, (ms_b - within) / (n * P)),
+        max(0.0, (within - ms_e) / P) if n > 1 else 0.0,
+        max(0.0, (ms_p - ms_e) / N),
+        ms_e,
+    )
 
 
 def expected(comps, starts: int, seeds: int, clusters: int) -> tuple[float, float]:
@@ -139,24 +146,44 @@ def simulate(comps, starts: int, seeds: int, clusters: int, effect: float, reps:
     return effect + (a + b)[:, :, None] + c + e, groups
 
 
-def rejections(comps, starts: int, seeds: int, clusters: int, effect: float, reps: int = 4000, seed: int = 0,
-               alpha: float = 0.05) -> float:
+def rejections(
+    comps, starts: int, seeds: int, clusters: int, effect: float, reps: int = 4000, seed: int = 0, alpha: float = 0.05
+) -> float:
     """The share of REPS simulated designs whose start-term test rejects at ALPHA (null rate at EFFECT 0,
     power at a planted EFFECT)."""
     x, groups = simulate(comps, starts, seeds, clusters, effect, reps, seed)
     return float(np.mean(start_p(x, groups) < alpha))
 
 
-def power_block(comps_by_comparison: dict, starts: int, seeds: int, clusters: int, source: str,
-                alpha: float = 0.05, power: float = 0.80) -> dict:
+def power_block(
+    comps_by_comparison: dict,
+    starts: int,
+    seeds: int,
+    clusters: int,
+    source: str,
+    alpha: float = 0.05,
+    power: float = 0.80,
+) -> dict:
     """design.json's power analysis: per comparison its assumed components, the true SE, expected df and
     MDE of this design, written before the first cell."""
     rows = {}
     for name, comps in comps_by_comparison.items():
         se, df = expected(comps, starts, seeds, clusters)
-        rows[name] = {**{k: round(float(v), 4) for k, v in zip(COMPONENTS, comps)}, "se": round(se, 3),
-                      "df": round(df, 2), "mde_pp": round(start_mde(comps, starts, seeds, clusters, alpha, power), 2)}
-    return {"starts": starts, "seeds_per_start": seeds, "clusters": clusters, "alpha": alpha, "power": power,
-            "model": "x = mu + start + seed(start) + cluster + e; Var(mean) = s2_start/T + s2_seed/N + "
-                     "s2_prompt/P + s2_e/(N P), the start term always in, Satterthwaite df (analysis/power.py)",
-            "components_from": source, "mde": rows, "max_mde_pp": max(r["mde_pp"] for r in rows.values())}
+        rows[name] = {
+            **{k: round(float(v), 4) for k, v in zip(COMPONENTS, comps)},
+            "se": round(se, 3),
+            "df": round(df, 2),
+            "mde_pp": round(start_mde(comps, starts, seeds, clusters, alpha, power), 2),
+        }
+    return {
+        "starts": starts,
+        "seeds_per_start": seeds,
+        "clusters": clusters,
+        "alpha": alpha,
+        "power": power,
+        "model": "x = mu + start + seed(start) + cluster + e; Var(mean) = s2_start/T + s2_seed/N + "
+        "s2_prompt/P + s2_e/(N P), the start term always in, Satterthwaite df (analysis/power.py)",
+        "components_from": source,
+        "mde": rows,
+        "max_mde_pp": max(r["mde_pp"] for r in rows.values()),
+    }

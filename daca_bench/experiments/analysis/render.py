@@ -7,6 +7,7 @@ number was made; `write_tables` writes a folder's table.md, table.csv and table.
     table, paths = write_tables("results/tiny")     # what `daca-bench table results/tiny` does
     print(to_markdown(load_table("results/tiny")))  # the Markdown alone (results.load_table)
 """
+
 from __future__ import annotations
 
 import math
@@ -26,22 +27,24 @@ def num(x, fmt: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-FOOTER = ("Accuracy: exact match on the family's one fixed test set, mean over seeds. Δpp: paired by seed and by "
-          "prompt against `vs` (a variant against the baseline; the baseline against its RL start, the SFT model "
-          "on the same prompts). 95 % CI: mixed-model interval, mean ± t(df) x SE with SE from the seed x cluster "
-          "variance components (Satterthwaite df); where the seed term is estimated at 0 (df jumps to about "
-          "clusters - 1) the seeds-only t-interval over per-seed means is printed beside it. p: two-sided, from the "
-          "same t; adj. p: {method} within the primary and within the secondary family (`plan`), at alpha {alpha:g}; "
-          "* = adjusted p < alpha, and, where the seed term dropped out, a seeds-only interval that excludes 0; an "
-          "exploratory row (not declared before the run) is never starred. MDE: the smallest true difference this "
-          "comparison detects with 80 % power at two-sided 5 %: λ(df) x SE / c4(df), λ the noncentrality at which "
-          "the t-test on df finds it with that power (noncentral t), SE / c4(df) the SE freed of its downward bias "
-          "on df degrees of freedom; where the seed term dropped out, the larger of that and the seeds-only test's "
-          "(seeds - 1 df); a Δ smaller than its MDE is not evidence of no effect; none where no paired difference "
-          "varies. CSV: the plain "
-          "t-interval over per-seed differences (t_half), the crossed bootstrap interval (boot_lo, boot_hi) and the "
-          "zero-variance group fraction (zero_std). Paper: the abstract's headline gain for the family (LLaDA-8B "
-          "scale, not this model), beside a shipped task of an area the paper measured only.")
+FOOTER = (
+    "Accuracy: exact match on the family's one fixed test set, mean over seeds. Δpp: paired by seed and by "
+    "prompt against `vs` (a variant against the baseline; the baseline against its RL start, the SFT model "
+    "on the same prompts). 95 % CI: mixed-model interval, mean ± t(df) x SE with SE from the seed x cluster "
+    "variance components (Satterthwaite df); where the seed term is estimated at 0 (df jumps to about "
+    "clusters - 1) the seeds-only t-interval over per-seed means is printed beside it. p: two-sided, from the "
+    "same t; adj. p: {method} within the primary and within the secondary family (`plan`), at alpha {alpha:g}; "
+    "* = adjusted p < alpha, and, where the seed term dropped out, a seeds-only interval that excludes 0; an "
+    "exploratory row (not declared before the run) is never starred. MDE: the smallest true difference this "
+    "comparison detects with 80 % power at two-sided 5 %: λ(df) x SE / c4(df), λ the noncentrality at which "
+    "the t-test on df finds it with that power (noncentral t), SE / c4(df) the SE freed of its downward bias "
+    "on df degrees of freedom; where the seed term dropped out, the larger of that and the seeds-only test's "
+    "(seeds - 1 df); a Δ smaller than its MDE is not evidence of no effect; none where no paired difference "
+    "varies. CSV: the plain "
+    "t-interval over per-seed differences (t_half), the crossed bootstrap interval (boot_lo, boot_hi) and the "
+    "zero-variance group fraction (zero_std). Paper: the abstract's headline gain for the family (LLaDA-8B "
+    "scale, not this model), beside a shipped task of an area the paper measured only."
+)
 
 
 def _ci(r) -> str:
@@ -58,20 +61,47 @@ def _p(x) -> str:
 
 def _section(title: str, t: pd.DataFrame, cross: bool = False) -> list[str]:
     """One markdown block of TABLE rows; CROSS: rows against another row ('wd1 baseline' vs 'grpo +DACA')."""
-    head = ["family", "task", "variant", "acc %", "Δpp", "vs", "95 % CI", "MDE", "p", "adj. p", "plan",
-            "zero-std %", "paper (up to)"]
+    head = [
+        "family",
+        "task",
+        "variant",
+        "acc %",
+        "Δpp",
+        "vs",
+        "95 % CI",
+        "MDE",
+        "p",
+        "adj. p",
+        "plan",
+        "zero-std %",
+        "paper (up to)",
+    ]
     lines = [title, "", "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * 10]
     for _, r in t.iterrows():
         has = "delta_pp" in r and not (isinstance(r.get("delta_pp"), float) and math.isnan(r["delta_pp"]))
         sig = r.get("sig")
         marked = isinstance(sig, (bool, np.bool_)) and bool(sig)  # NaN (no comparison) is no mark
         delta = (num(r["delta_pp"], "+.1f") + (" *" if marked else "")) if has else "-"
-        paper = f"+{r['paper_gain_pp']:.1f}" if r["variant"] == "baseline" and not cross and \
-            not math.isnan(r["paper_gain_pp"]) else ""
-        cells = [r["family"], r["task"], f"{r['base']} {r['variant']}" if cross else r["variant"], num(r["acc"], ".1f"),
-                 delta, r.get("vs") if has else "", _ci(r) if has else "-", num(r.get("MDE"), ".1f") if has else "-",
-                 _p(r.get("p")) if has else "-", _p(r.get("p_adj")) if has else "-", r.get("plan") if has else "",
-                 num(100 * r.get("zero_std", math.nan), ".0f"), paper]
+        paper = (
+            f"+{r['paper_gain_pp']:.1f}"
+            if r["variant"] == "baseline" and not cross and not math.isnan(r["paper_gain_pp"])
+            else ""
+        )
+        cells = [
+            r["family"],
+            r["task"],
+            f"{r['base']} {r['variant']}" if cross else r["variant"],
+            num(r["acc"], ".1f"),
+            delta,
+            r.get("vs") if has else "",
+            _ci(r) if has else "-",
+            num(r.get("MDE"), ".1f") if has else "-",
+            _p(r.get("p")) if has else "-",
+            _p(r.get("p_adj")) if has else "-",
+            r.get("plan") if has else "",
+            num(100 * r.get("zero_std", math.nan), ".0f"),
+            paper,
+        ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines + [""]
 
@@ -83,19 +113,30 @@ def to_markdown(table: pd.DataFrame) -> str:
         lines += _section(f"### base method: {base}", t)
         lines += [table.attrs["variants"][base], ""] if base in table.attrs.get("variants", {}) else []
     if cross.any():
-        lines += _section("### across bases and arms (a row against another base's or arm's row, paired by seed "
-                          "and prompt)", table[cross], cross=True)
+        lines += _section(
+            "### across bases and arms (a row against another base's or arm's row, paired by seed and prompt)",
+            table[cross],
+            cross=True,
+        )
     lines += compute_lines(table)
     seeds = table.loc[table["variant"] != START, "seeds"]
     prompts = table.loc[table["variant"] != START, "prompts"].dropna() if "prompts" in table else pd.Series(dtype=float)
-    footer = FOOTER.format(method=table.attrs.get("multiplicity", "holm").capitalize(),
-                           alpha=table.attrs.get("alpha", 0.05))
+    footer = FOOTER.format(
+        method=table.attrs.get("multiplicity", "holm").capitalize(), alpha=table.attrs.get("alpha", 0.05)
+    )
     k = table.attrs.get("n_starts", 1)  # several SFT starts: a row's cells are starts x seeds
-    units = _count(seeds, "seed", "per cell") if k < 2 else \
-        f"{_count(seeds, 'cell', 'per arm')} ({k} SFT starts x {int(seeds.max()) // k} seeds)"
-    lines.append(f"{units}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
-                 f"{_clusters(table)}. " + footer + table.attrs.get("starts", "") +
-                 (" " + table.attrs["regime"] if table.attrs.get("regime") else ""))
+    units = (
+        _count(seeds, "seed", "per cell")
+        if k < 2
+        else f"{_count(seeds, 'cell', 'per arm')} ({k} SFT starts x {int(seeds.max()) // k} seeds)"
+    )
+    lines.append(
+        f"{units}, {_count(prompts, 'paired test prompt', 'per comparison')}; "
+        f"{_clusters(table)}. "
+        + footer
+        + table.attrs.get("starts", "")
+        + (" " + table.attrs["regime"] if table.attrs.get("regime") else "")
+    )
     return "\n".join(lines) + "\n"
 
 

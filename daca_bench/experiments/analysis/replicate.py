@@ -28,6 +28,7 @@ seeds both share (`shared_seeds`: each table rebuilt from those cells alone, and
 such runs are not independent, so no pooled estimate), or whole when they share none; a reference
 that is missing or holds no finished cell is refused before any table is written (`check_reference`).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,17 +68,32 @@ def _dcol(col: str, j: int) -> str:
 
 def csv_columns(n_refs: int = 1) -> list[str]:
     sides = _sides(n_refs)
-    return [*KEYS, *(f"{c}_{s}" for c in SIDE for s in sides), "acc_diff",
-            *(_dcol(c, j) for j in range(1, n_refs + 1) for c in DIFF), *POOLED,
-            *(HETEROGENEITY if n_refs > 1 else []), "start_shared", "start_agree", "status"]
+    return [
+        *KEYS,
+        *(f"{c}_{s}" for c in SIDE for s in sides),
+        "acc_diff",
+        *(_dcol(c, j) for j in range(1, n_refs + 1) for c in DIFF),
+        *POOLED,
+        *(HETEROGENEITY if n_refs > 1 else []),
+        "start_shared",
+        "start_agree",
+        "status",
+    ]
 
 
 CSV_COLUMNS = csv_columns(1)
 
 
-def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, alpha: float | None = None,
-                   multiplicity: str | None = None, independent: bool = True, margin: float | None = None,
-                   starts: dict | None = None) -> pd.DataFrame:
+def compare_tables(
+    ours: pd.DataFrame,
+    ref: pd.DataFrame,
+    *more: pd.DataFrame,
+    alpha: float | None = None,
+    multiplicity: str | None = None,
+    independent: bool = True,
+    margin: float | None = None,
+    starts: dict | None = None,
+) -> pd.DataFrame:
     """One row per (base, family, task, variant[, cross-base vs]) of any table: each side (`*_ours`,
     `*_ref`, `*_ref2`, ...), the difference against each reference with its interval and (adjusted)
     p, the pooled estimate where the runs are INDEPENDENT (no shared seed), heterogeneity with more
@@ -95,8 +111,9 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
         t = t.assign(_ref=t["vs"].map(lambda v: v if across(v) else ""))
         return t.rename(columns={c: f"{c}_{side}" for c in SIDE})
 
-    merged = reduce(lambda a, b: a.merge(b, on=[*KEYS, "_ref"], how="outer"),
-                    [keyed(t, s) for t, s in zip(tables, sides)]).drop(columns="_ref")
+    merged = reduce(
+        lambda a, b: a.merge(b, on=[*KEYS, "_ref"], how="outer"), [keyed(t, s) for t, s in zip(tables, sides)]
+    ).drop(columns="_ref")
     rows, tests = [], []  # tests: (row index, reference j, family, p)
     for i, (_, r) in enumerate(merged.iterrows()):
         row = r.to_dict()
@@ -110,24 +127,45 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
             if both and shared is not None:
                 n, agree = shared[0], shared[1]
                 row.update(start_shared=n, start_agree=agree)
-                row["status"] = "different test set" if n == 0 else f"identical on {n} shared prompts" if agree == n \
+                row["status"] = (
+                    "different test set"
+                    if n == 0
+                    else f"identical on {n} shared prompts"
+                    if agree == n
                     else f"differs on {n - agree} of {n} shared prompts"
+                )
                 rows.append(row)
                 continue
-            row["status"] = ("identical" if r["acc_ours"] == r["acc_ref"] else "accuracy differs") if both else \
-                "only here" if here or (_finite(r["acc_ours"]) and not anywhere) else \
-                "only in reference" if anywhere else ""
+            row["status"] = (
+                ("identical" if r["acc_ours"] == r["acc_ref"] else "accuracy differs")
+                if both
+                else "only here"
+                if here or (_finite(r["acc_ours"]) and not anywhere)
+                else "only in reference"
+                if anywhere
+                else ""
+            )
             rows.append(row)
             continue
         same = []
         fam = next((r[f"plan_{s}"] for s in sides if isinstance(r[f"plan_{s}"], str)), "other")
         for j in there:
             s = sides[j]
-            d = difference(r["delta_pp_ours"], r["se_ours"], r["df_ours"], r[f"delta_pp_{s}"], r[f"se_{s}"], r[f"df_{s}"])
-            row.update({_dcol("diff_pp", j): d.diff, _dcol("diff_lo", j): d.lo, _dcol("diff_hi", j): d.hi,
-                        _dcol("diff_se", j): d.se, _dcol("diff_df", j): d.df, _dcol("diff_p", j): d.p,
-                        _dcol("diff_mde", j): float(mde(d.se, d.df)) if math.isfinite(d.df) and d.se > 0 else math.nan,
-                        _dcol("tost_p", j): tost_p(d.diff, d.se, d.df, margin or 0.0)})
+            d = difference(
+                r["delta_pp_ours"], r["se_ours"], r["df_ours"], r[f"delta_pp_{s}"], r[f"se_{s}"], r[f"df_{s}"]
+            )
+            row.update(
+                {
+                    _dcol("diff_pp", j): d.diff,
+                    _dcol("diff_lo", j): d.lo,
+                    _dcol("diff_hi", j): d.hi,
+                    _dcol("diff_se", j): d.se,
+                    _dcol("diff_df", j): d.df,
+                    _dcol("diff_p", j): d.p,
+                    _dcol("diff_mde", j): float(mde(d.se, d.df)) if math.isfinite(d.df) and d.se > 0 else math.nan,
+                    _dcol("tost_p", j): tost_p(d.diff, d.se, d.df, margin or 0.0),
+                }
+            )
             identical = all(r[f"{c}_ours"] == r[f"{c}_{s}"] for c in ("delta_pp", "lo", "hi"))
             same.append(identical)
             if identical:  # the same cells: nothing to test (an interval from two runs' noise would mislead)
@@ -138,7 +176,9 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
             runs = ["ours", *(sides[j] for j in there)]
             x, se = [r[f"delta_pp_{s}"] for s in runs], [r[f"se_{s}"] for s in runs]
             hk = hartung_knapp(x, se)  # random effects, a t on runs - 1 df (agreement.py)
-            row.update(pooled_pp=hk["mean"], pooled_lo=hk["lo"], pooled_hi=hk["hi"], pooled_se=hk["se"], pooled_df=hk["df"])
+            row.update(
+                pooled_pp=hk["mean"], pooled_lo=hk["lo"], pooled_hi=hk["hi"], pooled_se=hk["se"], pooled_df=hk["df"]
+            )
             if len(sides) > 2:
                 pl = pool(x, se, [r[f"df_{s}"] for s in runs])
                 row.update(Q=pl.q, Q_p=pl.q_p, tau2=pl.tau2, I2=pl.i2, re_pp=hk["mean"], re_lo=hk["lo"], re_hi=hk["hi"])
@@ -155,18 +195,29 @@ def compare_tables(ours: pd.DataFrame, ref: pd.DataFrame, *more: pd.DataFrame, a
             if any(_finite(p) for p in adj) or any(_finite(row.get(_dcol("diff_pp", j))) for j in js):
                 tost = [row.get(_dcol("tost_p", j), math.nan) for j in js if _finite(row.get(_dcol("diff_pp", j)))]
                 mdes = [row.get(_dcol("diff_mde", j)) for j in js if _finite(row.get(_dcol("diff_mde", j)))]
-                row["status"] = "differs" if any(_finite(p) and p < alpha for p in adj) else \
-                    f"equivalent within ±{margin:g}" if tost and all(_finite(p) and p < alpha for p in tost) else \
-                    f"no difference detected (difference MDE {max(mdes):.1f} pp)" if mdes else "no spread"
+                row["status"] = (
+                    "differs"
+                    if any(_finite(p) and p < alpha for p in adj)
+                    else f"equivalent within ±{margin:g}"
+                    if tost and all(_finite(p) and p < alpha for p in tost)
+                    else f"no difference detected (difference MDE {max(mdes):.1f} pp)"
+                    if mdes
+                    else "no spread"
+                )
     out = pd.DataFrame(rows)
     if not out.empty:
         order = {v: i for i, v in enumerate([START, *VARIANT_ORDER])}
         rank = out["variant"].map(lambda v: order.get(v, len(order)))
-        out = out.assign(_rank=rank).sort_values(["base", "family", "task", "_rank", "variant"]) \
-            .drop(columns="_rank").reset_index(drop=True)
+        out = (
+            out.assign(_rank=rank)
+            .sort_values(["base", "family", "task", "_rank", "variant"])
+            .drop(columns="_rank")
+            .reset_index(drop=True)
+        )
     out = out.reindex(columns=csv_columns(len(sides) - 1))
-    out.attrs.update(alpha=alpha, multiplicity=method, references=len(sides) - 1, independent=independent,
-                     margin=margin)
+    out.attrs.update(
+        alpha=alpha, multiplicity=method, references=len(sides) - 1, independent=independent, margin=margin
+    )
     return out
 
 
@@ -196,8 +247,10 @@ def check_reference(ref: str | Path | list) -> None:
     a list of runs in parts)."""
     for one in _runs(ref):
         if not seeds_of(one):
-            raise ConfigError(f"--against {one}: no finished cells (*/summary.json) in it or in its cells/ folder; "
-                              "give the folder of a finished run (e.g. results/tiny)")
+            raise ConfigError(
+                f"--against {one}: no finished cells (*/summary.json) in it or in its cells/ folder; "
+                "give the folder of a finished run (e.g. results/tiny)"
+            )
 
 
 def shared_seeds(ours: str | Path, ref: str | Path | list) -> tuple[dict | None, str]:
@@ -209,10 +262,17 @@ def shared_seeds(ours: str | Path, ref: str | Path | list) -> tuple[dict | None,
     shared = {t: a[t] & b[t] for t in sorted(a.keys() & b.keys()) if a[t] & b[t]}
     show = lambda s: ",".join(map(str, sorted(s)))  # noqa: E731
     if not shared:
-        return None, ("Independent replication: the two runs share no seed (here " + "; ".join(
-            f"{t} {show(s)}" for t, s in sorted(a.items())) + "; reference " + "; ".join(
-            f"{t} {show(s)}" for t, s in sorted(b.items())) + "), so each table is built from all its own cells "
+        return None, (
+            "Independent replication: the two runs share no seed (here "
+            + "; ".join(f"{t} {show(s)}" for t, s in sorted(a.items()))
+            + "; reference "
+            + "; ".join(f"{t} {show(s)}" for t, s in sorted(b.items()))
+            + "), so each table is built from all its own cells "
             "and each interval is its own run's: the question is whether a fresh run's estimates differ from the "
-            "reference's by more than both runs' noise, not whether it repeats the numbers.")
-    return shared, ("Judged on the seeds both runs share (" + "; ".join(f"{t} {show(s)}" for t, s in shared.items())
-                    + "): both tables rebuilt from those cells alone, so their intervals are those of that many seeds.")
+            "reference's by more than both runs' noise, not whether it repeats the numbers."
+        )
+    return shared, (
+        "Judged on the seeds both runs share ("
+        + "; ".join(f"{t} {show(s)}" for t, s in shared.items())
+        + "): both tables rebuilt from those cells alone, so their intervals are those of that many seeds."
+    )

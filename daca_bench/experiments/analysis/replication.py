@@ -7,6 +7,7 @@ seeds both share (`replicate.shared_seeds`), compares them and writes RUN/replic
     text, paths = write_report(table, "runs/reproduce/tiny", "results/tiny")  # `daca-bench table RUN --against`
     print(verdict(compare_tables(load_table(run), load_table("results/tiny"))))
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -62,15 +63,20 @@ def verdict(report: pd.DataFrame) -> str:
     rule = f"{method.capitalize()} within each family at alpha {alpha:g}" if method != "none" else f"alpha {alpha:g}"
     largest, j = _largest(done, n_refs)
     against = "" if n_refs == 1 else f" against reference {j}"
-    size = (f"largest difference {largest[_dcol('diff_pp', j)]:+.1f} pp{against} ({_name_row(largest)}, "
-            f"adj. p {_p(largest[_dcol('diff_p_adj', j)])})")
+    size = (
+        f"largest difference {largest[_dcol('diff_pp', j)]:+.1f} pp{against} ({_name_row(largest)}, "
+        f"adj. p {_p(largest[_dcol('diff_p_adj', j)])})"
+    )
     missing = report[report["status"].isin(["only here", "only in reference"])]
     extra = f"; {len(missing)} row(s) in one table only" if len(missing) else ""
     for _, r in report[report["variant"] == START].iterrows():
         status = str(r["status"])
         if status == "different test set" or status.startswith(("differs on", "identical on", "accuracy differs")):
-            extra += f"; the RL start of {r['task']}: {status}" if status != "accuracy differs" else \
-                f"; the RL start of {r['task']} differs ({r['acc_ours']:.1f} % here, {r['acc_ref']:.1f} % in the reference)"
+            extra += (
+                f"; the RL start of {r['task']}: {status}"
+                if status != "accuracy differs"
+                else f"; the RL start of {r['task']} differs ({r['acc_ours']:.1f} % here, {r['acc_ref']:.1f} % in the reference)"
+            )
     if (done["status"] == "identical").all():
         return f"Identical: all {n} comparisons have the same estimate and interval as the reference{extra}."
     differs = done[done["status"] == "differs"]
@@ -79,16 +85,23 @@ def verdict(report: pd.DataFrame) -> str:
         equal = done["status"].astype(str).str.startswith(("equivalent", "identical")).sum()
         mdes = done[done["status"].astype(str).str.startswith("no difference")]
         if equal == n:
-            return (f"Replicated: all {n} comparisons are equivalent within ±{margin:g} pp between the runs (two "
-                    f"one-sided tests at alpha {alpha:g}); none differs ({rule}); {size}{extra}.")
+            return (
+                f"Replicated: all {n} comparisons are equivalent within ±{margin:g} pp between the runs (two "
+                f"one-sided tests at alpha {alpha:g}); none differs ({rule}); {size}{extra}."
+            )
         cols = [c for c in report.columns if c.startswith("diff_mde")]
         span = mdes[cols].max(axis=1) if len(mdes) else pd.Series(dtype=float)
-        tost = (f"{equal} equivalent within ±{margin:g} pp (TOST), " if margin else
-                "no equivalence margin declared (design.json equivalence_margin_pp or --margin), so none is shown "
-                "equivalent; ")
+        tost = (
+            f"{equal} equivalent within ±{margin:g} pp (TOST), "
+            if margin
+            else "no equivalence margin declared (design.json equivalence_margin_pp or --margin), so none is shown "
+            "equivalent; "
+        )
         mde_span = f" (difference MDE {span.min():.1f}-{span.max():.1f} pp)" if len(span) else ""
-        return (f"No difference detected: none of the {n} comparisons differs between the runs ({rule}); {tost}"
-                f"{len(mdes)} with no difference detected, which is not evidence of equivalence{mde_span}; {size}{extra}.")
+        return (
+            f"No difference detected: none of the {n} comparisons differs between the runs ({rule}); {tost}"
+            f"{len(mdes)} with no difference detected, which is not evidence of equivalence{mde_span}; {size}{extra}."
+        )
 
     def one(r) -> str:
         parts = []
@@ -96,12 +109,16 @@ def verdict(report: pd.DataFrame) -> str:
             p = r.get(_dcol("diff_p_adj", k))
             if _finite(p) and p < alpha:
                 vs = "" if n_refs == 1 else f" vs reference {k}"
-                parts.append(f"{r[_dcol('diff_pp', k)]:+.1f} [{r[_dcol('diff_lo', k)]:+.1f}, "
-                             f"{r[_dcol('diff_hi', k)]:+.1f}]{vs}, adj. p {_p(p)}")
+                parts.append(
+                    f"{r[_dcol('diff_pp', k)]:+.1f} [{r[_dcol('diff_lo', k)]:+.1f}, "
+                    f"{r[_dcol('diff_hi', k)]:+.1f}]{vs}, adj. p {_p(p)}"
+                )
         return f"{_name_row(r)} {'; '.join(parts)}"
 
-    return (f"Not replicated: {len(differs)} of {n} comparisons differ between the runs "
-            f"({', '.join(one(r) for _, r in differs.iterrows())}; {rule}); {size}{extra}.")
+    return (
+        f"Not replicated: {len(differs)} of {n} comparisons differ between the runs "
+        f"({', '.join(one(r) for _, r in differs.iterrows())}; {rule}); {size}{extra}."
+    )
 
 
 def _delta(r, side: str) -> str:
@@ -132,8 +149,21 @@ def to_markdown(report: pd.DataFrame, ours: str, ref: str | list[str], note: str
     n_refs = len(refs)
     sides = _sides(n_refs)
     if n_refs == 1:
-        head = ["task", "variant", "vs", "acc % here", "acc % ref", "Δpp here [95 % CI]", "Δpp ref [95 % CI]",
-                "difference [95 % CI]", "p", "adj. p", "TOST p", "pooled [95 % CI]", "status"]
+        head = [
+            "task",
+            "variant",
+            "vs",
+            "acc % here",
+            "acc % ref",
+            "Δpp here [95 % CI]",
+            "Δpp ref [95 % CI]",
+            "difference [95 % CI]",
+            "p",
+            "adj. p",
+            "TOST p",
+            "pooled [95 % CI]",
+            "status",
+        ]
         align = "|---|---|---|" + "---:|" * 9 + "---|"
         title = f"### replication: {ours} against {refs[0]}"
     else:
@@ -142,8 +172,11 @@ def to_markdown(report: pd.DataFrame, ours: str, ref: str | list[str], note: str
             head += [f"Δpp ref {j} [95 % CI]", f"here - ref {j} [95 % CI]", "adj. p"]
         head += ["pooled [95 % CI]", "Q (p)", "I²", "τ²", "status"]
         align = "|---|---|---|" + "---:|" * (len(head) - 4) + "---|"
-        title = f"### replication: {ours} against {n_refs} runs (" + "; ".join(
-            f"ref {j}: {r}" for j, r in enumerate(refs, 1)) + ")"
+        title = (
+            f"### replication: {ours} against {n_refs} runs ("
+            + "; ".join(f"ref {j}: {r}" for j, r in enumerate(refs, 1))
+            + ")"
+        )
     lines = [title, "", "| " + " | ".join(head) + " |", align]
     for base, g in report.groupby("base", sort=True):
         if report["base"].nunique() > 1:
@@ -154,48 +187,86 @@ def to_markdown(report: pd.DataFrame, ours: str, ref: str | list[str], note: str
             status = f"**{status}**" if status == "differs" else status
             pooled = _interval(r, "pooled_pp", "pooled_lo", "pooled_hi")
             if n_refs == 1:
-                cells = [r["task"], r["variant"], vs, _num(r["acc_ours"], ".1f"), _num(r["acc_ref"], ".1f"),
-                         _delta(r, "ours"), _delta(r, "ref"), _diff(r, 1, "ref"), _p(r.get("diff_p")),
-                         _p(r.get("diff_p_adj")), _p(r.get("tost_p")), pooled, status]
+                cells = [
+                    r["task"],
+                    r["variant"],
+                    vs,
+                    _num(r["acc_ours"], ".1f"),
+                    _num(r["acc_ref"], ".1f"),
+                    _delta(r, "ours"),
+                    _delta(r, "ref"),
+                    _diff(r, 1, "ref"),
+                    _p(r.get("diff_p")),
+                    _p(r.get("diff_p_adj")),
+                    _p(r.get("tost_p")),
+                    pooled,
+                    status,
+                ]
             else:
                 cells = [r["task"], r["variant"], vs, _delta(r, "ours")]
                 for j in range(1, n_refs + 1):
                     cells += [_delta(r, sides[j]), _diff(r, j, sides[j]), _p(r.get(_dcol("diff_p_adj", j)))]
                 q = f"{r['Q']:.2f} ({_p(r['Q_p'])})" if _finite(r.get("Q")) else "-"
-                cells += [pooled, q, _num(100 * r["I2"], ".0f") + " %" if _finite(r.get("I2")) else "-",
-                          _num(r.get("tau2"), ".2f") if _finite(r.get("tau2")) else "-", status]
+                cells += [
+                    pooled,
+                    q,
+                    _num(100 * r["I2"], ".0f") + " %" if _finite(r.get("I2")) else "-",
+                    _num(r.get("tau2"), ".2f") if _finite(r.get("tau2")) else "-",
+                    status,
+                ]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     sizes = []
-    for side, label in zip(sides, ["here", *(["reference"] if n_refs == 1 else
-                                            [f"ref {j}" for j in range(1, n_refs + 1)])]):
+    for side, label in zip(
+        sides, ["here", *(["reference"] if n_refs == 1 else [f"ref {j}" for j in range(1, n_refs + 1)])]
+    ):
         seeds = report.loc[report["variant"] != START, f"seeds_{side}"].dropna()
         if len(seeds):
-            sizes.append(f"{label}: {int(seeds.min())}{'' if seeds.min() == seeds.max() else f'-{int(seeds.max())}'} "
-                         "seeds per cell")
+            sizes.append(
+                f"{label}: {int(seeds.min())}{'' if seeds.min() == seeds.max() else f'-{int(seeds.max())}'} "
+                "seeds per cell"
+            )
     alpha, method = report.attrs.get("alpha", 0.05), str(report.attrs.get("multiplicity", "holm"))
-    adj = f"{method.capitalize()} within each family of the table (primary, secondary; any other rows as one more)" \
-        if method != "none" else "unadjusted"
-    pooled_note = ("Pooled: the random-effects mean of the runs' estimates (DerSimonian-Laird τ²) with its "
-                   "Hartung-Knapp 95 % interval, a t on runs - 1 df (agreement.py)" if report.attrs.get("independent", True)
-                   else "No pooled estimate: the runs share seeds, so they are not independent")
+    adj = (
+        f"{method.capitalize()} within each family of the table (primary, secondary; any other rows as one more)"
+        if method != "none"
+        else "unadjusted"
+    )
+    pooled_note = (
+        "Pooled: the random-effects mean of the runs' estimates (DerSimonian-Laird τ²) with its "
+        "Hartung-Knapp 95 % interval, a t on runs - 1 df (agreement.py)"
+        if report.attrs.get("independent", True)
+        else "No pooled estimate: the runs share seeds, so they are not independent"
+    )
     margin = report.attrs.get("margin")
-    equiv = (f"TOST p: two one-sided t tests of |true difference| >= {margin:g} pp (the margin declared in the design "
-             f"or with --margin); status `equivalent within ±{margin:g}` where it is below {alpha:g}" if margin else
-             "TOST p: none, no equivalence margin was declared (design.json equivalence_margin_pp or --margin), so "
-             "no row is called equivalent")
-    hetero = (" Q: Cochran's Q over the runs (chi² p, runs - 1 df); I²: the share of their spread beyond "
-              "sampling error; τ²: the DerSimonian-Laird between-run variance (pp²)." if n_refs > 1 else "")
-    lines += ["", f"**{verdict(report)}**", "", *([note, ""] if note else []),
-              f"({'; '.join(sizes)}. Δpp: each run's own estimate and 95 % interval; * = significant in that run's "
-              "own table. difference: here minus the reference, its 95 % interval and p from both runs' "
-              "uncertainty (SE = √(SE here² + SE ref²), t on the Welch-Satterthwaite df of the two tables' df); "
-              f"adj. p: {adj}, for `differs` only (status `differs` where it is below {alpha:g}); {equiv}; "
-              "otherwise `no difference detected`, with the difference's MDE (80 % power, two-sided 5 %): not "
-              "evidence that the runs agree. The RL start's row compares the two starts on the prompt ids both runs "
-              "scored (`different test set` where none). A comparison significant in one run only is no verdict: the "
-              f"difference between significant and not significant is not itself significant. {pooled_note}.{hetero} "
-              "Where both runs scored the same test prompts, the prompt term is shared: the difference's interval is "
-              f"then conservative and the pooled one somewhat narrow.{shared})"]
+    equiv = (
+        f"TOST p: two one-sided t tests of |true difference| >= {margin:g} pp (the margin declared in the design "
+        f"or with --margin); status `equivalent within ±{margin:g}` where it is below {alpha:g}"
+        if margin
+        else "TOST p: none, no equivalence margin was declared (design.json equivalence_margin_pp or --margin), so "
+        "no row is called equivalent"
+    )
+    hetero = (
+        " Q: Cochran's Q over the runs (chi² p, runs - 1 df); I²: the share of their spread beyond "
+        "sampling error; τ²: the DerSimonian-Laird between-run variance (pp²)."
+        if n_refs > 1
+        else ""
+    )
+    lines += [
+        "",
+        f"**{verdict(report)}**",
+        "",
+        *([note, ""] if note else []),
+        f"({'; '.join(sizes)}. Δpp: each run's own estimate and 95 % interval; * = significant in that run's "
+        "own table. difference: here minus the reference, its 95 % interval and p from both runs' "
+        "uncertainty (SE = √(SE here² + SE ref²), t on the Welch-Satterthwaite df of the two tables' df); "
+        f"adj. p: {adj}, for `differs` only (status `differs` where it is below {alpha:g}); {equiv}; "
+        "otherwise `no difference detected`, with the difference's MDE (80 % power, two-sided 5 %): not "
+        "evidence that the runs agree. The RL start's row compares the two starts on the prompt ids both runs "
+        "scored (`different test set` where none). A comparison significant in one run only is no verdict: the "
+        f"difference between significant and not significant is not itself significant. {pooled_note}.{hetero} "
+        "Where both runs scored the same test prompts, the prompt term is shared: the difference's interval is "
+        f"then conservative and the pooled one somewhat narrow.{shared})",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -207,8 +278,13 @@ def _overlap(a: dict, b: dict) -> bool:
     return any(a[t] & b[t] for t in a.keys() & b.keys())
 
 
-def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path | list,
-                 more: list | tuple = (), margin: float | None = None) -> tuple[str, list[Path]]:
+def write_report(
+    ours_table: pd.DataFrame,
+    ours: str | Path,
+    ref: str | Path | list,
+    more: list | tuple = (),
+    margin: float | None = None,
+) -> tuple[str, list[Path]]:
     """Compare OURS (its table already built) with REF's cells (a list: one run assembled from parts,
     results.union) on the seeds both share, or whole when they share none; MORE: further independent
     runs (each a folder or a list of parts), pooled with the two, with heterogeneity. MARGIN: the TOST's
@@ -223,11 +299,15 @@ def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path | l
         for i in range(len(seeds)):
             for j in range(i + 1, len(seeds)):
                 if _overlap(seeds[i], seeds[j]):
-                    raise ConfigError(f"--against: {names[j]} shares seeds with {names[i]}; several references are "
-                                      "pooled as independent runs, so compare a run that shares seeds on its own")
+                    raise ConfigError(
+                        f"--against: {names[j]} shares seeds with {names[i]}; several references are "
+                        "pooled as independent runs, so compare a run that shares seeds on its own"
+                    )
         tables = [load_table(r) for r in runs]
-        note = ("Independent replications: no two of the runs share a seed, so each table is built from all its "
-                "own cells and the estimates are pooled.")
+        note = (
+            "Independent replications: no two of the runs share a seed, so each table is built from all its "
+            "own cells and the estimates are pooled."
+        )
         independent = True
     else:
         seeds, note = shared_seeds(ours, ref)
@@ -239,17 +319,22 @@ def write_report(ours_table: pd.DataFrame, ours: str | Path, ref: str | Path | l
         if isinstance(r, list) and len(r) > 1:
             who = f"Reference {j} ({_name(r)})" if more else "The reference"
             what = "" if more else f" from {_name(r)}"
-            note = (note + " " if note else "") + (f"{who} is one run assembled{what}: each task's cells and RL "
-                                                   "start from the last folder that has the task.")
+            note = (note + " " if note else "") + (
+                f"{who} is one run assembled{what}: each task's cells and RL "
+                "start from the last folder that has the task."
+            )
     if margin is None:
         from .design import read_design
 
         margin = (read_design(out) or {}).get("equivalence_margin_pp")
     here = run_starts(ours)
-    starts = {t: start_agreement(here[t], there) for t, there in run_starts(ref).items() if t in here} if not more else {}
+    starts = (
+        {t: start_agreement(here[t], there) for t, there in run_starts(ref).items() if t in here} if not more else {}
+    )
     report = compare_tables(ours_table, *tables, independent=independent, margin=margin, starts=starts)
-    text = to_markdown(report, str(ours), [_name(r) for r in runs] if more else _name(ref), note,
-                       shared_note(ours, runs, starts))
+    text = to_markdown(
+        report, str(ours), [_name(r) for r in runs] if more else _name(ref), note, shared_note(ours, runs, starts)
+    )
     paths[0].write_text(text)
     report.to_csv(paths[1], index=False, float_format="%.4g")
     return text, paths

@@ -30,6 +30,7 @@ Every further comparison the plan declares (design.json or the preset's) is comp
 row against another base's row (`vs` "grpo +DACA" for wd1's baseline): paired the same way, adjusted
 in its family, and printed in the last section, "across bases and arms" (`extra_rows`).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,11 +44,10 @@ from ...errors import ConfigError
 from ...jsonl import column_means, parse_jsonl
 from . import cellstore
 from .accuracy import checked_accuracy
+from .budgets import LEDGER, budget_rows, by_start, ledger_columns, starts_line
 from .cellstore import START, eval_records, locate
 from .clusters import cluster_keys, recorded, registered
-from .design import (ASIDE, PRIMARY, SECONDARY, block_family, declared, design_line, family_of, read_design,
-                     reference)
-from .budgets import LEDGER, budget_rows, by_start, ledger_columns, starts_line
+from .design import ASIDE, PRIMARY, SECONDARY, block_family, declared, design_line, family_of, read_design, reference
 from .stats import adjust
 from .variants import PAPER_GAIN_PP, REGIME_KEYS, VARIANT_ORDER, paper_area, regime, variants_lines  # noqa: F401
 
@@ -80,16 +80,27 @@ def load_results(folder: str | Path) -> pd.DataFrame:
         # the table's clip column is the share of ratios outside [1-eps, 1+eps] whatever the advantage's
         # sign: `clip_frac_any` since clip_frac became TRL's region mean; older cells logged it as clip_frac
         m["clip_frac"] = m["clip_frac_any"] if math.isfinite(m["clip_frac_any"]) else m["clip_frac"]
-        row = {"cell": cell.name, "task": cfg["train"]["task"], "family": family,
-               "base": cfg["loss"]["base"], "variant": axes.get("variant", _variant_of(cfg)),
-               "seed": cfg["train"]["seed"], "start": axes.get("sft_start", 0),
-               "test_accuracy": checked_accuracy(s["test_accuracy"], prompts, s.get("statuses"), str(cell)),
-               "zero_std": m["zero_std_groups"], "clip_frac": m["clip_frac"], "kl": m["kl"],
-               **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
-               "prompts": prompts,
-               "recorded": {**record.get("clusters", {}), **(recorded(cell.rows("eval.jsonl"))
-                                                             if cell.has("eval.jsonl") else {})},
-               "task_record": record or None, "config": cfg}
+        row = {
+            "cell": cell.name,
+            "task": cfg["train"]["task"],
+            "family": family,
+            "base": cfg["loss"]["base"],
+            "variant": axes.get("variant", _variant_of(cfg)),
+            "seed": cfg["train"]["seed"],
+            "start": axes.get("sft_start", 0),
+            "test_accuracy": checked_accuracy(s["test_accuracy"], prompts, s.get("statuses"), str(cell)),
+            "zero_std": m["zero_std_groups"],
+            "clip_frac": m["clip_frac"],
+            "kl": m["kl"],
+            **{key: cfg[sec].get(name, default) for key, (sec, name, default) in REGIME_KEYS.items()},
+            "prompts": prompts,
+            "recorded": {
+                **record.get("clusters", {}),
+                **(recorded(cell.rows("eval.jsonl")) if cell.has("eval.jsonl") else {}),
+            },
+            "task_record": record or None,
+            "config": cfg,
+        }
         rows += budget_rows(row, cell, axes, s)  # one row per budget where the cell declares budgets
     return pd.DataFrame(rows)
 
@@ -101,7 +112,9 @@ def load_start(folder: str | Path) -> dict[str, dict]:
 
 def _variant_of(cfg: dict) -> str:
     dps, k = cfg["dps"]["enabled"], cfg["sml"]["k"]
-    return {(False, True): "baseline", (True, True): "+DPS", (False, False): "+SML", (True, False): "+DACA"}[(dps, k == 1)]
+    return {(False, True): "baseline", (True, True): "+DPS", (False, False): "+SML", (True, False): "+DACA"}[
+        (dps, k == 1)
+    ]
 
 
 def _units(frame: pd.DataFrame) -> dict[tuple, dict]:
@@ -118,8 +131,17 @@ def _pair(a: pd.DataFrame, b: pd.DataFrame | dict) -> tuple[np.ndarray, list, li
     rhs = {u: b if b_units is None else b_units[u]["prompts"] for u in units}
     starts = [u[0] for u in units]
     if all(a[u]["prompts"] is not None and rhs[u] is not None for u in units):
-        ids = set.intersection(*[{i for i, r in a[u]["prompts"].items() if r is not None} &
-                                 {i for i, r in rhs[u].items() if r is not None} for u in units]) if units else set()
+        ids = (
+            set.intersection(
+                *[
+                    {i for i, r in a[u]["prompts"].items() if r is not None}
+                    & {i for i, r in rhs[u].items() if r is not None}
+                    for u in units
+                ]
+            )
+            if units
+            else set()
+        )
         ids = sorted(ids)
         d = np.array([[100 * (a[u]["prompts"][i] - rhs[u][i]) for i in ids] for u in units])
         return d.reshape(len(units), len(ids)), ids, starts
@@ -150,8 +172,9 @@ def cluster_maps(df: pd.DataFrame, start: dict[str, dict] | None = None) -> dict
     return out
 
 
-def comparisons(df: pd.DataFrame, start: dict[str, dict] | None = None, clusters: dict | None = None,
-                planned: dict | None = None):
+def comparisons(
+    df: pd.DataFrame, start: dict[str, dict] | None = None, clusters: dict | None = None, planned: dict | None = None
+):
     """Each row of the table in order: (common, variant, cells, vs, d, keys, starts), with `common` the row's
     base, family, task and paper gain, `cells` the variant's cells (None for the RL start's row),
     d its paired (seeds, prompts) matrix against `vs` (empty where there is no reference) and
@@ -192,8 +215,11 @@ def extra_rows(df: pd.DataFrame, planned: dict, start: dict[str, dict], clusters
             if (ref_base, ref_variant) in ((base, default), (base, c["variant"])) or key in seen:
                 continue
             cells = g[g["variant"] == c["variant"]]
-            ref = start.get(task) if ref_variant == START else \
-                df[(df["base"] == ref_base) & (df["task"] == task) & (df["variant"] == ref_variant)]
+            ref = (
+                start.get(task)
+                if ref_variant == START
+                else df[(df["base"] == ref_base) & (df["task"] == task) & (df["variant"] == ref_variant)]
+            )
             if cells.empty or ref is None or len(ref) == 0:
                 continue
             d, ids, starts = _pair(cells, ref)
@@ -205,8 +231,14 @@ def extra_rows(df: pd.DataFrame, planned: dict, start: dict[str, dict], clusters
             yield common, c["variant"], cells, f"{ref_base} {ref_variant}", d, keys, starts
 
 
-def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned: dict | None = None,
-                alpha: float = 0.05, multiplicity: str = "holm", clusters: dict | None = None) -> pd.DataFrame:
+def build_table(
+    df: pd.DataFrame,
+    start: dict[str, dict] | None = None,
+    planned: dict | None = None,
+    alpha: float = 0.05,
+    multiplicity: str = "holm",
+    clusters: dict | None = None,
+) -> pd.DataFrame:
     """The ablation table, one row per (base, family, task, variant); see the module docstring.
     `planned`: the declared families (design.declared; default DEFAULT_COMPARISONS)."""
     planned = declared(None) if planned is None else planned
@@ -214,19 +246,50 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
     for common, variant, cells, vs, d, keys, starts in comparisons(df, start, clusters, planned):
         if cells is None:
             scored = [r for r in start[common["task"]].values() if r is not None]
-            out.append({**common, "variant": START, "acc": 100 * float(np.mean(scored)) if scored else math.nan,
-                        "seeds": 0, "prompts": len(scored)})
+            out.append(
+                {
+                    **common,
+                    "variant": START,
+                    "acc": 100 * float(np.mean(scored)) if scored else math.nan,
+                    "seeds": 0,
+                    "prompts": len(scored),
+                }
+            )
             continue
-        row = {**common, "variant": variant, "acc": 100 * cells["test_accuracy"].mean(),
-               "zero_std": cells["zero_std"].mean(), "seeds": len(cells),
-               **({"lr": cells["lr"].iloc[0], "clip_frac": 100 * cells["clip_frac"].mean(),
-                   "kl": cells["kl"].mean()} if "lr" in cells else {}), **ledger_columns(cells)}
+        row = {
+            **common,
+            "variant": variant,
+            "acc": 100 * cells["test_accuracy"].mean(),
+            "zero_std": cells["zero_std"].mean(),
+            "seeds": len(cells),
+            **(
+                {"lr": cells["lr"].iloc[0], "clip_frac": 100 * cells["clip_frac"].mean(), "kl": cells["kl"].mean()}
+                if "lr" in cells
+                else {}
+            ),
+            **ledger_columns(cells),
+        }
         if d.size:
             c = by_start(d, starts, clusters=keys)
-            row.update(vs=vs, prompts=c.prompts, clusters=c.clusters, delta_pp=c.mean, lo=c.lo, hi=c.hi, MDE=c.mde,
-                       p=c.p, seed_dropped=c.seed_dropped, seeds_ok=c.seeds_exclude_zero,
-                       seeds_lo=c.mean - c.t_half, seeds_hi=c.mean + c.t_half,
-                       t_half=c.t_half, boot_lo=c.boot_lo, boot_hi=c.boot_hi, se=c.se, df=c.df)
+            row.update(
+                vs=vs,
+                prompts=c.prompts,
+                clusters=c.clusters,
+                delta_pp=c.mean,
+                lo=c.lo,
+                hi=c.hi,
+                MDE=c.mde,
+                p=c.p,
+                seed_dropped=c.seed_dropped,
+                seeds_ok=c.seeds_exclude_zero,
+                seeds_lo=c.mean - c.t_half,
+                seeds_hi=c.mean + c.t_half,
+                t_half=c.t_half,
+                boot_lo=c.boot_lo,
+                boot_hi=c.boot_hi,
+                se=c.se,
+                df=c.df,
+            )
             row["plan"] = family_of(row, planned)
         out.append(row)
     table = pd.DataFrame(out)
@@ -236,17 +299,55 @@ def build_table(df: pd.DataFrame, start: dict[str, dict] | None = None, planned:
             rows = table.index[table["plan"] == fam]
             table.loc[rows, "p_adj"] = adjust(table.loc[rows, "p"], multiplicity)
         # significance by the adjusted p only; never a post-hoc row, never a df the seeds cannot support
-        table["sig"] = [bool(r["plan"] in (PRIMARY, SECONDARY) and r["p_adj"] < alpha
-                             and (not r["seed_dropped"] or r["seeds_ok"])) if isinstance(r["plan"], str) else math.nan
-                        for _, r in table.iterrows()]
-    table.attrs.update(regime=regime(df), variants=variants_lines(df), alpha=alpha, multiplicity=multiplicity,
-                       starts=starts_line(df), n_starts=int(df["start"].nunique()) if "start" in df else 1)
+        table["sig"] = [
+            bool(r["plan"] in (PRIMARY, SECONDARY) and r["p_adj"] < alpha and (not r["seed_dropped"] or r["seeds_ok"]))
+            if isinstance(r["plan"], str)
+            else math.nan
+            for _, r in table.iterrows()
+        ]
+    table.attrs.update(
+        regime=regime(df),
+        variants=variants_lines(df),
+        alpha=alpha,
+        multiplicity=multiplicity,
+        starts=starts_line(df),
+        n_starts=int(df["start"].nunique()) if "start" in df else 1,
+    )
     return table
 
 
-CSV_COLUMNS = ["base", "family", "task", "variant", "acc", "vs", "delta_pp", "lo", "hi", "MDE", "p", "p_adj", "plan",
-               "sig", "seeds", "prompts", "clusters", "se", "df", "seed_dropped", "seeds_lo", "seeds_hi", "t_half",
-               "boot_lo", "boot_hi", "zero_std", "lr", "clip_frac", "kl", "paper_gain_pp"]
+CSV_COLUMNS = [
+    "base",
+    "family",
+    "task",
+    "variant",
+    "acc",
+    "vs",
+    "delta_pp",
+    "lo",
+    "hi",
+    "MDE",
+    "p",
+    "p_adj",
+    "plan",
+    "sig",
+    "seeds",
+    "prompts",
+    "clusters",
+    "se",
+    "df",
+    "seed_dropped",
+    "seeds_lo",
+    "seeds_hi",
+    "t_half",
+    "boot_lo",
+    "boot_hi",
+    "zero_std",
+    "lr",
+    "clip_frac",
+    "kl",
+    "paper_gain_pp",
+]
 
 
 def union(folders: list) -> tuple[pd.DataFrame, dict[str, dict]]:
@@ -258,8 +359,10 @@ def union(folders: list) -> tuple[pd.DataFrame, dict[str, dict]]:
         cells, _ = locate(folder)
         df = load_results(cells)
         if df.empty:
-            raise ConfigError(f"{folder}: no finished cells (*/summary.json) in it or in its cells/ folder; "
-                              "give a grid's output folder or a preset's (the one reproduce printed)")
+            raise ConfigError(
+                f"{folder}: no finished cells (*/summary.json) in it or in its cells/ folder; "
+                "give a grid's output folder or a preset's (the one reproduce printed)"
+            )
         here = load_start(cells)
         if len(folders) == 1:
             return df, here

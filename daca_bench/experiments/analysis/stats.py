@@ -34,6 +34,7 @@ Its uncertainty has three sources: seeds, prompts and their interaction.
 
     c = compare(d, clusters=keys)   # d: (S, P) array, keys: P cluster keys -> Comparison(mean, lo, hi, p, ...)
 """
+
 from __future__ import annotations
 
 import math
@@ -96,14 +97,14 @@ def mean_squares(d: np.ndarray) -> tuple[float, float, float]:
         ms_s = P * ((row - grand[..., None]) ** 2).sum(-1) / (S - 1)
         ms_p = S * ((col - grand[..., None]) ** 2).sum(-1) / (P - 1)
         resid = d - row[..., :, None] - col[..., None, :] + grand[..., None, None]
-        return ms_s, ms_p, (resid ** 2).sum(axis=(-2, -1)) / ((S - 1) * (P - 1))
+        return ms_s, ms_p, (resid**2).sum(axis=(-2, -1)) / ((S - 1) * (P - 1))
     S, P = d.shape
     grand = d.mean()
     row, col = d.mean(1), d.mean(0)
     ms_s = P * ((row - grand) ** 2).sum() / (S - 1)
     ms_p = S * ((col - grand) ** 2).sum() / (P - 1)
     resid = d - row[:, None] - col[None, :] + grand
-    return float(ms_s), float(ms_p), float((resid ** 2).sum() / ((S - 1) * (P - 1)))
+    return float(ms_s), float(ms_p), float((resid**2).sum() / ((S - 1) * (P - 1)))
 
 
 def _se_df(ms_s, ms_p, ms_e, S: int, P: int):
@@ -116,10 +117,16 @@ def _se_df(ms_s, ms_p, ms_e, S: int, P: int):
     seed_on, prompt_on = ms_s > ms_e, ms_p > ms_e
     both, neither = seed_on & prompt_on, ~(seed_on | prompt_on)
     zero = np.zeros_like(ms_s)
-    total = np.where(seed_on, ms_s, zero) + np.where(prompt_on, ms_p, zero) + \
-        np.where(both, -ms_e, np.where(neither, ms_e, zero))
-    den = np.where(seed_on, ms_s * ms_s / (S - 1), zero) + np.where(prompt_on, ms_p * ms_p / (P - 1), zero) + \
-        np.where(both | neither, ms_e * ms_e / df_e, zero)
+    total = (
+        np.where(seed_on, ms_s, zero)
+        + np.where(prompt_on, ms_p, zero)
+        + np.where(both, -ms_e, np.where(neither, ms_e, zero))
+    )
+    den = (
+        np.where(seed_on, ms_s * ms_s / (S - 1), zero)
+        + np.where(prompt_on, ms_p * ms_p / (P - 1), zero)
+        + np.where(both | neither, ms_e * ms_e / df_e, zero)
+    )
     var = total / (S * P)
     ok = var > 0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -153,8 +160,9 @@ def components(d: np.ndarray) -> tuple[float, float, float]:
     return max(0.0, (ms_s - ms_e) / P), max(0.0, (ms_p - ms_e) / S), ms_e
 
 
-def projected_mde(comps: tuple[float, float, float], seeds: int, prompts: int,
-                  alpha: float = 0.05, power: float = 0.80) -> float:
+def projected_mde(
+    comps: tuple[float, float, float], seeds: int, prompts: int, alpha: float = 0.05, power: float = 0.80
+) -> float:
     """The MDE the same comparison would have with `seeds` x `prompts`, if its variance components
     stay what they are: the mean squares that design would expect, through the table's own SE and
     Satterthwaite df. At the measured design it is the table's MDE."""
@@ -163,16 +171,26 @@ def projected_mde(comps: tuple[float, float, float], seeds: int, prompts: int,
     return mde(*_se_df(s2_e + P * s2_s, s2_e + S * s2_p, s2_e, S, P), alpha=alpha, power=power)
 
 
-def smallest(comps: tuple[float, float, float], target: float, *, seeds: int | None = None,
-             prompts: int | None = None, cap: int = 100_000, **kw) -> int | None:
+def smallest(
+    comps: tuple[float, float, float],
+    target: float,
+    *,
+    seeds: int | None = None,
+    prompts: int | None = None,
+    cap: int = 100_000,
+    **kw,
+) -> int | None:
     """The fewest seeds (give `prompts`) or prompts (give `seeds`) whose projected MDE is at most
     `target`, or None when even `cap` does not reach it (the other axis's spread alone is larger)."""
     if (seeds is None) == (prompts is None):
         raise ValueError("give exactly one of seeds= (to count prompts) or prompts= (to count seeds)")
 
     def ok(n: int) -> bool:
-        return projected_mde(comps, n, prompts, **kw) <= target if seeds is None else \
-            projected_mde(comps, seeds, n, **kw) <= target
+        return (
+            projected_mde(comps, n, prompts, **kw) <= target
+            if seeds is None
+            else projected_mde(comps, seeds, n, **kw) <= target
+        )
 
     if not ok(cap):
         return None
@@ -210,7 +228,7 @@ def noncentrality(df, alpha: float = 0.05, power: float = 0.80):
     d = np.where(fin, df, 1.0)
     crit = np.where(fin, stats.t.ppf(1 - alpha / 2, d), stats.norm.ppf(1 - alpha / 2))
     zp = stats.norm.ppf(power)
-    lam = np.where(fin, crit * (1 - 1 / (4 * d)) + zp * np.sqrt(1 + crit ** 2 / (2 * d)), crit + zp)
+    lam = np.where(fin, crit * (1 - 1 / (4 * d)) + zp * np.sqrt(1 + crit**2 / (2 * d)), crit + zp)
     for _ in range(30):
         f = _power(lam, df, crit) - power
         h = 1e-5
@@ -231,8 +249,9 @@ def mde(se, df, alpha: float = 0.05, power: float = 0.80):
     ok = np.isfinite(se) & ~np.isnan(df)
     if not ok.any():
         return math.nan if scalar else np.full(np.broadcast(se, df).shape, math.nan)
-    out = np.where(ok, noncentrality(np.where(ok, df, math.inf), alpha, power) * se / c4(np.where(ok, df, math.inf)),
-                   math.nan)
+    out = np.where(
+        ok, noncentrality(np.where(ok, df, math.inf), alpha, power) * se / c4(np.where(ok, df, math.inf)), math.nan
+    )
     return float(out) if scalar else out
 
 
@@ -312,10 +331,16 @@ def table_tests(d: np.ndarray, alpha: float = 0.05, clusters=None) -> dict[str, 
         t_half = stats.t.ppf(0.975, S - 1) * seeds.std(-1, ddof=1) / math.sqrt(S)
     dropped = ms_s <= ms_e
     seeds_ok = np.abs(m) > t_half
-    return {"mean": m, "se": se, "df": df, "p": p,
-            "mde": np.where(se > 0, _table_mde(mde(se, df), dropped, t_half, S, alpha), math.nan),
-            "seed_dropped": dropped, "seeds_ok": seeds_ok,
-            "sig": (p < alpha) & (~dropped | seeds_ok)}
+    return {
+        "mean": m,
+        "se": se,
+        "df": df,
+        "p": p,
+        "mde": np.where(se > 0, _table_mde(mde(se, df), dropped, t_half, S, alpha), math.nan),
+        "seed_dropped": dropped,
+        "seeds_ok": seeds_ok,
+        "sig": (p < alpha) & (~dropped | seeds_ok),
+    }
 
 
 def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0, clusters=None) -> Comparison:
@@ -335,8 +360,22 @@ def compare(d: np.ndarray, n_boot: int = 2000, seed: int = 0, clusters=None) -> 
     half = float(stats.t.ppf(0.975, df) * se) if math.isfinite(df) else float(stats.norm.ppf(0.975) * se)
     _, t_half = t_interval(d.mean(1).tolist())
     dropped = S < 2 or (d.shape[1] > 1 and mean_squares(d)[0] <= mean_squares(d)[2])
-    return Comparison(m, m - half, m + half, se, df, _table_mde(mde(se, df), dropped, t_half, S), boot_lo, boot_hi,
-                      t_half, S, P, d.shape[1], p_value(m, se, df), dropped)
+    return Comparison(
+        m,
+        m - half,
+        m + half,
+        se,
+        df,
+        _table_mde(mde(se, df), dropped, t_half, S),
+        boot_lo,
+        boot_hi,
+        t_half,
+        S,
+        P,
+        d.shape[1],
+        p_value(m, se, df),
+        dropped,
+    )
 
 
 def _table_mde(mixed, dropped, t_half, S: int, alpha: float = 0.05, power: float = 0.80):

@@ -9,6 +9,7 @@ A variant's name says what it is called, its cells' configs what it ran: `+DACA`
 `dps.enabled sml.k=4` on the grid's base, the headline's +DACA (`headline:+DACA`) its picked
 reading in its regime. Nothing here imports matplotlib.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,14 @@ from .design import block_family
 PAPER_GAIN_PP = {"math": 5.6, "code": 7.4, "constraint": 36.3, "json": 5.9}  # the abstract's "up to" figures
 VARIANT_ORDER = ["baseline", "+DPS", "+SML", "+DACA", "+DPS-random"]
 # the knobs that say which regime a cell trained in: table column -> (config section, key, default)
-REGIME_KEYS = {"lr": ("train", "lr", None), "mu": ("train", "mu", 1), "beta": ("loss", "beta", 0.0),
-               "epsilon": ("loss", "epsilon", None), "p_mask_prompt": ("sml", "p_mask_prompt", 0.0),
-               "split": ("train", "eval_split", "test")}
+REGIME_KEYS = {
+    "lr": ("train", "lr", None),
+    "mu": ("train", "mu", 1),
+    "beta": ("loss", "beta", 0.0),
+    "epsilon": ("loss", "epsilon", None),
+    "p_mask_prompt": ("sml", "p_mask_prompt", 0.0),
+    "split": ("train", "eval_split", "test"),
+}
 
 
 def _fmt(v) -> str:
@@ -36,7 +42,9 @@ def regime(df: pd.DataFrame) -> str:
         if key in df:
             vals = sorted({v for v in df[key] if v is not None}, key=str)
             parts.append(f"{key} {'/'.join(map(_fmt, vals))}")
-    return "Regime: " + ", ".join(parts) + " (clip_frac % and kl: per-cell means over steps, in the CSV)." if parts else ""
+    return (
+        "Regime: " + ", ".join(parts) + " (clip_frac % and kl: per-cell means over steps, in the CSV)." if parts else ""
+    )
 
 
 def variant_root(variant: str) -> str:
@@ -49,7 +57,9 @@ def method(cfg: dict) -> str:
     dps, sml = cfg.get("dps") or {}, cfg.get("sml") or {}
     score = f"DPS {dps['score']}" if dps.get("score") else "DPS"
     k = sml.get("k", 1)
-    strata = "no SML (K = 1)" if k <= 1 else f"SML {sml['partition']}, K = {k}" if sml.get("partition") else f"SML, K = {k}"
+    strata = (
+        "no SML (K = 1)" if k <= 1 else f"SML {sml['partition']}, K = {k}" if sml.get("partition") else f"SML, K = {k}"
+    )
     return f"{score if dps.get('enabled') else 'no DPS'}, {strata}"
 
 
@@ -64,8 +74,11 @@ def variants_lines(df: pd.DataFrame) -> dict[str, str]:
         roots = g["variant"].map(variant_root)
         names = [v for v in VARIANT_ORDER if v in set(roots)] + sorted(set(roots) - set(VARIANT_ORDER))
         groups[base] = {v: g[roots == v] for v in names}
-    regimes = {(b, v): {k: tuple(sorted({_fmt(x) for x in g[k] if x is not None})) for k in REGIME_KEYS if k in g}
-               for b, by in groups.items() for v, g in by.items()}
+    regimes = {
+        (b, v): {k: tuple(sorted({_fmt(x) for x in g[k] if x is not None})) for k in REGIME_KEYS if k in g}
+        for b, by in groups.items()
+        for v, g in by.items()
+    }
     differ = [k for k in REGIME_KEYS if len({r.get(k) for r in regimes.values()}) > 1]
     lines = {}
     for base, by in groups.items():

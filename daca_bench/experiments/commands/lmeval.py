@@ -9,14 +9,17 @@ model class first (importing daca_bench.eval.lmeval, whose docstring lists the m
 run offline on data the project generates: without --include_path their YAMLs are written to a temporary
 folder and included.
 """
+
 from __future__ import annotations
 
 import sys
 import tempfile
 from pathlib import Path
 
-from ...eval import lmeval  # noqa: F401 - registers lm_eval model `daca`
-from ...eval import localtasks
+from ...eval import (
+    lmeval,  # noqa: F401 - registers lm_eval model `daca`
+    localtasks,
+)
 
 
 # ---- CLI: `daca-bench lm-eval ARGS...` (cli.py hands the whole line over) --------------------------

@@ -6,6 +6,7 @@
 
 A tiny task whose gold answers the default canvas cannot hold is sampled on a canvas that holds them.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,11 @@ def configure(parser) -> None:
     parser.add_argument("--output", help="JSONL file for the completions and their trajectory record")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trust-remote-code", action="store_true", default=None, help="model.trust_remote_code=true")
-    parser.add_argument("overrides", nargs="*",
-                        help="model.KEY=VALUE and sampler.KEY=VALUE (e.g. sampler.temperature=0.9 model.dtype=bfloat16)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="model.KEY=VALUE and sampler.KEY=VALUE (e.g. sampler.temperature=0.9 model.dtype=bfloat16)",
+    )
 
 
 def _fitting_canvas(cfg, task, adapter, name: str, chosen: bool):
@@ -48,8 +52,11 @@ def _fitting_canvas(cfg, task, adapter, name: str, chosen: bool):
     canvas = {"gen_length": L, "block_length": L, "steps": L // 2}
     cfg = replace(cfg, sampler=replace(cfg.sampler, **canvas))
     check(cfg.sampler, "sampler", gold, name, eos=False)
-    print(f"sampler.gen_length={L}: the default canvas cannot hold {name}'s answers ({max(gold)} tokens); sampling "
-          "on " + " ".join(f"sampler.{k}={v}" for k, v in canvas.items()), file=sys.stderr)
+    print(
+        f"sampler.gen_length={L}: the default canvas cannot hold {name}'s answers ({max(gold)} tokens); sampling "
+        "on " + " ".join(f"sampler.{k}={v}" for k, v in canvas.items()),
+        file=sys.stderr,
+    )
     return cfg
 
 
@@ -63,27 +70,45 @@ def run(args) -> int:
     cfg = command_config(args.overrides, ("model", "sampler"), options)
     trained = run_canvas(cfg.model.name)
     if trained and not any(o.split("=")[0] in CANVAS_KEYS for o in args.overrides):
-        cfg = command_config(args.overrides, ("model", "sampler"), options, base=apply(RunConfig(), {"sampler": trained[0]}))
-        print(f"canvas from {trained[1]}: " + " ".join(f"sampler.{k}={v}" for k, v in trained[0].items()), file=sys.stderr)
+        cfg = command_config(
+            args.overrides, ("model", "sampler"), options, base=apply(RunConfig(), {"sampler": trained[0]})
+        )
+        print(
+            f"canvas from {trained[1]}: " + " ".join(f"sampler.{k}={v}" for k, v in trained[0].items()), file=sys.stderr
+        )
     task = get_task(args.task, split=args.split, n=args.n, seed=args.seed)
     samples = list(task.samples)[: args.n]
     check(cfg.sampler, "sampler")
     adapter = load_model(cfg.model)
     if task_spec(args.task).tiny:  # the gold is the whole answer: the canvas must hold it and EOS
-        cfg = _fitting_canvas(cfg, task, adapter, args.task, chosen=bool(trained) or any(
-            o.split("=")[0] in CANVAS_KEYS for o in args.overrides))
+        cfg = _fitting_canvas(
+            cfg,
+            task,
+            adapter,
+            args.task,
+            chosen=bool(trained) or any(o.split("=")[0] in CANVAS_KEYS for o in args.overrides),
+        )
     check_fits(adapter, [s.prompt for s in samples], [cfg.sampler.gen_length], "sampler.gen_length")
     sink = open(args.output, "w") if args.output else sys.stdout  # a bad output path fails before the work
     if cfg.model.name == "tiny":
-        print(f"note: model tiny is built with random weights (model.seed={cfg.model.seed}): its completions are "
-              "noise; give a trained model folder (e.g. --model runs/sft-tiny/final) for real ones", file=sys.stderr)
+        print(
+            f"note: model tiny is built with random weights (model.seed={cfg.model.seed}): its completions are "
+            "noise; give a trained model folder (e.g. --model runs/sft-tiny/final) for real ones",
+            file=sys.stderr,
+        )
     adapter.model.to(default_device()).eval()
     batch = sample(adapter, [s.prompt for s in samples], cfg.sampler, seed=args.seed)
     for i, s in enumerate(samples):
         r = task.verify(s, batch.texts[i])
-        row = {"id": s.id, "prompt": s.prompt, "completion": batch.texts[i], "reward": r.as_json_value(),
-               "status": r.status, "commit_step": batch.trajectory.commit_step[i].tolist(),
-               "commit_logp": [round(v, 5) for v in batch.trajectory.commit_logp[i].tolist()]}
+        row = {
+            "id": s.id,
+            "prompt": s.prompt,
+            "completion": batch.texts[i],
+            "reward": r.as_json_value(),
+            "status": r.status,
+            "commit_step": batch.trajectory.commit_step[i].tolist(),
+            "commit_logp": [round(v, 5) for v in batch.trajectory.commit_logp[i].tolist()],
+        }
         sink.write(json.dumps(row) + "\n")
     if args.output:
         sink.close()

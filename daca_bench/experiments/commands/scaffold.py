@@ -13,6 +13,7 @@ key, a generator that gives up after a bounded number of draws naming the split 
 (daca_bench/rewards/battery.py) and a table of verdicts derived from the task's own samples (its gold,
 another item's gold, nothing), so it holds for a task of other fields. Existing files are never overwritten.
 """
+
 from __future__ import annotations
 
 import os
@@ -155,20 +156,28 @@ def test_verdicts(completion, status):
 def configure(parser) -> None:
     parser.add_argument("name", help="the task's name (lower case letters, digits, _): the file is NAME.py")
     parser.add_argument("--dir", default="tasks", help="the folder of the task file (default: tasks)")
-    parser.add_argument("--test-dir", default="tests", help="the folder of its test, test_task_NAME.py (default: tests)")
-    parser.add_argument("--family", choices=registry.FAMILIES, default="constraint",
-                        help="the task's family: the table block its rows go to (default: constraint)")
+    parser.add_argument(
+        "--test-dir", default="tests", help="the folder of its test, test_task_NAME.py (default: tests)"
+    )
+    parser.add_argument(
+        "--family",
+        choices=registry.FAMILIES,
+        default="constraint",
+        help="the task's family: the table block its rows go to (default: constraint)",
+    )
 
 
 def run(args) -> int:
     task_file, test_file = write(args.name, Path(args.dir), Path(args.test_dir), args.family)
     loaded = {p.resolve() for p in registry._task_dirs() if p.is_dir()}
     where = "" if task_file.parent.resolve() in loaded else f" --tasks-dir {args.dir}"
-    print(f"wrote {task_file} (the task: edit _draw, CLUSTER and verify, nothing else) and {test_file} (its tests, "
-          f"derived from the task)\nnext:\n"
-          f"  daca-bench tasks{where} --check {args.name}\n"
-          f"  daca-bench tasks{where} --show {args.name} --split dev -n 5\n"
-          f"  python -m pytest -q {test_file}")
+    print(
+        f"wrote {task_file} (the task: edit _draw, CLUSTER and verify, nothing else) and {test_file} (its tests, "
+        f"derived from the task)\nnext:\n"
+        f"  daca-bench tasks{where} --check {args.name}\n"
+        f"  daca-bench tasks{where} --show {args.name} --split dev -n 5\n"
+        f"  python -m pytest -q {test_file}"
+    )
     return 0
 
 
@@ -176,24 +185,29 @@ def write(name: str, folder: Path, test_folder: Path, family: str = "constraint"
     """Write FOLDER/NAME.py and TEST_FOLDER/test_task_NAME.py (refused, one line, where a file exists,
     the name is not a plain identifier or a task of that name or file name is registered)."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise ConfigError(f"{name!r}: a task name is lower case letters, digits and _ (it names the file "
-                          "NAME.py and the ids NAME/...), starting with a letter")
+        raise ConfigError(
+            f"{name!r}: a task name is lower case letters, digits and _ (it names the file "
+            "NAME.py and the ids NAME/...), starting with a letter"
+        )
     try:
         spec = registry.task_spec(name)
     except UnknownTaskError:
         spec = None
     if spec is not None:
-        raise ConfigError(f"{name}: a task of that name is registered already ({registry.task_source(spec)});"
-                          " choose another name")
+        raise ConfigError(
+            f"{name}: a task of that name is registered already ({registry.task_source(spec)}); choose another name"
+        )
     have = sys.modules.get(f"daca_bench_tasks.{name}")
     if have is not None:
-        raise ConfigError(f"{name}: a task file named {name}.py is loaded already ({have.__file__}); "
-                          "choose another name")
+        raise ConfigError(
+            f"{name}: a task file named {name}.py is loaded already ({have.__file__}); choose another name"
+        )
     task_file, test_file = folder / f"{name}.py", test_folder / f"test_task_{name}.py"
     for path in (task_file, test_file):
         if path.exists():
-            raise ConfigError(f"{name}: {path} exists; new-task never overwrites a file: choose another "
-                              "name or folder, or delete it")
+            raise ConfigError(
+                f"{name}: {path} exists; new-task never overwrites a file: choose another name or folder, or delete it"
+            )
     folder.mkdir(parents=True, exist_ok=True)
     test_folder.mkdir(parents=True, exist_ok=True)
     rel = os.path.relpath(task_file.resolve(), test_folder.resolve()).replace(os.sep, "/")

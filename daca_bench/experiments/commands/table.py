@@ -9,6 +9,7 @@
 Everything it is asked for is checked before any file is written: a missing or empty reference
 fails in one line with the run's tables untouched.
 """
+
 from __future__ import annotations
 
 from ..analysis.plan import write_plan
@@ -18,22 +19,41 @@ from ..analysis.replication import write_report
 
 
 def configure(parser) -> None:
-    parser.add_argument("results", help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
-                                        "cells/; the tables go beside cells/)")
-    parser.add_argument("--against", metavar="REFERENCE", nargs="+", action="append", default=None,
-                        help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
-                             "per comparison the difference between the runs with its interval and (Holm-adjusted) "
-                             "p, the pooled estimate, a verdict; judged on the seeds both runs share, or whole when "
-                             "they share none. Several folders after one --against are one run in parts (each task "
-                             "from the last folder that has it); --against again adds another independent run, "
-                             "pooled with heterogeneity (Cochran's Q, tau^2, I^2)")
-    parser.add_argument("--margin", metavar="PP", type=float, default=None,
-                        help="with --against: the equivalence margin in pp; a comparison is `equivalent within ±PP` "
-                             "only where two one-sided tests say so (else design.json's equivalence_margin_pp; "
-                             "without one, no row is called equivalent)")
-    parser.add_argument("--plan", metavar="PP", type=float, default=None,
-                        help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
-                             "MDE to PP percentage points, from the spread this run measured (experiments/analysis/plan.py)")
+    parser.add_argument(
+        "results",
+        help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
+        "cells/; the tables go beside cells/)",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REFERENCE",
+        nargs="+",
+        action="append",
+        default=None,
+        help="also compare with another run's cells (e.g. results/tiny): both tables side by side, "
+        "per comparison the difference between the runs with its interval and (Holm-adjusted) "
+        "p, the pooled estimate, a verdict; judged on the seeds both runs share, or whole when "
+        "they share none. Several folders after one --against are one run in parts (each task "
+        "from the last folder that has it); --against again adds another independent run, "
+        "pooled with heterogeneity (Cochran's Q, tau^2, I^2)",
+    )
+    parser.add_argument(
+        "--margin",
+        metavar="PP",
+        type=float,
+        default=None,
+        help="with --against: the equivalence margin in pp; a comparison is `equivalent within ±PP` "
+        "only where two one-sided tests say so (else design.json's equivalence_margin_pp; "
+        "without one, no row is called equivalent)",
+    )
+    parser.add_argument(
+        "--plan",
+        metavar="PP",
+        type=float,
+        default=None,
+        help="also write plan.md: for each comparison, the seeds or test prompts that would bring its "
+        "MDE to PP percentage points, from the spread this run measured (experiments/analysis/plan.py)",
+    )
 
 
 def run(args) -> int:

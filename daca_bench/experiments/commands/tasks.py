@@ -11,6 +11,7 @@ or DACA_BENCH_TASKS, or an installed plug-in (entry-point group `daca_bench.task
 template as `train.chat_template=true` makes the trainer do (with the sample's prefill), and counts
 its tokens.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,16 +30,25 @@ def configure(parser) -> None:
     parser.add_argument("--split", default=None, help="--show: the split (default: test, else the task's first)")
     parser.add_argument("-n", type=int, default=5, help="--show: how many samples (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="--show: the draw's seed (default 0)")
-    parser.add_argument("--model", default=None, help="--show: render prompts with this model's tokenizer and chat "
-                                                      "template (hub id or folder; `tiny`: the character model)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="--show: render prompts with this model's tokenizer and chat "
+        "template (hub id or folder; `tiny`: the character model)",
+    )
     parser.add_argument("--trust-remote-code", action="store_true", help="--show --model: a model's own tokenizer code")
     parser.add_argument("--raw", action="store_true", help="--show --model: prompts as written, no chat template")
     parser.add_argument("--json", action="store_true", help="--show: one JSON line per sample")
-    parser.add_argument("--protocol", default="", help="--show: the task as it declares this protocol (d1), as "
-                        "train.protocol poses it")
-    parser.add_argument("--fixture", metavar="FILE", default=None,
-                        help="--check/--show: a hub task's local data file (the builder's path=); --check then "
-                             "checks that file's split only, as tests/unit/rewards/test_tasks_battery.py does with its fixtures")
+    parser.add_argument(
+        "--protocol", default="", help="--show: the task as it declares this protocol (d1), as train.protocol poses it"
+    )
+    parser.add_argument(
+        "--fixture",
+        metavar="FILE",
+        default=None,
+        help="--check/--show: a hub task's local data file (the builder's path=); --check then "
+        "checks that file's split only, as tests/unit/rewards/test_tasks_battery.py does with its fixtures",
+    )
 
 
 def run(args) -> int:
@@ -47,8 +57,17 @@ def run(args) -> int:
             raise ConfigError("--protocol goes with --show NAME; --check runs the battery on the task as registered")
         return check(args.check, _kw(args))
     if args.show:
-        return show(args.show, args.split, args.n, args.seed, args.model, args.trust_remote_code, args.raw, args.json,
-                    {**_kw(args), **({"protocol": args.protocol} if args.protocol else {})})
+        return show(
+            args.show,
+            args.split,
+            args.n,
+            args.seed,
+            args.model,
+            args.trust_remote_code,
+            args.raw,
+            args.json,
+            {**_kw(args), **({"protocol": args.protocol} if args.protocol else {})},
+        )
     for opt in ("split", "model", "fixture", "protocol"):
         if getattr(args, opt) not in (None, ""):
             raise ConfigError(f"--{opt} goes with --show NAME (or --check NAME); alone, `daca-bench tasks` lists tasks")
@@ -62,8 +81,10 @@ def _kw(args) -> dict:
 def check(name: str, kw: dict | None = None) -> int:
     """Print each check of the battery on task NAME; 1 if one fails."""
     spec = registry.task_spec(name)
-    print(f"{spec.name}: {spec.family}, version {spec.version}, splits {'/'.join(spec.splits)}, cluster "
-          f"{_cluster_name(spec)}; from {registry.task_source(spec)}")
+    print(
+        f"{spec.name}: {spec.family}, version {spec.version}, splits {'/'.join(spec.splits)}, cluster "
+        f"{_cluster_name(spec)}; from {registry.task_source(spec)}"
+    )
     checks = battery(spec, kw)
     width = max(len(n) for n in CHECKS)
     for c in checks:
@@ -75,8 +96,10 @@ def check(name: str, kw: dict | None = None) -> int:
             print(f"{'':>{width + 10}}- and {len(c.problems) - 5} more")
     failed = [c.name for c in checks if not c.ok]
     ran = [c for c in checks if not c.skipped]
-    print(f"{spec.name}: {len(ran) - len(failed)} of {len(ran)} checks pass" +
-          (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{spec.name}: {len(ran) - len(failed)} of {len(ran)} checks pass"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 
@@ -98,12 +121,25 @@ def _renderer(model: str | None, trust_remote_code: bool, raw: bool):
     if raw:
         return adapter, False, f"prompts as written (--raw), tokens counted by {model}'s tokenizer"
     if not getattr(tok, "chat_template", None):
-        return adapter, False, f"{model}'s tokenizer has no chat template: prompts as written (train.chat_template=false)"
+        return (
+            adapter,
+            False,
+            f"{model}'s tokenizer has no chat template: prompts as written (train.chat_template=false)",
+        )
     return adapter, True, f"{model}'s chat template, one user message plus the prefill, as train.chat_template=true"
 
 
-def show(name: str, split: str | None, n: int, seed: int = 0, model: str | None = None,
-         trust_remote_code: bool = False, raw: bool = False, as_json: bool = False, kw: dict | None = None) -> int:
+def show(
+    name: str,
+    split: str | None,
+    n: int,
+    seed: int = 0,
+    model: str | None = None,
+    trust_remote_code: bool = False,
+    raw: bool = False,
+    as_json: bool = False,
+    kw: dict | None = None,
+) -> int:
     """Print the first N samples of task NAME's SPLIT (drawn with SEED): id, cluster, prompt, target."""
     spec = registry.task_spec(name)
     split = split or ("test" if "test" in spec.splits else spec.splits[0])
@@ -123,8 +159,12 @@ def show(name: str, split: str | None, n: int, seed: int = 0, model: str | None 
         return 0
     print(f"{spec.name} {split}: {len(samples)} sample(s), seed {seed}; {note}")
     for i, (s, p) in enumerate(zip(samples, prompts), 1):
-        tokens = f"; {len(adapter.tokenizer(p)['input_ids'])} prompt tokens, " \
-                 f"{len(adapter.tokenizer(s.target or '')['input_ids'])} target tokens" if adapter is not None else ""
+        tokens = (
+            f"; {len(adapter.tokenizer(p)['input_ids'])} prompt tokens, "
+            f"{len(adapter.tokenizer(s.target or '')['input_ids'])} target tokens"
+            if adapter is not None
+            else ""
+        )
         cluster = spec.cluster_of(s)
         print(f"\n[{i}] {s.id}" + (f"  (cluster {cluster})" if cluster != s.id else "") + tokens)
         print("  prompt:\n" + _indent(p))

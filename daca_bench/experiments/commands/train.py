@@ -7,6 +7,7 @@ The config is the YAML file, then the keys of `--variant` (the headline's cell o
 experiments/grid/headline.py), then the KEY=VALUE overrides. `--fresh` sets a run already in the
 output folder aside (daca_bench.runfolder); the last line names what the run trained.
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,19 +19,33 @@ from ...train.trainer import train
 
 def configure(parser) -> None:
     parser.add_argument("--config", default=None, help="YAML preset (e.g. configs/tiny.yaml)")
-    parser.add_argument("--variant", default=None, metavar="NAME",
-                        help="run what the headline table's cell of NAME ran (baseline, +DPS, +SML, +DACA, +DPS-random): "
-                             "its regime, the task family's canvas and steps, and the picked reading; KEY=VALUE "
-                             "overrides still win")
+    parser.add_argument(
+        "--variant",
+        default=None,
+        metavar="NAME",
+        help="run what the headline table's cell of NAME ran (baseline, +DPS, +SML, +DACA, +DPS-random): "
+        "its regime, the task family's canvas and steps, and the picked reading; KEY=VALUE "
+        "overrides still win",
+    )
     parser.add_argument("--output-dir", default=None)
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest intact OUTPUT/checkpoint-STEP (the default when one exists)")
-    parser.add_argument("--fresh", action="store_true",
-                        help="start over: a run already in OUTPUT is set aside in OUTPUT/.stale/N/, never deleted")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the newest intact OUTPUT/checkpoint-STEP (the default when one exists)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: a run already in OUTPUT is set aside in OUTPUT/.stale/N/, never deleted",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--print-config", action="store_true", help="list every key, its value and help, then stop")
-    parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE, e.g. loss.base=gspo dps.enabled=true sml.k=4 "
-                        "(TRL's names too: learning_rate=1e-5 importance_sampling_level=sequence)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="dotted KEY=VALUE, e.g. loss.base=gspo dps.enabled=true sml.k=4 "
+        "(TRL's names too: learning_rate=1e-5 importance_sampling_level=sequence)",
+    )
 
 
 def run_config(args) -> RLConfig:
@@ -44,9 +59,16 @@ def run_config(args) -> RLConfig:
     keys = variant_keys(args.variant, cfg.train.task)
     given = trl_aliases(parse_overrides(args.overrides))
     kept = {k: v for k, v in keys.items() if k not in given}  # what the run takes from the preset's cell
-    print(f"--variant {args.variant} (the {HEADLINE} preset's cell): " + " ".join(f"{k}={v}" for k, v in kept.items())
-          + (f"; overridden on the command line: {' '.join(f'{k}={given[k]}' for k in keys if k in given)}"
-             if len(kept) < len(keys) else ""), file=sys.stderr)
+    print(
+        f"--variant {args.variant} (the {HEADLINE} preset's cell): "
+        + " ".join(f"{k}={v}" for k, v in kept.items())
+        + (
+            f"; overridden on the command line: {' '.join(f'{k}={given[k]}' for k in keys if k in given)}"
+            if len(kept) < len(keys)
+            else ""
+        ),
+        file=sys.stderr,
+    )
     return apply(apply(load_config(args.config, [], RLConfig), keys), given)
 
 
@@ -55,8 +77,10 @@ def summary_line(s: dict) -> str:
     dps = f"dps={s['dps_score']}" if s["dps"] and s.get("dps_score") else f"dps={'on' if s['dps'] else 'off'}"
     sml = f"sml.k={s['sml_k']}" + (f" ({s['sml_partition']})" if s["sml_k"] > 1 and s.get("sml_partition") else "")
     mean = f" (mean reward {s['test_mean_reward']:.3f})" if "test_mean_reward" in s else ""
-    return (f"{s['task']} {s['base']} {dps} {sml}: greedy test accuracy {s['test_accuracy']:.3f}{mean} "
-            f"after {s['steps']} steps")
+    return (
+        f"{s['task']} {s['base']} {dps} {sml}: greedy test accuracy {s['test_accuracy']:.3f}{mean} "
+        f"after {s['steps']} steps"
+    )
 
 
 def run(args) -> int:

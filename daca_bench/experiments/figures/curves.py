@@ -9,6 +9,7 @@ One facet per (task, rollout setting, base method), wrapping after MAX_COLS colu
 line per variant (its PALETTE colour): the mean over seeds, with a band of ± 1 s.d. over seeds. A
 grid of many variants (a readings sweep) gets a facet per variant, drawn against the baseline.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,12 @@ from ..analysis.budgets import evaluations
 from ..analysis.cellstore import cells
 from .layout import colour, facets, grid_of, legend_outside, variant_rank
 
-TRAINING = {"kl": "KL to the\nreference", "clip_frac": "clip ratio\n(region mean)",
-            "completion_length": "completion\nlength (tokens)", "zero_std_groups": "zero-std\ngroups (share)"}
+TRAINING = {
+    "kl": "KL to the\nreference",
+    "clip_frac": "clip ratio\n(region mean)",
+    "completion_length": "completion\nlength (tokens)",
+    "zero_std_groups": "zero-std\ngroups (share)",
+}
 LOGGED = ("reward_mean", "test_accuracy", *TRAINING)  # the metrics.jsonl keys load_curves keeps
 SMOOTH = 5  # steps in the rolling mean of each seed's training metrics
 MAX_LINES = 5  # variants besides the baseline in one facet; more: a facet per variant
@@ -43,15 +48,25 @@ def load_curves(folder: str | Path) -> pd.DataFrame:
     for cell in (c for c in cells(folder) if c.has("metrics.jsonl")):
         axes = cell.json("axes.json") if cell.has("axes.json") else {}
         cfg = cell.json("config.json")
-        common = {"cell": cell.name, "task": cfg["train"]["task"], "setting": str(axes.get("setting", "")),
-                  "base": cfg["loss"]["base"], "variant": axes.get("variant", "run"), "seed": cfg["train"]["seed"]}
+        common = {
+            "cell": cell.name,
+            "task": cfg["train"]["task"],
+            "setting": str(axes.get("setting", "")),
+            "base": cfg["loss"]["base"],
+            "variant": axes.get("variant", "run"),
+            "seed": cfg["train"]["seed"],
+        }
         last = 0
         for m in cell.rows("metrics.jsonl"):
             last = m["step"]
             rows.append({**common, "step": m["step"], **{k: _number(m.get(k)) for k in LOGGED}, "final": False})
         s = cell.json("summary.json") if cell.has("summary.json") else {}
         acc = s.get("test_accuracy")
-        acc = checked_accuracy(acc, statuses=s.get("statuses"), where=f"{cell.name}/summary.json") if acc is not None else None
+        acc = (
+            checked_accuracy(acc, statuses=s.get("statuses"), where=f"{cell.name}/summary.json")
+            if acc is not None
+            else None
+        )
         if acc is not None and last:
             rows.append({**common, "step": last, **{k: math.nan for k in LOGGED}, "test_accuracy": acc, "final": True})
     return pd.DataFrame(rows)
@@ -99,8 +114,15 @@ def over_seeds(g: pd.DataFrame, column: str, smooth: int = 1) -> pd.DataFrame:
     wide = g.pivot_table(index="step", columns="seed", values=column, aggfunc="mean").sort_index()
     if smooth > 1:
         wide = wide.rolling(smooth, min_periods=1).mean()
-    out = pd.DataFrame({"mean": wide.mean(axis=1), "sd": wide.std(axis=1, ddof=1), "min": wide.min(axis=1),
-                        "max": wide.max(axis=1), "n": wide.notna().sum(axis=1)})
+    out = pd.DataFrame(
+        {
+            "mean": wide.mean(axis=1),
+            "sd": wide.std(axis=1, ddof=1),
+            "min": wide.min(axis=1),
+            "max": wide.max(axis=1),
+            "n": wide.notna().sum(axis=1),
+        }
+    )
     return out[out["n"] > 0]
 
 
@@ -112,8 +134,17 @@ def _band(ax, stats: pd.DataFrame, variant: str, **kw) -> None:
     if under:  # the same line as one drawn: dashed over it, and said on the axes, so that neither hides the other
         kw = {**kw, "ls": (0, (3, 3)), "lw": 1.8}
         notes = sum(t.get_gid() == "same-line" for t in ax.texts)
-        ax.text(0.99, 0.03 + 0.1 * notes, f"{variant} = {under} (dashed)", transform=ax.transAxes, ha="right",
-                va="bottom", fontsize=6, color=colour(variant), gid="same-line")
+        ax.text(
+            0.99,
+            0.03 + 0.1 * notes,
+            f"{variant} = {under} (dashed)",
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=6,
+            color=colour(variant),
+            gid="same-line",
+        )
     kw = {"lw": 1.4, **kw}
     ax.plot(x, m, color=colour(variant), label=variant, **kw)
     sd = stats["sd"].to_numpy()
@@ -127,8 +158,12 @@ def _hidden_by(ax, x, m) -> str | None:
     """The label of a line already on AX with the same points (x, m), which a new line would hide; else None."""
     for line in ax.lines:
         lx, ly = np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)
-        if not str(line.get_label()).startswith("_") and lx.shape == np.shape(x) and np.allclose(lx, x) and \
-                np.allclose(ly, np.asarray(m, dtype=float), equal_nan=True):
+        if (
+            not str(line.get_label()).startswith("_")
+            and lx.shape == np.shape(x)
+            and np.allclose(lx, x)
+            and np.allclose(ly, np.asarray(m, dtype=float), equal_nan=True)
+        ):
             return str(line.get_label())
     return None
 
@@ -139,8 +174,14 @@ def _handles(variants: list[str], extra: list) -> list:
     by_colour: dict[str, list[str]] = {}
     for v in sorted(set(variants), key=variant_rank):
         by_colour.setdefault(colour(v), []).append(v)
-    labels = {c: vs[0] if len(vs) == 1 else f"{re.split('[:@]', vs[0])[0]} readings ({len(vs)}; facet titles name them)"
-              if len({re.split("[:@]", v)[0] for v in vs}) == 1 else ", ".join(vs) for c, vs in by_colour.items()}
+    labels = {
+        c: vs[0]
+        if len(vs) == 1
+        else f"{re.split('[:@]', vs[0])[0]} readings ({len(vs)}; facet titles name them)"
+        if len({re.split("[:@]", v)[0] for v in vs}) == 1
+        else ", ".join(vs)
+        for c, vs in by_colour.items()
+    }
     return [Line2D([], [], color=c, lw=2, label=label) for c, label in labels.items()] + extra
 
 
@@ -180,17 +221,34 @@ def plot_curves(curves: pd.DataFrame, ax=None) -> Figure:
             if len(e):
                 dodge = (j - (len(variants) - 1) / 2) * 0.012 * span  # stars of one step side by side
                 sd = e["test_accuracy"].std(ddof=1) if len(e) > 1 else 0.0
-                bottom.errorbar([e["step"].max() + dodge], [e["test_accuracy"].mean()], yerr=[sd], marker="*", ms=10,
-                                ls="", color=colour(variant), elinewidth=1, capsize=2, clip_on=False,
-                                label=None if len(acc) else variant)
-        note = ("final test accuracy (stars: mean ± s.d. over seeds)" if not during else
-                "test accuracy during training (dots) and at the end (stars)")
+                bottom.errorbar(
+                    [e["step"].max() + dodge],
+                    [e["test_accuracy"].mean()],
+                    yerr=[sd],
+                    marker="*",
+                    ms=10,
+                    ls="",
+                    color=colour(variant),
+                    elinewidth=1,
+                    capsize=2,
+                    clip_on=False,
+                    label=None if len(acc) else variant,
+                )
+        note = (
+            "final test accuracy (stars: mean ± s.d. over seeds)"
+            if not during
+            else "test accuracy during training (dots) and at the end (stars)"
+        )
         if c.empty and ends.empty:
             note = "no steps logged"
         elif not during and ends.empty:
             note = "no test evaluation (train.eval_every=0 and no summary.json yet)"
         bottom.set_title(note, fontsize=7)
-        short = f"\n({int(c['step'].max())} steps: too few for the {SMOOTH}-step mean)" if len(c) and c["step"].max() < SMOOTH else ""
+        short = (
+            f"\n({int(c['step'].max())} steps: too few for the {SMOOTH}-step mean)"
+            if len(c) and c["step"].max() < SMOOTH
+            else ""
+        )
         top.set_title(_title(key) + short, fontsize=9)
         top.margins(x=0.04)
         if i % cols == 0:
@@ -200,7 +258,9 @@ def plot_curves(curves: pd.DataFrame, ax=None) -> Figure:
     extra = [_band_note(curves[~final])] if len(curves[~final]) else []
     extra.append(Line2D([], [], marker="*", ms=9, ls="", color="grey", label="final test accuracy, mean ± s.d."))
     if during_any:
-        extra.append(Line2D([], [], marker="o", ms=4, color="grey", label="test accuracy during training (train.eval_every)"))
+        extra.append(
+            Line2D([], [], marker="o", ms=4, color="grey", label="test accuracy during training (train.eval_every)")
+        )
     legend_outside(fig, _handles(list(curves["variant"]), extra), stacks)
     return fig
 
@@ -244,11 +304,23 @@ def compute_points(folder: str | Path) -> pd.DataFrame:
             continue
         axes = cell.json("axes.json") if cell.has("axes.json") else {}
         cfg = cell.json("config.json")
-        common = {"task": cfg["train"]["task"], "base": cfg["loss"]["base"], "variant": axes.get("variant", "run"),
-                  "start": axes.get("sft_start", 0), "seed": cfg["train"]["seed"]}
+        common = {
+            "task": cfg["train"]["task"],
+            "base": cfg["loss"]["base"],
+            "variant": axes.get("variant", "run"),
+            "start": axes.get("sft_start", 0),
+            "seed": cfg["train"]["seed"],
+        }
         for n, (acc, led) in sorted(evaluations(cell, s).items()):
-            rows.append({**common, "step": n, "test_accuracy": acc, "flops": led["flops_train"],
-                         "completions": led["completions"]})
+            rows.append(
+                {
+                    **common,
+                    "step": n,
+                    "test_accuracy": acc,
+                    "flops": led["flops_train"],
+                    "completions": led["completions"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -261,8 +333,11 @@ def band(g: pd.DataFrame) -> tuple[pd.Series, pd.Series, str]:
     per = g.groupby(unit)["test_accuracy"].mean().groupby("step")
     m, n, sd = per.mean() * 100, per.count(), per.std() * 100
     half = sps.t.ppf(0.975, np.maximum(n - 1, 1)) * sd.fillna(0) / np.sqrt(n)
-    what = (f"95 % t-interval over {int(n.max())} SFT starts' means (the start term in)" if len(unit) == 2 else
-            "95 % t-interval over seeds, conditional on one SFT checkpoint")
+    what = (
+        f"95 % t-interval over {int(n.max())} SFT starts' means (the start term in)"
+        if len(unit) == 2
+        else "95 % t-interval over seeds, conditional on one SFT checkpoint"
+    )
     return m, half, what
 
 

@@ -9,6 +9,7 @@ A token is wrong where its characters differ from the gold completion at the sam
 token that is not part of the completion's text (EOS, padding) is wrong only when the
 completion stopped before the gold one ended.
 """
+
 from __future__ import annotations
 
 ONE_ANSWER_TASKS = ("sudoku_tiny", "arithmetic")  # the solution grid; the number (then EOS)
@@ -19,7 +20,7 @@ def wrong_tokens_of(tokens: list[str], completion: str, gold: str) -> list[bool]
     out, offset = [], 0
     for token in tokens:
         if token and completion.startswith(token, offset):
-            out.append(completion[offset:offset + len(token)] != gold[offset:offset + len(token)])
+            out.append(completion[offset : offset + len(token)] != gold[offset : offset + len(token)])
             offset += len(token)
         else:  # a special token (EOS) the text does not hold
             out.append(offset < len(gold))

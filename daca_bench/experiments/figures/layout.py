@@ -8,6 +8,7 @@ variants.paper_area, which the table uses too):
 
 Nothing here chooses a matplotlib backend (Figure, never pyplot).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,14 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from ..analysis.variants import VARIANT_ORDER
 
-PALETTE = {"start": "#7f7f7f", "baseline": "#3b3b3b", "+DPS": "#1f77b4", "+SML": "#ff7f0e", "+DACA": "#2ca02c",
-           "+DPS-random": "#9467bd"}  # one colour per variant in every figure
+PALETTE = {
+    "start": "#7f7f7f",
+    "baseline": "#3b3b3b",
+    "+DPS": "#1f77b4",
+    "+SML": "#ff7f0e",
+    "+DACA": "#2ca02c",
+    "+DPS-random": "#9467bd",
+}  # one colour per variant in every figure
 OTHER_COLOURS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#d62728")  # variants PALETTE does not name
 MAX_COLS = 4  # facets per row before they wrap
 SAVE = {"png": {"dpi": 130, "metadata": {"Software": None}}, "pdf": {"metadata": {"CreationDate": None}}}
@@ -77,8 +84,11 @@ def facets(n: int, rows_per_facet: int, panel: tuple[float, float], height_ratio
 def _legend_width(labels: list[str], ncol: int, fontsize: float = 8) -> float:
     """A generous estimate of a legend's width in inches (columns filled top to bottom, as matplotlib does)."""
     rows = math.ceil(len(labels) / ncol)
-    widest = [max(len(line) for label in labels[j * rows:(j + 1) * rows] for line in label.split("\n"))
-              for j in range(ncol) if labels[j * rows:(j + 1) * rows]]
+    widest = [
+        max(len(line) for label in labels[j * rows : (j + 1) * rows] for line in label.split("\n"))
+        for j in range(ncol)
+        if labels[j * rows : (j + 1) * rows]
+    ]
     return sum(0.5 + 0.62 * fontsize / 72 * n for n in widest) + 0.2
 
 
@@ -90,8 +100,9 @@ def legend_outside(fig: Figure, handles: list, facets_: list, ncol: int | None =
     if not handles:
         return
     if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
-        facets_[-1][0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
-                              fontsize=8, frameon=False)
+        facets_[-1][0].legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8, frameon=False
+        )
         return
     labels = [h.get_label() for h in handles]
     if ncol is None and grid_of(len(facets_))[1] == 1:

@@ -18,6 +18,7 @@ method, task and rollout setting) after four columns and keeps its legend outsid
 - training: KL, clip ratio, completion length and zero-std share per step, the same way;
 - dps: the DPS weights over the tokens of a few real completions.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,15 +32,26 @@ from matplotlib.patches import Patch
 
 from ...errors import ConfigError
 from ..analysis.cellstore import Cell, cells, folder_cell
-from .curves import load_curves, plot_curves, plot_training
 from ..analysis.design import across
-from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
-from ..analysis.variants import builtin_task, paper_area
-from .layout import PALETTE, SAVE, colour, facets, grid_of, legend_outside, variant_rank
 from ..analysis.results import START, comparisons, load_results, load_start, load_table, locate
+from ..analysis.variants import builtin_task, paper_area
+from .curves import load_curves, plot_curves, plot_training
+from .gold import ONE_ANSWER_TASKS, wrong_tokens_of
+from .layout import PALETTE, SAVE, colour, facets, grid_of, legend_outside, variant_rank
 
-__all__ = ["PALETTE", "colour", "figures", "load_curves", "notebook_folder", "plot_all", "plot_curves", "plot_dps", "plot_gains",
-           "plot_training", "seed_deltas"]
+__all__ = [
+    "PALETTE",
+    "colour",
+    "figures",
+    "load_curves",
+    "notebook_folder",
+    "plot_all",
+    "plot_curves",
+    "plot_dps",
+    "plot_gains",
+    "plot_training",
+    "seed_deltas",
+]
 # tasks whose every prompt has one right completion, its target (gold.py's, and the tiny-full math row's
 # arithmetic_tiny and the full sudoku): only there does dps.png mark wrong tokens
 UNIQUE_TARGET = frozenset(ONE_ANSWER_TASKS) | {"arithmetic_tiny", "sudoku"}
@@ -55,8 +67,10 @@ def seed_deltas(folder: str | Path) -> pd.DataFrame:
     if not df.empty:
         for common, variant, got, vs, d, _, _ in comparisons(df, load_start(cells), clusters={}, planned={}):
             if got is not None and vs == "baseline" and d.size:
-                rows += [{**{k: common[k] for k in GAIN_KEYS}, "variant": variant, "delta_pp": float(x)}
-                         for x in d.mean(axis=1)]
+                rows += [
+                    {**{k: common[k] for k in GAIN_KEYS}, "variant": variant, "delta_pp": float(x)}
+                    for x in d.mean(axis=1)
+                ]
     return pd.DataFrame(rows, columns=[*GAIN_KEYS, "variant", "delta_pp"])
 
 
@@ -76,8 +90,16 @@ def _of(frame: pd.DataFrame, key: tuple) -> pd.Series:
 
 def _x_range(t: pd.DataFrame, seeds: pd.DataFrame | None) -> tuple[float, float]:
     """The x-axis every facet shares: the measured values (intervals, ± MDE, seeds) and ± 1 pp, padded."""
-    measured = pd.concat([t["lo"], t["hi"], t["MDE"], -t["MDE"], t["delta_pp"],
-                          *([seeds["delta_pp"]] if seeds is not None and len(seeds) else [])]).dropna()
+    measured = pd.concat(
+        [
+            t["lo"],
+            t["hi"],
+            t["MDE"],
+            -t["MDE"],
+            t["delta_pp"],
+            *([seeds["delta_pp"]] if seeds is not None and len(seeds) else []),
+        ]
+    ).dropna()
     lo = min(-1.0, float(measured.min())) if len(measured) else -1.0  # at least ± 1 pp
     hi = max(1.0, float(measured.max())) if len(measured) else 1.0
     pad = 0.08 * (hi - lo)
@@ -94,19 +116,30 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
     paper gain beyond it is written under the facet's title instead of drawn. Only a shipped task
     of one of the paper's areas gets a paper mark (variants.paper_area)."""
     t = _gain_rows(table)
-    keys = sorted(t[GAIN_KEYS].drop_duplicates().itertuples(index=False, name=None),
-                  key=lambda k: (k[0], k[1].replace("]", ""), k[2]))  # "json [dual]" before "json [dual th=0.9]"
+    keys = sorted(
+        t[GAIN_KEYS].drop_duplicates().itertuples(index=False, name=None),
+        key=lambda k: (k[0], k[1].replace("]", ""), k[2]),
+    )  # "json [dual]" before "json [dual th=0.9]"
     if not keys:
         fig, stacks = facets(1, 1, (4.0, 1.5), ax=ax)
-        stacks[0][0].text(0.5, 0.5, "no variant against a baseline in this table", ha="center", va="center",
-                          transform=stacks[0][0].transAxes)
+        stacks[0][0].text(
+            0.5,
+            0.5,
+            "no variant against a baseline in this table",
+            ha="center",
+            va="center",
+            transform=stacks[0][0].transAxes,
+        )
         return fig
     most = max(int(_of(t, k).sum()) for k in keys)
     fig, stacks = facets(len(keys), 1, (3.9, 0.42 * most + 1.1), ax=ax)
     lo, hi = _x_range(t, seeds)
     cols, paper_drawn, drawn = grid_of(len(keys))[1], False, set()
-    base_acc = {tuple(k): a for *k, a in table[table["variant"] == "baseline"][[*GAIN_KEYS, "acc"]].itertuples(index=False)} \
-        if "acc" in table else {}
+    base_acc = (
+        {tuple(k): a for *k, a in table[table["variant"] == "baseline"][[*GAIN_KEYS, "acc"]].itertuples(index=False)}
+        if "acc" in table
+        else {}
+    )
     for i, (key, (a,)) in enumerate(zip(keys, stacks)):
         base, family, task = key
         rows = t[_of(t, key)]
@@ -117,8 +150,15 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
                 drawn.add("mde")
             a.barh(y, r.delta_pp, 0.55, color=colour(r.variant), label=r.variant)
             if math.isfinite(r.lo) and math.isfinite(r.hi) and r.hi > r.lo:
-                a.errorbar([r.delta_pp], [y], xerr=[[max(0, r.delta_pp - r.lo)], [max(0, r.hi - r.delta_pp)]],
-                           fmt="none", ecolor="black", elinewidth=1, capsize=3)
+                a.errorbar(
+                    [r.delta_pp],
+                    [y],
+                    xerr=[[max(0, r.delta_pp - r.lo)], [max(0, r.hi - r.delta_pp)]],
+                    fmt="none",
+                    ecolor="black",
+                    elinewidth=1,
+                    capsize=3,
+                )
                 drawn.add("interval")
             a.plot([r.delta_pp], [y], "o", ms=5, color=colour(r.variant), markeredgecolor="black", markeredgewidth=0.6)
             drawn.add("estimate")
@@ -129,13 +169,21 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
                     drawn.add("seeds")
             note = _degenerate(r, base_acc.get(key))
             if note:
-                a.text(0.98, y, note, transform=a.get_yaxis_transform(), ha="right", va="center", fontsize=6.5,
-                       color="dimgrey")
+                a.text(
+                    0.98,
+                    y,
+                    note,
+                    transform=a.get_yaxis_transform(),
+                    ha="right",
+                    va="center",
+                    fontsize=6.5,
+                    color="dimgrey",
+                )
         a.set_yticks(range(len(rows)), list(rows["variant"]), fontsize=8)
         a.set_ylim(len(rows) - 0.5, -0.5)  # the first variant on top
         a.set_xlim(lo, hi)
         a.axvline(0, color="black", lw=0.6)
-        title = f"{base}: {family} / {task}" if " [" not in family else f"{base}: {task} {family[family.index('['):]}"
+        title = f"{base}: {family} / {task}" if " [" not in family else f"{base}: {task} {family[family.index('[') :]}"
         gain = paper_area(task, family)
         if lo <= gain <= hi:
             a.axvline(gain, color="black", ls="--", lw=1)
@@ -146,8 +194,11 @@ def plot_gains(table: pd.DataFrame, ax=None, seeds: pd.DataFrame | None = None) 
         a.tick_params(axis="x", labelsize=8)
         if i >= len(keys) - cols:
             a.set_xlabel("test accuracy change vs baseline (pp)", fontsize=8)
-    handles = [Line2D([], [], marker="o", color="black", mfc="white", ls="-", lw=1, label="Δ and its 95 % interval")
-               if "interval" in drawn else Line2D([], [], marker="o", color="black", mfc="white", ls="", label="Δ")]
+    handles = [
+        Line2D([], [], marker="o", color="black", mfc="white", ls="-", lw=1, label="Δ and its 95 % interval")
+        if "interval" in drawn
+        else Line2D([], [], marker="o", color="black", mfc="white", ls="", label="Δ")
+    ]
     if "mde" in drawn:
         handles.append(Patch(color="grey", alpha=0.25, label="± MDE (80 % power)"))
     if "seeds" in drawn:
@@ -202,7 +253,9 @@ def _golds(cell: Cell, task: str | None, examples: list[dict]) -> list[str | Non
     from ...registry import get_task
 
     def find(n):
-        targets = {s.prompt.strip(): s.target for s in get_task(task, split="train", n=n, seed=t.get("seed", 0)).samples}
+        targets = {
+            s.prompt.strip(): s.target for s in get_task(task, split="train", n=n, seed=t.get("seed", 0)).samples
+        }
         return [targets.get(ex["prompt"].strip()) for ex in examples]
 
     try:
@@ -222,8 +275,9 @@ def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | Non
     """The DPS weights over the tokens of a few real completions (None when the run saved none):
     orange bars got more than a uniform weight (w > 1), blue ones less; for a task with one right
     answer (UNIQUE_TARGET), the tokens that differ from it are hatched, with their labels in red."""
-    found = [c for c in cells(folder) if c.has("dps_examples.json")] or \
-        [c for c in [folder_cell(folder)] if c.has("dps_examples.json")]  # FOLDER: one run's own folder
+    found = [c for c in cells(folder) if c.has("dps_examples.json")] or [
+        c for c in [folder_cell(folder)] if c.has("dps_examples.json")
+    ]  # FOLDER: one run's own folder
     if not found:
         return None
     cell = found[0]
@@ -244,19 +298,32 @@ def plot_dps(folder: str | Path, max_examples: int = 4, ax=None) -> Figure | Non
         a.axhline(1, color="gray", lw=0.6)
         a.set_ylabel("w")
         right = "" if gold is None else f", {sum(wrong)} of {len(w)} tokens wrong"
-        a.set_title(f"{ex['prompt'].strip()!r} -> {ex['completion']!r} (reward {_reward(ex['reward'])}{right})",
-                    fontsize=8)
+        a.set_title(
+            f"{ex['prompt'].strip()!r} -> {ex['completion']!r} (reward {_reward(ex['reward'])}{right})", fontsize=8
+        )
     known = any(g is not None for g in golds)
-    handles = [Patch(color="tab:orange", label="w > 1: more credit than a uniform weight"),
-               Patch(color="tab:blue", label="w <= 1: less")]
+    handles = [
+        Patch(color="tab:orange", label="w > 1: more credit than a uniform weight"),
+        Patch(color="tab:blue", label="w <= 1: less"),
+    ]
     if known:
-        handles.append(Patch(facecolor="none", edgecolor="tab:red", hatch="///", label="wrong token (differs from the solution)"))
+        handles.append(
+            Patch(facecolor="none", edgecolor="tab:red", hatch="///", label="wrong token (differs from the solution)")
+        )
     legend_outside(fig, handles, stacks, ncol=len(handles))
-    note = ("" if known else " (the solution of these prompts was not found: wrong tokens not marked)"
-            if task in UNIQUE_TARGET else " (no single right answer known: wrong tokens not marked)"
-            if builtin_task(task) else f" (a task of one's own: whether {task} has one right answer is not known "
-            "here, so wrong tokens are not marked)")
-    fig.suptitle(f"DPS weights ({examples[0]['score']}) over the tokens of real completions:\n{label}{note}", fontsize=9)
+    note = (
+        ""
+        if known
+        else " (the solution of these prompts was not found: wrong tokens not marked)"
+        if task in UNIQUE_TARGET
+        else " (no single right answer known: wrong tokens not marked)"
+        if builtin_task(task)
+        else f" (a task of one's own: whether {task} has one right answer is not known "
+        "here, so wrong tokens are not marked)"
+    )
+    fig.suptitle(
+        f"DPS weights ({examples[0]['score']}) over the tokens of real completions:\n{label}{note}", fontsize=9
+    )
     return fig
 
 
@@ -268,10 +335,13 @@ def figures(folder: str | Path) -> dict[str, Figure | None]:
     curves = load_curves(cells)
     table = load_table(cells) if has_cells else None
     against = table is not None and (table["vs"] == "baseline").any()  # a budget design's rows name their arm
-    return {"gains": plot_gains(table, seeds=seed_deltas(cells)) if against else None,
-            "curves": plot_curves(curves) if not curves.empty else None,
-            "training": plot_training(curves) if not curves.empty else None,
-            "dps": plot_dps(cells), "compute": _compute(cells)}
+    return {
+        "gains": plot_gains(table, seeds=seed_deltas(cells)) if against else None,
+        "curves": plot_curves(curves) if not curves.empty else None,
+        "training": plot_training(curves) if not curves.empty else None,
+        "dps": plot_dps(cells),
+        "compute": _compute(cells),
+    }
 
 
 def _compute(cells):
@@ -330,9 +400,12 @@ def plot_all(folder: str | Path, output_dir: str | Path | None = None) -> list[P
 
 # ---- CLI: `daca-bench plot` ---------------------------------------------------------------
 def configure(parser) -> None:
-    parser.add_argument("results", help="a grid's output folder, or a preset's (it holds cells/; the plots go beside it)")
-    parser.add_argument("--output-dir", default=None,
-                        help="write the figures here instead (created if missing; its parent must exist)")
+    parser.add_argument(
+        "results", help="a grid's output folder, or a preset's (it holds cells/; the plots go beside it)"
+    )
+    parser.add_argument(
+        "--output-dir", default=None, help="write the figures here instead (created if missing; its parent must exist)"
+    )
 
 
 def run(args) -> int:

@@ -20,6 +20,7 @@ grid from colliding. Where a task's cells start from one `train.init`, that init
 on their test set (OUT/start/<task>/eval.jsonl, `evaluate_starts`): the table's start row and the
 baseline's gain over it, as reproduce does for its SFT starts (`--no-start` skips it).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -32,6 +33,7 @@ from ...config import ConfigError, RLConfig, apply, load_config, parse_overrides
 from .executors import run_local, run_ray
 from .headline import VARIANTS, named_keys, split_variant  # noqa: F401 - VARIANTS: re-exported
 from .provenance import check_tree, describe, weights_hash
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -50,8 +52,9 @@ def stamp_cells(cells: list[Cell], code: str, tree: str = "") -> list[Cell]:
         init = c.config.train.init or c.config.model.name
         if init not in hashes:
             hashes[init] = weights_hash(init)
-        out.append(replace(c, provenance={"git": code, **({"code_tree": tree} if tree else {}),
-                                          "init_sha256": hashes[init]}))
+        out.append(
+            replace(c, provenance={"git": code, **({"code_tree": tree} if tree else {}), "init_sha256": hashes[init]})
+        )
     return out
 
 
@@ -69,8 +72,10 @@ def grid_base(base, root: Path = Path(".")) -> RLConfig:
         return apply(load_config(None, [], RLConfig), base)
     if isinstance(base, (str, Path)):
         return load_config(root / base, [], RLConfig)
-    raise ConfigError(f"grid base: {base!r} is neither a config file (base: configs/tiny.yaml) nor a mapping of keys "
-                      "(base: {train.steps: 4}); give one of the two")
+    raise ConfigError(
+        f"grid base: {base!r} is neither a config file (base: configs/tiny.yaml) nor a mapping of keys "
+        "(base: {train.steps: 4}); give one of the two"
+    )
 
 
 def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
@@ -89,8 +94,10 @@ def expand(grid: dict, root: Path = Path(".")) -> list[Cell]:
     for value in axes.get("variant", []):
         source, name = split_variant(value)
         if meaning.setdefault(name, value) != value:
-            raise ConfigError(f"variants {meaning[name]!r} and {value!r} would both be {name!r} in the table; "
-                              "one grid gives a variant name one meaning")
+            raise ConfigError(
+                f"variants {meaning[name]!r} and {value!r} would both be {name!r} in the table; "
+                "one grid gives a variant name one meaning"
+            )
     cells = []
     for values in itertools.product(*axes.values()):
         point = dict(zip(axes, values))
@@ -130,9 +137,9 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
     built by the function the trainer builds its cells' set with (eval.evaluate.eval_task), with the
     cells' canvas: FOLDER/start/<task>/eval.jsonl, the reference of the baseline's gain (the table's
     start row). Cached by the init weights' content (not their path), the set and the canvas."""
-    from ...registry import ids_digest, read_excluded, task_record
-    from ...eval.evaluate import eval_task, evaluate, write_eval_records
     from ...engine.policy import load_initial
+    from ...eval.evaluate import eval_task, evaluate, write_eval_records
+    from ...registry import ids_digest, read_excluded, task_record
     from ..analysis.results import START
 
     out, inits = {}, {}
@@ -143,10 +150,23 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
         if len(inits[t.task]) > 1:  # several SFT starts (sft_start): no one start row; the table says so
             continue
         target = folder / START / t.task
-        key = json.dumps({"init_sha256": weights_hash(t.init or cfg.model.name), "test_seed": t.test_seed,
-                          "n_eval": t.n_eval, "eval": to_dict(cfg.eval), "split": t.eval_split,
-                          **({"test_exclude": [t.test_exclude, ids_digest(read_excluded(t.test_exclude))]} if t.test_exclude else {}),
-                          "chat_template": t.chat_template, "prefill": bool(t.max_prompt_length)}, sort_keys=True)
+        key = json.dumps(
+            {
+                "init_sha256": weights_hash(t.init or cfg.model.name),
+                "test_seed": t.test_seed,
+                "n_eval": t.n_eval,
+                "eval": to_dict(cfg.eval),
+                "split": t.eval_split,
+                **(
+                    {"test_exclude": [t.test_exclude, ids_digest(read_excluded(t.test_exclude))]}
+                    if t.test_exclude
+                    else {}
+                ),
+                "chat_template": t.chat_template,
+                "prefill": bool(t.max_prompt_length),
+            },
+            sort_keys=True,
+        )
         done = json.loads((target / "summary.json").read_text()) if (target / "summary.json").exists() else {}
         if done.get("key") == key:
             out[t.task] = done["test_accuracy"]
@@ -156,10 +176,18 @@ def evaluate_starts(cells: list[Cell], folder: Path) -> dict[str, float]:
         task = eval_task(cfg, adapter)
         result = evaluate(adapter, task, cfg.eval, n=t.n_eval)
         write_eval_records(target / "eval.jsonl", result)
-        (target / "summary.json").write_text(json.dumps({"task": t.task, "test_accuracy": result["accuracy"],
-                                                         "statuses": result["statuses"], "key": key,
-                                                         "task_record": task_record(t.task, task.samples[:result["n"]])})
-                                             + "\n")
+        (target / "summary.json").write_text(
+            json.dumps(
+                {
+                    "task": t.task,
+                    "test_accuracy": result["accuracy"],
+                    "statuses": result["statuses"],
+                    "key": key,
+                    "task_record": task_record(t.task, task.samples[: result["n"]]),
+                }
+            )
+            + "\n"
+        )
         out[t.task] = result["accuracy"]
     return out
 
@@ -175,23 +203,41 @@ def start_cells(cells: list[Cell]) -> tuple[list[Cell], list[str]]:
     for task, group in sorted(by_task.items()):
         if not any(c.config.train.init for c in group):
             continue
-        same = {json.dumps([c.config.train.init, c.config.train.eval_split, c.config.train.n_eval, c.config.train.test_seed,
-                            c.config.train.test_exclude, c.config.train.chat_template,
-                            bool(c.config.train.max_prompt_length), to_dict(c.config.eval)], sort_keys=True)
-                for c in group}
+        same = {
+            json.dumps(
+                [
+                    c.config.train.init,
+                    c.config.train.eval_split,
+                    c.config.train.n_eval,
+                    c.config.train.test_seed,
+                    c.config.train.test_exclude,
+                    c.config.train.chat_template,
+                    bool(c.config.train.max_prompt_length),
+                    to_dict(c.config.eval),
+                ],
+                sort_keys=True,
+            )
+            for c in group
+        }
         if len(same) == 1:
             keep.append(group[0])
         else:
-            notes.append(f"no start row for {task}: its cells start from different inits or score different test "
-                         "sets (train.init, train.eval_split / n_eval / test_seed / test_exclude, eval.*)")
+            notes.append(
+                f"no start row for {task}: its cells start from different inits or score different test "
+                "sets (train.init, train.eval_split / n_eval / test_seed / test_exclude, eval.*)"
+            )
     return keep, notes
 
 
 # ---- CLI: `daca-bench ablate` -------------------------------------------------------------
 def configure(parser) -> None:
     parser.add_argument("grid", help="grid YAML (base, overrides, axes)")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="added to the grid's overrides for every cell (e.g. train.steps=2 for a smoke run)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="added to the grid's overrides for every cell (e.g. train.steps=2 for a smoke run)",
+    )
     parser.add_argument("--output-dir", default="results/grid", help="one folder per cell goes here")
     parser.add_argument("--workers", type=int, default=0, help="parallel cells (default: one per core)")
     parser.add_argument("--retries", type=int, default=1)
@@ -201,8 +247,11 @@ def configure(parser) -> None:
     parser.add_argument("--cpus-per-cell", type=int, default=1)
     parser.add_argument("--gpus-per-cell", type=float, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
-    parser.add_argument("--no-start", action="store_true",
-                        help="do not score the cells' train.init on their test set (the table's start row)")
+    parser.add_argument(
+        "--no-start",
+        action="store_true",
+        help="do not score the cells' train.init on their test set (the table's start row)",
+    )
 
 
 def check_tasks(cells: list[Cell]) -> None:
@@ -233,14 +282,23 @@ def run(args) -> int:
     cells = stamp_cells(cells, code)
     progress = not args.no_progress
     if args.executor == "ray":
-        results = run_ray(cells, args.output_dir, args.address, args.cpus_per_cell, args.gpus_per_cell, args.retries,
-                          progress=progress)
+        results = run_ray(
+            cells,
+            args.output_dir,
+            args.address,
+            args.cpus_per_cell,
+            args.gpus_per_cell,
+            args.retries,
+            progress=progress,
+        )
     else:
         results = run_local(cells, args.output_dir, args.workers, args.retries, progress=progress)
     for c in starts:  # the init, scored on the cells' own test set: the table's start row
         evaluate_starts([c], Path(args.output_dir))
-        print(f"the start ({c.config.train.init}) scored on {c.config.train.task}'s test set: "
-              f"{Path(args.output_dir) / 'start' / c.config.train.task / 'eval.jsonl'}")
+        print(
+            f"the start ({c.config.train.init}) scored on {c.config.train.task}'s test set: "
+            f"{Path(args.output_dir) / 'start' / c.config.train.task / 'eval.jsonl'}"
+        )
     for line in notes:
         print(line)
     failed = [r for r in results if r["status"] == "failed"]

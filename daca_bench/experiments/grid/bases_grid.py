@@ -14,6 +14,7 @@ splits, the lr grid, the primary and secondary comparisons, alpha, Holm), to be 
 results folder before the first confirmatory cell; planned_comparisons is that family as
 design.json holds it. `daca-bench reproduce --preset tiny-bases` runs it (experiments/grid/pipeline.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,10 @@ DACA_ROW = {b: "+DACA" if "+DACA" in v else "+DPS" for b, v in BASE_VARIANTS.ite
 # methods without a KL term run without one; ESPO's k2 KL on the sequence ELBO takes its sudoku
 # recipe's beta; the rest keep the regime's
 BASE_KEYS = {
-    "grpo": {}, "gspo": {}, "reinforce_pp": {}, "coupled_grpo": {},
+    "grpo": {},
+    "gspo": {},
+    "reinforce_pp": {},
+    "coupled_grpo": {},
     "wd1": {"loss.beta": 0.0},
     "spg": {"loss.beta": 0.0, "loss.spg_mode": "mix", "loss.spg_mix": 0.5, "loss.spg_beta": 1.0},
     "espo": {"loss.beta": 0.01},
@@ -48,6 +52,7 @@ PHASES = ("rollout", "verify", "credit", "likelihood_old", "update")
 def measured_cost_ratio(cells: str | Path, base: str = "grpo", task: str = "sudoku_tiny") -> float:
     """+DACA's training seconds per step over the baseline's (the step's phases, no evaluation or
     loading), mean over the cells of each: the compute-matched baseline's step multiplier."""
+
     def per_step(variant):
         out = []
         prefix = f"base={base}_task={task}_variant={variant}_seed="
@@ -89,8 +94,10 @@ def _lr_keys(picks: dict, base: str, variant: str) -> dict:
 
 def base_arms(base: str, picks: dict) -> list[tuple]:
     """Every variant `base` admits, each with the base's keys and its picked keys."""
-    return [(base, v, v, {"loss.base": base, **BASE_KEYS[base], **_lr_keys(picks, base, v)}, {})
-            for v in BASE_VARIANTS[base]]
+    return [
+        (base, v, v, {"loss.base": base, **BASE_KEYS[base], **_lr_keys(picks, base, v)}, {})
+        for v in BASE_VARIANTS[base]
+    ]
 
 
 def confirmatory_arms(picks: dict, ratio: float, base_steps: int = 32, bases=None) -> list[tuple]:
@@ -104,8 +111,9 @@ SWEPT = ("baseline", "daca")  # the rows the sweep tunes per base: its baseline 
 INHERITS = {"+DPS": "baseline", "+SML": "+DACA"}  # an unswept row's lr: +DPS the baseline's, +SML +DACA's
 
 
-def selection_arms(design: dict | None = None, picks: dict | None = None, bases=None,
-                   beyond: dict | None = None) -> list[tuple]:
+def selection_arms(
+    design: dict | None = None, picks: dict | None = None, bases=None, beyond: dict | None = None
+) -> list[tuple]:
     """The lr sweep on the dev split: each base's baseline and DACA row at every lr of the grid
     (SPG's at each value of its tuned keys too), on the selection seeds; each row with the committed
     reading of its variant (picks[variant]: DPS score, SML partition; its lr is the sweep's). With
@@ -119,11 +127,18 @@ def selection_arms(design: dict | None = None, picks: dict | None = None, bases=
             if beyond is not None and (base, v) not in beyond:
                 continue
             reading = {k: x for k, x in (picks or {}).get(v, {}).items() if k not in ("reading", "train.lr")}
-            for lr in ([beyond[(base, v)]] if beyond is not None else d["lr_grid"]):
+            for lr in [beyond[(base, v)]] if beyond is not None else d["lr_grid"]:
                 for extra in extra_axes:
                     label = "@".join([v, f"{lr:g}", *(f"{k.split('.')[-1]}={x}" for k, x in extra.items())])
-                    arms.append((base, label, v, {"loss.base": base, **BASE_KEYS[base], **reading, "train.lr": lr,
-                                                  **extra}, {"variant_of": v, "train.lr": lr, **extra}))
+                    arms.append(
+                        (
+                            base,
+                            label,
+                            v,
+                            {"loss.base": base, **BASE_KEYS[base], **reading, "train.lr": lr, **extra},
+                            {"variant_of": v, "train.lr": lr, **extra},
+                        )
+                    )
     return arms
 
 
@@ -135,6 +150,7 @@ def pick_bases(acc: dict[tuple, float], design: dict | None = None) -> dict:
     out: dict = {}
     for base, row in sorted({k[:2] for k in acc}):
         tuned = d["tuned"].get(base, {})
+
         def order(items):  # the first tuned value listed is 0 (an arm without tuned items runs it)
             return sum(tuned[k].index(x) for k, x in items if x in tuned.get(k, []))
 
@@ -176,22 +192,30 @@ def sweep_accuracy(cells_dir: str | Path, design: dict | None = None, seeds=None
         runs.setdefault(key, {})[axes["train.seed"]] = cell.json("summary.json")["test_accuracy"]
     short = [k for k, by_seed in runs.items() if seeds is not None and set(seeds) - set(by_seed)]
     if short:
-        raise ValueError(f"the sweep's {short[0][0]} {short[0][1]} at lr {short[0][2]:g} lacks seed(s) "
-                         f"{sorted(set(seeds) - set(runs[short[0]]))}: rerun to finish it before picking")
+        raise ValueError(
+            f"the sweep's {short[0][0]} {short[0][1]} at lr {short[0][2]:g} lacks seed(s) "
+            f"{sorted(set(seeds) - set(runs[short[0]]))}: rerun to finish it before picking"
+        )
     return {k: statistics.mean(v.values()) for k, v in runs.items()}
 
 
-def write_picks(cells_dir: str | Path, out: str | Path, design: dict | None = None, seeds=None,
-                extended: dict | None = None) -> dict:
+def write_picks(
+    cells_dir: str | Path, out: str | Path, design: dict | None = None, seeds=None, extended: dict | None = None
+) -> dict:
     """Pick from the sweep's cells and write OUT/picks.json (the rule, each arm's dev accuracy, the picks;
     `extended`: the edge picks whose grid the sweep extended, {(base, row): lr run beyond the edge})."""
     d = design or TINY_BASES_DESIGN
     acc = sweep_accuracy(cells_dir, d, seeds)
-    result = {"rule": TINY_BASES_DESIGN["rule"], "seeds": sorted(seeds) if seeds is not None else None,
-              "dev_accuracy": {" ".join([b, r, f"{lr:g}", *(f"{k}={x}" for k, x in items)]): a
-                               for (b, r, lr, items), a in sorted(acc.items())},
-              "picks": pick_bases(acc, d),
-              **({"extended": {f"{b} {r}": lr for (b, r), lr in sorted(extended.items())}} if extended else {})}
+    result = {
+        "rule": TINY_BASES_DESIGN["rule"],
+        "seeds": sorted(seeds) if seeds is not None else None,
+        "dev_accuracy": {
+            " ".join([b, r, f"{lr:g}", *(f"{k}={x}" for k, x in items)]): a
+            for (b, r, lr, items), a in sorted(acc.items())
+        },
+        "picks": pick_bases(acc, d),
+        **({"extended": {f"{b} {r}": lr for (b, r), lr in sorted(extended.items())}} if extended else {}),
+    }
     Path(out).mkdir(parents=True, exist_ok=True)
     Path(out, "picks.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
@@ -218,7 +242,7 @@ def planned_comparisons(label: str, task: str, bases) -> dict:
 TINY_BASES_DESIGN = {
     "preset": "tiny-bases",
     "question": "does DACA help on every base; where does each field method's baseline stand against grpo's and "
-                "grpo +DACA's; does grpo's baseline at +DACA's training compute catch +DACA",
+    "grpo +DACA's; does grpo's baseline at +DACA's training compute catch +DACA",
     "family": "sudoku",  # sudoku_tiny, FIVE['sudoku']: canvas 18, 9 steps, dense training reward, 32 RL steps
     "task": "sudoku_tiny",
     "regime": "the d1-like regime of the tiny presets (mu 2, prompt mask 0.15, beta 0.04, eps 0.2) with BASE_KEYS",
@@ -226,9 +250,13 @@ TINY_BASES_DESIGN = {
     "steps": 32,
     "bases": list(PAPER_BASES + FIELD_BASES),
     "variants": {b: list(v) for b, v in BASE_VARIANTS.items()},
-    "compute_matched": {"base": "grpo", "variant": "baseline", "steps": "compute_matched_steps(32, ratio)",
-                        "ratio": "measured_cost_ratio(results/tiny-ablation/cells): +DACA over baseline training seconds "
-                                 "per step on the committed confirmatory cells, fixed before the run"},
+    "compute_matched": {
+        "base": "grpo",
+        "variant": "baseline",
+        "steps": "compute_matched_steps(32, ratio)",
+        "ratio": "measured_cost_ratio(results/tiny-ablation/cells): +DACA over baseline training seconds "
+        "per step on the committed confirmatory cells, fixed before the run",
+    },
     # seeds 0-15 and 100-101 ran in committed tables (results/*/cells); these never did
     "confirmatory_seeds": list(range(16, 24)),
     "selection_seeds": [102, 103],
@@ -240,19 +268,26 @@ TINY_BASES_DESIGN = {
     "tuned": {"spg": {"loss.spg_mix": [0.5, 0.25]}},
     "swept_rows": "per base: its baseline and its DACA row (+DACA, or +DPS where SML does not apply)",
     "rule": "per (base, swept row): the lr (and tuned value) with the highest mean dev accuracy over the selection "
-            "seeds; ties to the smaller lr, then the first listed value. Unswept rows: +DPS takes the baseline's "
-            "pick, +SML the +DACA row's (SML changes the likelihood whose gradient the lr scales). Fixed before the "
-            "sweep runs.",
+    "seeds; ties to the smaller lr, then the first listed value. Unswept rows: +DPS takes the baseline's "
+    "pick, +SML the +DACA row's (SML changes the likelihood whose gradient the lr scales). Fixed before the "
+    "sweep runs.",
     "primary": [{"base": b, "row": DACA_ROW[b], "against": f"{b} baseline"} for b in (*PAPER_BASES, *FIELD_BASES)],
     "secondary": (
-        [{"base": b, "row": v, "against": f"{b} baseline"} for b in (*PAPER_BASES, *FIELD_BASES)
-         for v in BASE_VARIANTS[b] if v not in ("baseline", DACA_ROW[b])]
+        [
+            {"base": b, "row": v, "against": f"{b} baseline"}
+            for b in (*PAPER_BASES, *FIELD_BASES)
+            for v in BASE_VARIANTS[b]
+            if v not in ("baseline", DACA_ROW[b])
+        ]
         + [{"base": b, "row": "baseline", "against": "grpo baseline"} for b in (*PAPER_BASES[1:], *FIELD_BASES)]
         + [{"base": b, "row": "baseline", "against": "grpo +DACA"} for b in (*PAPER_BASES[1:], *FIELD_BASES)]
-        + [{"base": "grpo", "row": COMPUTE_MATCHED, "against": "grpo +DACA"},
-           {"base": "grpo", "row": COMPUTE_MATCHED, "against": "grpo baseline"}]),
+        + [
+            {"base": "grpo", "row": COMPUTE_MATCHED, "against": "grpo +DACA"},
+            {"base": "grpo", "row": COMPUTE_MATCHED, "against": "grpo baseline"},
+        ]
+    ),
     "alpha": 0.05,
     "multiplicity": "holm within the primary family and within the secondary family "
-                    "(statsmodels.stats.multitest.multipletests)",
+    "(statsmodels.stats.multitest.multipletests)",
     "guards": "spg: a non-finite bound stops the cell (loss.spg_mode=mix; loss.spg_floor=-20)",
 }

@@ -4,6 +4,7 @@ is what docs/reproducing.md's calibration rows were read from.
 
     daca-bench reproduce --preset tiny-full --calibrate code --lrs 1e-4 2e-4 --seeds 0 1 --set train.n_eval=512
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,18 @@ from .pipeline import run_sft, tiny_cells
 from .presets import TinyPreset
 
 
-def calibrate(preset: TinyPreset, label: str, lrs, variants, steps: int | None, seeds, work: Path, workers: int,
-              progress: bool, sets: dict | None = None) -> str:
+def calibrate(
+    preset: TinyPreset,
+    label: str,
+    lrs,
+    variants,
+    steps: int | None,
+    seeds,
+    work: Path,
+    workers: int,
+    progress: bool,
+    sets: dict | None = None,
+) -> str:
     """Run FAMILY's cells over train.lr x variants (one seed by default) with an evaluation on the
     DEV split every fifth of the run (a calibration never looks at the test set); return a
     Markdown table of dev accuracy per step with the mean training reward, loss and gradient norm
@@ -27,8 +38,10 @@ def calibrate(preset: TinyPreset, label: str, lrs, variants, steps: int | None, 
     fam = pick(preset.families, label, "--calibrate")
     split = (sets or {}).get("train.eval_split", "dev")
     if split != "dev":
-        raise ConfigError(f"reproduce --calibrate scores on the dev split only; --set train.eval_split={split} is "
-                          "refused (the test split is for the confirmatory table)")
+        raise ConfigError(
+            f"reproduce --calibrate scores on the dev split only; --set train.eval_split={split} is "
+            "refused (the test split is for the confirmatory table)"
+        )
     fam = replace(fam, rl={**fam.rl, **(sets or {}), "train.eval_split": "dev"})  # dev wins over every override
     one = replace(preset, families={label: fam}, rl={**preset.rl, "train.eval_split": "dev"})
     sft = run_sft(one, work, workers, progress)
@@ -45,18 +58,22 @@ def calibrate(preset: TinyPreset, label: str, lrs, variants, steps: int | None, 
     folder = work / f"calibrate-{label}" / slug_sets(sets)
     start = evaluate_starts(cells, folder)
     run_local(cells, folder, workers, desc=f"calibrate {label}", progress=progress)
-    lines = [f"{label} ({fam.task}{', ' + ' '.join(f'{k}={v}' for k, v in sets.items()) if sets else ''}): "
-             f"RL start {100 * start[fam.task]:.1f} % on the dev split",
-             "| variant | lr | seed | dev acc % by step | final % | reward (first 5 -> last 5 steps) | loss | grad norm |",
-             "|---|---:|---:|---|---:|---|---:|---:|"]
+    lines = [
+        f"{label} ({fam.task}{', ' + ' '.join(f'{k}={v}' for k, v in sets.items()) if sets else ''}): "
+        f"RL start {100 * start[fam.task]:.1f} % on the dev split",
+        "| variant | lr | seed | dev acc % by step | final % | reward (first 5 -> last 5 steps) | loss | grad norm |",
+        "|---|---:|---:|---|---:|---|---:|---:|",
+    ]
     for cell in cells:
         rows = [json.loads(x) for x in (folder / cell.name / "metrics.jsonl").read_text().splitlines() if x.strip()]
         final = json.loads((folder / cell.name / "summary.json").read_text())["test_accuracy"]
         curve = " ".join(f"{r['step']}:{100 * r['test_accuracy']:.1f}" for r in rows if "test_accuracy" in r)
         mean = lambda k, rs: sum(r[k] for r in rs) / max(1, len(rs))  # noqa: E731
-        lines.append(f"| {cell.axes['variant']} | {cell.axes['train.lr']:g} | {cell.config.train.seed} | {curve} | "
-                     f"{100 * final:.1f} | {mean('reward_mean', rows[:5]):.3f} -> {mean('reward_mean', rows[-5:]):.3f} | "
-                     f"{mean('loss', rows):.4f} | {mean('grad_norm', rows):.3f} |")
+        lines.append(
+            f"| {cell.axes['variant']} | {cell.axes['train.lr']:g} | {cell.config.train.seed} | {curve} | "
+            f"{100 * final:.1f} | {mean('reward_mean', rows[:5]):.3f} -> {mean('reward_mean', rows[-5:]):.3f} | "
+            f"{mean('loss', rows):.4f} | {mean('grad_norm', rows):.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

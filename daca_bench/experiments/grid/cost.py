@@ -14,6 +14,7 @@ backward, over the same K' * B*G canvases. FLOPs are linear in the rows of a pas
 each kind is counted and multiplied. The prompt length P is the longest of the first batch's prompts
 (tiny tasks have one prompt format) or, for the paper presets, `train.max_prompt_length`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,8 +43,10 @@ def meta_model(cfg: RLConfig) -> torch.nn.Module:
         else:
             family = next((f for f in PAPER_FAMILIES if f in name), None)
             if family is None:
-                raise UnavailableError(f"daca-bench cost: no shape known for model {cfg.model.name!r}; it models the "
-                                       "tiny model and LLaDA / Dream at their published sizes")
+                raise UnavailableError(
+                    f"daca-bench cost: no shape known for model {cfg.model.name!r}; it models the "
+                    "tiny model and LLaDA / Dream at their published sizes"
+                )
             from ...archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
             from ...testing.paper import DREAM, LLADA
 
@@ -55,8 +58,14 @@ def meta_model(cfg: RLConfig) -> torch.nn.Module:
 
         from ...engine.policy import lora_targets
 
-        model = get_peft_model(model, LoraConfig(r=cfg.train.lora_r, lora_alpha=cfg.train.lora_alpha,
-                                                 target_modules=lora_targets(cfg.train.lora_target_modules)))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=cfg.train.lora_r,
+                lora_alpha=cfg.train.lora_alpha,
+                target_modules=lora_targets(cfg.train.lora_target_modules),
+            ),
+        )
     if cfg.train.gradient_checkpointing:
         from ...engine.memory import enable_gradient_checkpointing
 
@@ -93,7 +102,7 @@ def prompt_length(cfg: RLConfig) -> int:
     if cfg.model.name != "tiny":
         raise UnavailableError("daca-bench cost: set train.max_prompt_length to model the prompt of a hub model")
     drawn = get_task(t.task, split="train", n=t.n_train, seed=t.seed, protocol=t.protocol)
-    samples = list(drawn.samples)[:t.prompts_per_step]
+    samples = list(drawn.samples)[: t.prompts_per_step]
     tok = build_char_tokenizer()
     return max(len(tok(s.prompt)["input_ids"]) for s in samples)
 
@@ -104,11 +113,15 @@ def step_flops(cfg: RLConfig, model=None) -> dict:
     from ...train.trainer import same_masks
 
     if cfg.rollout.cache != "none" or cfg.rollout.threshold is not None:
-        raise UnavailableError("daca-bench cost models uncached schedule rollouts (rollout.cache=none, no threshold); "
-                               "the ledger in each cell's summary measures the others")
+        raise UnavailableError(
+            "daca-bench cost models uncached schedule rollouts (rollout.cache=none, no threshold); "
+            "the ledger in each cell's summary measures the others"
+        )
     if cfg.loss.base not in ("grpo", "gspo", "reinforce_pp"):
-        raise UnavailableError(f"daca-bench cost models grpo, gspo and reinforce_pp (SML likelihood); loss.base="
-                               f"{cfg.loss.base} has its own estimator: read its cells' ledgers")
+        raise UnavailableError(
+            f"daca-bench cost models grpo, gspo and reinforce_pp (SML likelihood); loss.base="
+            f"{cfg.loss.base} has its own estimator: read its cells' ledgers"
+        )
     model = model if model is not None else meta_model(cfg)
     t, L = cfg.train, cfg.rollout.gen_length
     S = prompt_length(cfg) + L
@@ -119,17 +132,22 @@ def step_flops(cfg: RLConfig, model=None) -> dict:
     ref = draws if cfg.loss.beta > 0 else 0
     fwd = _count(model, S, grad=False)
     ref_fwd = _count(model, S, grad=False, adapter_off=t.lora) if ref else 0.0
-    return {"rollout": cfg.rollout.steps * rows * fwd,
-            "likelihood_old": strata * rows * (old * fwd + ref * ref_fwd),
-            "likelihood": t.mu * strata * rows * _count(model, S, grad=True),
-            "canvas": S, "rows": rows, "strata": strata}
+    return {
+        "rollout": cfg.rollout.steps * rows * fwd,
+        "likelihood_old": strata * rows * (old * fwd + ref * ref_fwd),
+        "likelihood": t.mu * strata * rows * _count(model, S, grad=True),
+        "canvas": S,
+        "rows": rows,
+        "strata": strata,
+    }
 
 
 MEASURES = ("flops", "samples", "seconds")  # what a compute-matched design matches arms by (it says which)
 
 
-def matched_steps(base_cfg, daca_cfg, base_steps: int = 32, measure: str = "flops",
-                  cells: str | None = None) -> tuple[int, float]:
+def matched_steps(
+    base_cfg, daca_cfg, base_steps: int = 32, measure: str = "flops", cells: str | None = None
+) -> tuple[int, float]:
     """(the baseline's steps at +DACA@BASE_STEPS's compute, the ratio per step) by MEASURE: "flops",
     training FLOPs from the cost model on the two arms' configs; "samples", completions per step
     (B x G; equal arms: 1); "seconds", training seconds per step measured on finished CELLS
@@ -163,8 +181,10 @@ def arms(preset_name: str | None, config: str | None) -> list[tuple[str, str, RL
 
     preset = PRESETS.get(preset_name)
     if not isinstance(preset, TinyPreset):
-        raise UnavailableError(f"daca-bench cost --preset {preset_name}: a tiny preset, or --config FILE for a paper "
-                               f"config; tiny presets: {', '.join(k for k, v in PRESETS.items() if isinstance(v, TinyPreset))}")
+        raise UnavailableError(
+            f"daca-bench cost --preset {preset_name}: a tiny preset, or --config FILE for a paper "
+            f"config; tiny presets: {', '.join(k for k, v in PRESETS.items() if isinstance(v, TinyPreset))}"
+        )
     sft = {label: {"folder": "sft"} for label in preset.families}
     seen, out = set(), []
     for cell in tiny_cells(preset, sft, seeds=[0]):
@@ -177,7 +197,9 @@ def arms(preset_name: str | None, config: str | None) -> list[tuple[str, str, RL
 
 def configure(parser) -> None:
     parser.add_argument("--preset", default="tiny", help="a tiny preset (daca-bench reproduce --list)")
-    parser.add_argument("--config", default=None, help="a training config instead (e.g. configs/paper/llada_gsm8k.yaml)")
+    parser.add_argument(
+        "--config", default=None, help="a training config instead (e.g. configs/paper/llada_gsm8k.yaml)"
+    )
 
 
 def run(args) -> int:
@@ -196,8 +218,12 @@ def run(args) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for group, variant, f, total, steps in rows:
         ratio = f"{total / base[group]:.2f}x" if base.get(group) else "-"
-        print(f"| {f'{group} {variant}'.strip()} | {f['rollout']:.3g} | {f['likelihood_old']:.3g} | "
-              f"{f['likelihood']:.3g} | {total:.3g} | {f['rollout'] / total:.0%} | {ratio} | {total * steps:.3g} |")
-    print(f"\nFLOPs counted by torch.utils.flop_counter on the meta device; canvas {rows[0][2]['canvas']} tokens, "
-          f"{rows[0][2]['rows']} rows per step (docs/method.md, 'What DACA costs').")
+        print(
+            f"| {f'{group} {variant}'.strip()} | {f['rollout']:.3g} | {f['likelihood_old']:.3g} | "
+            f"{f['likelihood']:.3g} | {total:.3g} | {f['rollout'] / total:.0%} | {ratio} | {total * steps:.3g} |"
+        )
+    print(
+        f"\nFLOPs counted by torch.utils.flop_counter on the meta device; canvas {rows[0][2]['canvas']} tokens, "
+        f"{rows[0][2]['rows']} rows per step (docs/method.md, 'What DACA costs')."
+    )
     return 0

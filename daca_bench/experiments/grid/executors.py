@@ -8,6 +8,7 @@ retried and then reported (error.txt), and one failure never loses the others; a
 keeps two runners apart, and a folder written under another config or init is set aside. A cell
 given several GPUs runs as one torchrun job of this module (`train_cell`).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -72,8 +73,12 @@ def _run_cell(cell: Cell, out: str, threads: int, retries: int, gpus: float = 0)
                 train_cell(cell.config, folder, resume=bool(checkpoints(folder)), gpus=int(gpus))  # never saved: anew
                 _record(folder, cell.provenance, earlier)
                 (folder / "error.txt").unlink(missing_ok=True)
-                return {"cell": cell.name, "status": "done", "attempts": attempt + 1,
-                        **({"replaced": stale} if stale else {})}
+                return {
+                    "cell": cell.name,
+                    "status": "done",
+                    "attempts": attempt + 1,
+                    **({"replaced": stale} if stale else {}),
+                }
             except Exception:  # noqa: BLE001 - one failing cell must not stop the grid
                 error = traceback.format_exc()
         (folder / "error.txt").write_text(error)
@@ -95,8 +100,19 @@ def train_cell(cfg: RLConfig, folder: Path, resume: bool, gpus: int = 0) -> None
     spec = Path(folder) / "cell_config.json"
     spec.parent.mkdir(parents=True, exist_ok=True)
     dump(cfg, spec)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(gpus),
-               "-m", __name__, str(spec), str(folder), "resume" if resume else "fresh"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(gpus),
+        "-m",
+        __name__,
+        str(spec),
+        str(folder),
+        "resume" if resume else "fresh",
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"torchrun of {folder} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
@@ -126,17 +142,28 @@ def step_cost(cfg: RLConfig) -> float:
 
 
 def cell_jobs(cells: list[Cell], out: str | Path, threads: int, retries: int) -> list[Job]:
-    return [Job(c.name, _run_cell, (c, str(out), threads, retries), Path(out) / c.name, c.config.train.steps,
-                step_cost(c.config)) for c in cells]
+    return [
+        Job(
+            c.name,
+            _run_cell,
+            (c, str(out), threads, retries),
+            Path(out) / c.name,
+            c.config.train.steps,
+            step_cost(c.config),
+        )
+        for c in cells
+    ]
 
 
-def run_local(cells: list[Cell], out: str | Path, workers: int = 0, retries: int = 1, progress: bool = True,
-              desc: str = "cells") -> list[dict]:
+def run_local(
+    cells: list[Cell], out: str | Path, workers: int = 0, retries: int = 1, progress: bool = True, desc: str = "cells"
+) -> list[dict]:
     """Cells in `workers` processes with cores/workers threads each (not oversubscribed). A worker killed
     under a cell (the OOM killer) costs no other cell: a new pool resumes them all and retries that one."""
     workers, threads = split_cores(len(cells), workers)
-    results = run_jobs(cell_jobs(cells, out, threads, retries), workers, desc=desc, progress=progress,
-                       lost_retries=retries)  # a killed worker's cell resumes from its checkpoint
+    results = run_jobs(
+        cell_jobs(cells, out, threads, retries), workers, desc=desc, progress=progress, lost_retries=retries
+    )  # a killed worker's cell resumes from its checkpoint
     return sorted(({"cell": j, **r} for j, r in zip((c.name for c in cells), results)), key=lambda r: r["cell"])
 
 
@@ -155,8 +182,15 @@ def init_ray(tries: int = 3, **kw) -> None:
                 raise
 
 
-def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus_per_cell: int = 1,
-            gpus_per_cell: float = 0, retries: int = 1, progress: bool = True) -> list[dict]:
+def run_ray(
+    cells: list[Cell],
+    out: str | Path,
+    address: str | None = None,
+    cpus_per_cell: int = 1,
+    gpus_per_cell: float = 0,
+    retries: int = 1,
+    progress: bool = True,
+) -> list[dict]:
     """One Ray task per cell with the CPUs/GPUs it asks for; `address` joins a cluster (None = local)."""
     try:
         import ray
@@ -166,8 +200,12 @@ def run_ray(cells: list[Cell], out: str | Path, address: str | None = None, cpus
 
     started = not ray.is_initialized()
     if started:
-        init_ray(address=address, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("DACA_", "HF_"))}})
+        init_ray(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("DACA_", "HF_"))}},
+        )
     # a lost worker (node or process death) reruns its cell once, which resumes from its checkpoint
     remote = ray.remote(num_cpus=cpus_per_cell, num_gpus=gpus_per_cell, max_retries=retries)(_run_cell)
     # a cell given several GPUs runs them as one torchrun job of one process per GPU (train_cell)

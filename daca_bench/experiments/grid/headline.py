@@ -11,6 +11,7 @@ RL settings (steps, training reward), the variant's bundle (VARIANTS) and the re
 sweep picked for it (its lr, score, normalisation, partition). SOURCE is `headline` (HEADLINE:
 tiny-ablation, the default's regime with every variant) or a tiny preset's name (`tiny-full:+DACA`).
 """
+
 from __future__ import annotations
 
 HEADLINE = "tiny-ablation"  # the preset whose variants `train --variant` and `headline:NAME` name: the default's
@@ -35,17 +36,24 @@ def variant_names() -> tuple[str, ...]:
 def variant_keys(name: str, task: str, preset: str = HEADLINE) -> dict:
     """The dotted keys preset `preset`'s cell of variant `name` sets, for a run on `task`."""
     from ...config import ConfigError
-    from .readings import overrides
     from .presets import PRESETS
+    from .readings import overrides
 
     p = PRESETS[preset]
     if name not in p.variants:
-        raise ConfigError(f"--variant {name!r} is not a variant of the {preset} preset; choose from {', '.join(p.variants)}")
+        raise ConfigError(
+            f"--variant {name!r} is not a variant of the {preset} preset; choose from {', '.join(p.variants)}"
+        )
     keys = {"train.steps": p.rl_steps, **p.rl}
     fam = next((f for f in p.families.values() if f.task == task), None)
     if fam is not None:
-        keys.update({**{f"rollout.{k}": v for k, v in fam.canvas.items()},
-                     **{f"eval.{k}": v for k, v in fam.canvas.items()}, **fam.rl})
+        keys.update(
+            {
+                **{f"rollout.{k}": v for k, v in fam.canvas.items()},
+                **{f"eval.{k}": v for k, v in fam.canvas.items()},
+                **fam.rl,
+            }
+        )
     return {**keys, **VARIANTS[name], **overrides(p.picks, name)}
 
 
@@ -60,11 +68,15 @@ def split_variant(value: str) -> tuple[str, str]:
     source, sep, name = str(value).partition(":")
     preset = SOURCES.get(source, source)
     if not sep or not isinstance(PRESETS.get(preset), TinyPreset):
-        raise ConfigError(f"unknown variant {value!r}; choose from {', '.join(VARIANTS)}, or name a preset's cell as "
-                          f"SOURCE:NAME (headline:+DACA; SOURCE: headline or a tiny preset of `reproduce --list`)")
+        raise ConfigError(
+            f"unknown variant {value!r}; choose from {', '.join(VARIANTS)}, or name a preset's cell as "
+            f"SOURCE:NAME (headline:+DACA; SOURCE: headline or a tiny preset of `reproduce --list`)"
+        )
     if name not in PRESETS[preset].variants:
-        raise ConfigError(f"variant {value!r}: {name!r} is not a variant of the {preset} preset; choose from "
-                          f"{', '.join(PRESETS[preset].variants)}")
+        raise ConfigError(
+            f"variant {value!r}: {name!r} is not a variant of the {preset} preset; choose from "
+            f"{', '.join(PRESETS[preset].variants)}"
+        )
     return source, name
 
 

@@ -8,6 +8,7 @@ the estimate holds when cheap and dear jobs share the bar. The time left is meas
 first step the jobs log (starting workers and loading models are no steps) and shown only once
 it has been measured for a few seconds: no bound before there is a pace to bound with.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,12 +17,12 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,15 @@ def _signal_name(code: int | None) -> str:
         return f"signal {-code}"
 
 
-def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bool = True,
-             poll_s: float = 1.0, left: str = "left", lost_retries: int = 1) -> list[dict]:
+def run_jobs(
+    jobs: list[Job],
+    workers: int = 0,
+    desc: str = "jobs",
+    progress: bool = True,
+    poll_s: float = 1.0,
+    left: str = "left",
+    lost_retries: int = 1,
+) -> list[dict]:
     """Run the jobs in `workers` spawned processes (cores // workers threads each); results in job order.
 
     A job that raises is returned as {"name", "status": "failed", "error"}; the others go on.
@@ -160,8 +168,9 @@ def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bo
     total = sum(j.steps * j.weight for j in jobs) or 1.0
 
     def units(finished: set) -> float:
-        return sum(j.steps * j.weight if j.name in finished else min(steps_done(j.folder), j.steps) * j.weight
-                   for j in jobs)
+        return sum(
+            j.steps * j.weight if j.name in finished else min(steps_done(j.folder), j.steps) * j.weight for j in jobs
+        )
 
     results: dict[str, dict] = {}
     lost: dict[str, int] = {}  # job -> times its worker died under it
@@ -185,23 +194,35 @@ def run_jobs(jobs: list[Job], workers: int = 0, desc: str = "jobs", progress: bo
                 why = _signal_name(broken[_read_pid(pid_file[job.name])])
                 os.unlink(pid_file[job.name])
                 if lost[job.name] > lost_retries:
-                    results[job.name] = {"name": job.name, "status": "failed", "worker_lost": lost[job.name],
-                                         "error": f"its worker process died ({why}) {lost[job.name]} times; "
-                                                  "out of memory? (the OOM killer sends SIGKILL)"}
-                    tqdm.write(f"{desc}: the worker running {job.name} died again ({why}); giving up on it",
-                               file=sys.stderr)
+                    results[job.name] = {
+                        "name": job.name,
+                        "status": "failed",
+                        "worker_lost": lost[job.name],
+                        "error": f"its worker process died ({why}) {lost[job.name]} times; "
+                        "out of memory? (the OOM killer sends SIGKILL)",
+                    }
+                    tqdm.write(
+                        f"{desc}: the worker running {job.name} died again ({why}); giving up on it", file=sys.stderr
+                    )
                 else:
-                    tqdm.write(f"{desc}: the worker running {job.name} died ({why}); retrying it from its "
-                               f"checkpoint in a new pool, beside the {len(todo) - 1} other unfinished", file=sys.stderr)
+                    tqdm.write(
+                        f"{desc}: the worker running {job.name} died ({why}); retrying it from its "
+                        f"checkpoint in a new pool, beside the {len(todo) - 1} other unfinished",
+                        file=sys.stderr,
+                    )
             todo = [j for j in jobs if j.name not in results]
             if not named and todo:  # a worker died that held no job we can name
                 if breaks > len(jobs) * (lost_retries + 1):
                     for job in todo:
-                        results[job.name] = {"name": job.name, "status": "failed",
-                                             "error": f"worker processes kept dying ({breaks} times)"}
+                        results[job.name] = {
+                            "name": job.name,
+                            "status": "failed",
+                            "error": f"worker processes kept dying ({breaks} times)",
+                        }
                     break
-                tqdm.write(f"{desc}: a worker process died; resuming the {len(todo)} unfinished in a new pool",
-                           file=sys.stderr)
+                tqdm.write(
+                    f"{desc}: a worker process died; resuming the {len(todo)} unfinished in a new pool", file=sys.stderr
+                )
     bar.close()
     for name, n in lost.items():
         if results[name].get("status") != "failed":
@@ -216,12 +237,26 @@ def _read_pid(path: str) -> int | None:
         return None
 
 
-def _run_pool(todo: list[Job], workers: int, threads: int, pid_file: dict, results: dict, bar, units,
-              poll_s: float, n_jobs: int, eta: Callable[[float], str] = lambda n: "") -> dict[int, int]:
+def _run_pool(
+    todo: list[Job],
+    workers: int,
+    threads: int,
+    pid_file: dict,
+    results: dict,
+    bar,
+    units,
+    poll_s: float,
+    n_jobs: int,
+    eta: Callable[[float], str] = lambda n: "",
+) -> dict[int, int]:
     """Run `todo` in one pool until done or broken; {pid: exit code} of the workers that killed it."""
     processes: dict = {}
-    with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn"), initializer=_init_worker,
-                             initargs=(threads, os.getpid())) as pool:
+    with ProcessPoolExecutor(
+        min(workers, len(todo)),
+        mp_context=get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(threads, os.getpid()),
+    ) as pool:
         pending = {pool.submit(_start, pid_file[j.name], j.fn, j.args): j for j in todo}
         broken = False
         while pending:
@@ -238,8 +273,12 @@ def _run_pool(todo: list[Job], workers: int, threads: int, pid_file: dict, resul
             bar.n = units(set(results))
             failed = sum(1 for r in results.values() if r.get("status") == "failed")
             left = eta(bar.n)
-            bar.set_postfix_str((f"{left}, " if left else "") + f"{len(results)}/{n_jobs} done" +
-                                (f", {failed} failed" if failed else ""), refresh=False)
+            bar.set_postfix_str(
+                (f"{left}, " if left else "")
+                + f"{len(results)}/{n_jobs} done"
+                + (f", {failed} failed" if failed else ""),
+                refresh=False,
+            )
             bar.refresh()
     if not broken:
         return {}

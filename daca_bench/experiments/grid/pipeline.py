@@ -8,6 +8,7 @@ cells' evaluation set; (3) the published folder.
     starts = evaluate_starts(cells, Path("runs/reproduce/tiny"))   # stage 2's start: ablation.evaluate_starts
     text, paths = publish(Path("runs/reproduce/tiny"), [c.name for c in cells], out, meta)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,15 +16,15 @@ import json
 import shutil
 from pathlib import Path
 
-from ...engine.checkpoint import checkpoints
 from ...config import ConfigError, RLConfig, RunConfig, apply, load_config, to_dict
+from ...engine.checkpoint import checkpoints
 from ...resources import data_dir
+from ..analysis import cellstore
+from ..analysis.results import START
 from .ablation import VARIANTS, Cell, expand, slug
 from .jobs import Job, run_jobs
 from .presets import Family, PaperPreset, TinyPreset
 from .readings import READINGS, overrides, reading_name
-from ..analysis import cellstore
-from ..analysis.results import START
 
 ROOT = data_dir("configs").parent  # the repository, or the installed package's _data folder
 
@@ -31,15 +32,30 @@ ROOT = data_dir("configs").parent  # the repository, or the installed package's 
 # ---- stage 1: SFT per family, cached by config --------------------------------------------
 def sft_config(preset: TinyPreset, fam: Family, seed: int = 0) -> RunConfig:
     every = fam.sft_eval_every or preset.sft_eval_every
-    return apply(RunConfig(), {"sampler": fam.canvas, **({"model.block_size": fam.block} if fam.block else {}),
-                               "sft.task": fam.task, "sft.steps": fam.sft_steps, "sft.seed": seed,
-                               "sft.eval_every": every, "sft.n_dev": preset.sft_dev,
-                               "sft.target_accuracy": fam.sft_target or preset.sft_target, "sft.save_every": every})
+    return apply(
+        RunConfig(),
+        {
+            "sampler": fam.canvas,
+            **({"model.block_size": fam.block} if fam.block else {}),
+            "sft.task": fam.task,
+            "sft.steps": fam.sft_steps,
+            "sft.seed": seed,
+            "sft.eval_every": every,
+            "sft.n_dev": preset.sft_dev,
+            "sft.target_accuracy": fam.sft_target or preset.sft_target,
+            "sft.save_every": every,
+        },
+    )
 
 
 # Config keys added after SFT folders were first named, with the value that means "as before": at that
 # value they are left out of the folder's hash, so a start trained before them is found again.
-LATER_KEYS = (("sft", "protocol", ""), ("train", "protocol", ""), ("model", "block_size", 0), ("dps", "scope", "completion"))
+LATER_KEYS = (
+    ("sft", "protocol", ""),
+    ("train", "protocol", ""),
+    ("model", "block_size", 0),
+    ("dps", "scope", "completion"),
+)
 
 
 def sft_folder(work: Path, cfg: RunConfig) -> Path:
@@ -95,8 +111,9 @@ def _family_rl(preset: TinyPreset, fam: Family, steps: int | None) -> dict:
 NAMED = ("loss.base", "train.task", "variant", "train.seed")  # the axes a cell's folder is named by
 
 
-def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None,
-               picks: dict | None = None) -> list[Cell]:
+def tiny_cells(
+    preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, seeds=None, picks: dict | None = None
+) -> list[Cell]:
     """The grid. Common random numbers: the cells of one seed share the SFT start, the train
     prompts and their order, the rollout noise and the SML masks (all keyed by train.seed), and
     every cell of a family is scored on one evaluation set (train.test_seed, train.eval_split), so
@@ -110,31 +127,67 @@ def tiny_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = Non
 
         arms = (compute_arms if preset.arms == "compute" else starts_arms)(preset.picks, steps or preset.rl_steps)
         per = seeds_by_start(preset.sft_seeds, seeds or preset.seeds, preset.arms)
-        return [c for k in preset.sft_seeds for c in _base_cells(
-            preset, {label: sft.get(start_key(preset, label, k)) or sft[label] for label in preset.families},
-            steps, per[k], lambda rl: arms, start=k)]
+        return [
+            c
+            for k in preset.sft_seeds
+            for c in _base_cells(
+                preset,
+                {label: sft.get(start_key(preset, label, k)) or sft[label] for label in preset.families},
+                steps,
+                per[k],
+                lambda rl: arms,
+                start=k,
+            )
+        ]
     if preset.readings:
-        arms = [(reading_name(r, lr, preset.lrs[0]), READINGS[r][1], {**READINGS[r][2], "train.lr": lr},
-                 {"reading": r, "train.lr": lr}) for r in preset.readings for lr in preset.lrs]
+        arms = [
+            (
+                reading_name(r, lr, preset.lrs[0]),
+                READINGS[r][1],
+                {**READINGS[r][2], "train.lr": lr},
+                {"reading": r, "train.lr": lr},
+            )
+            for r in preset.readings
+            for lr in preset.lrs
+        ]
     else:
         arms = [(v, v, overrides(preset.picks, v), {}) for v in preset.variants]
     if preset.settings:  # each arm once per setting, its keys last
-        arms = [(name, variant, {**keys, **setting}, {**extra, "setting": label})
-                for label, setting in preset.settings.items() for name, variant, keys, extra in arms]
+        arms = [
+            (name, variant, {**keys, **setting}, {**extra, "setting": label})
+            for label, setting in preset.settings.items()
+            for name, variant, keys, extra in arms
+        ]
     named = NAMED[:3] + (("setting",) if preset.settings else ()) + NAMED[3:]
     cells = []
     for label, fam in preset.families.items():
         start = str(Path(sft[label]["folder"]) / "final")
-        grid = {"base": preset.base_config,
-                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **_family_rl(preset, fam, steps),
-                              "train.task": fam.task, "train.init": start, "train.threads": 0},
-                "axes": {"loss.base": list(preset.bases), "train.task": [fam.task],
-                         "train.seed": list(seeds or fam.seeds or preset.seeds)}}
+        grid = {
+            "base": preset.base_config,
+            "overrides": {
+                "rollout": fam.canvas,
+                "eval": fam.canvas,
+                **_family_rl(preset, fam, steps),
+                "train.task": fam.task,
+                "train.init": start,
+                "train.threads": 0,
+            },
+            "axes": {
+                "loss.base": list(preset.bases),
+                "train.task": [fam.task],
+                "train.seed": list(seeds or fam.seeds or preset.seeds),
+            },
+        }
         for cell in expand(grid, ROOT):
             for name, variant, keys, extra in arms:
                 cfg = apply(apply(cell.config, VARIANTS[variant]), keys)
-                axes = {"loss.base": cell.axes["loss.base"], "train.task": fam.task, "variant": name,
-                        "train.seed": cell.axes["train.seed"], **extra}
+                axes = {
+                    "loss.base": cell.axes["loss.base"],
+                    "train.task": fam.task,
+                    "variant": name,
+                    "train.seed": cell.axes["train.seed"],
+                    **extra,
+                }
                 cells.append(Cell("_".join(slug(k, axes[k]) for k in named), axes, cfg))
     return cells
 
@@ -156,12 +209,15 @@ def compute_ratio() -> float:
     try:
         return measured_cost_ratio(cells)
     except ValueError as exc:
-        raise UnavailableError(f"{exc}: the compute-matched baseline is sized on the committed results/tiny-ablation "
-                               "cells; run from a checkout of the repository") from None
+        raise UnavailableError(
+            f"{exc}: the compute-matched baseline is sized on the committed results/tiny-ablation "
+            "cells; run from a checkout of the repository"
+        ) from None
 
 
-def selection_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None = None,
-                    beyond: dict | None = None) -> list[Cell]:
+def selection_cells(
+    preset: TinyPreset, sft: dict[str, dict], steps: int | None = None, beyond: dict | None = None
+) -> list[Cell]:
     """A per-base preset's lr sweep (bases_grid.selection_arms): each base's baseline and DACA row at
     every lr of `preset.selection`, on its selection seeds, scored on its selection split (dev); with
     `beyond`, only the arms one step past an edge pick (bases_grid.edge_extensions)."""
@@ -169,8 +225,9 @@ def selection_cells(preset: TinyPreset, sft: dict[str, dict], steps: int | None 
 
     sel = preset.selection
     arms = selection_arms(sel, preset.picks, preset.bases, beyond)
-    return _base_cells(preset, sft, steps, sel["selection_seeds"], lambda rl: arms,
-                       {"train.eval_split": sel["selection_split"]})
+    return _base_cells(
+        preset, sft, steps, sel["selection_seeds"], lambda rl: arms, {"train.eval_split": sel["selection_split"]}
+    )
 
 
 def check_disjoint(preset: TinyPreset, seeds=None) -> None:
@@ -183,28 +240,44 @@ def check_disjoint(preset: TinyPreset, seeds=None) -> None:
         shared = conf & set(sel["selection_seeds"])
         if shared or split == sel["selection_split"]:
             what = f"seed(s) {sorted(shared)}" if shared else f"the {split} split"
-            raise ConfigError(f"{label}: the lr sweep and the confirmatory cells share {what}; "
-                              "the sweep must run on seeds and a split the confirmatory cells never use")
+            raise ConfigError(
+                f"{label}: the lr sweep and the confirmatory cells share {what}; "
+                "the sweep must run on seeds and a split the confirmatory cells never use"
+            )
 
 
-def _base_cells(preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: dict | None = None,
-                start: int | None = None) -> list[Cell]:
+def _base_cells(
+    preset: TinyPreset, sft: dict, steps, seeds, arms_of, extra_rl: dict | None = None, start: int | None = None
+) -> list[Cell]:
     """Cells of (base, name, variant, keys, extra axes) arms, per family and seed (seed outermost);
     START: the SFT start (sft.seed) they run from, an axis and a part of their names."""
     cells = []
     for label, fam in preset.families.items():
         rl = {**_family_rl(preset, fam, steps), **(extra_rl or {})}
-        grid = {"base": preset.base_config,
-                "overrides": {"rollout": fam.canvas, "eval": fam.canvas, **rl, "train.task": fam.task,
-                              "train.init": str(Path(sft[label]["folder"]) / "final"), "train.threads": 0},
-                "axes": {"train.task": [fam.task], "train.seed": list(seeds or fam.seeds or preset.seeds)}}
+        grid = {
+            "base": preset.base_config,
+            "overrides": {
+                "rollout": fam.canvas,
+                "eval": fam.canvas,
+                **rl,
+                "train.task": fam.task,
+                "train.init": str(Path(sft[label]["folder"]) / "final"),
+                "train.threads": 0,
+            },
+            "axes": {"train.task": [fam.task], "train.seed": list(seeds or fam.seeds or preset.seeds)},
+        }
         arms = arms_of(rl)
         for cell in expand(grid, ROOT):
             for base, name, variant, keys, extra in arms:
                 cfg = apply(apply(apply(cell.config, {"loss.base": base}), VARIANTS[variant]), keys)
-                axes = {"loss.base": base, "train.task": fam.task, "variant": name,
-                        **({"sft_start": start} if start is not None else {}), "train.seed": cell.axes["train.seed"],
-                        **extra}
+                axes = {
+                    "loss.base": base,
+                    "train.task": fam.task,
+                    "variant": name,
+                    **({"sft_start": start} if start is not None else {}),
+                    "train.seed": cell.axes["train.seed"],
+                    **extra,
+                }
                 named = NAMED[:3] + (("sft_start",) if start is not None else ()) + NAMED[3:]
                 cells.append(Cell("_".join(slug(k, axes[k]) for k in named), axes, cfg))
     return cells
@@ -218,9 +291,16 @@ def paper_cells(preset: PaperPreset, steps: int | None = None, seeds=None) -> li
     for path in preset.configs:
         cfg = load_config(ROOT / path, [], RLConfig)
         require_available(cfg.model, cfg.train.require_gpu)
-        grid = {"base": path, "overrides": {"train.steps": steps} if steps else {},
-                "axes": {"loss.base": list(preset.bases), "train.task": [cfg.train.task],
-                         "variant": list(preset.variants), "train.seed": list(seeds or preset.seeds)}}
+        grid = {
+            "base": path,
+            "overrides": {"train.steps": steps} if steps else {},
+            "axes": {
+                "loss.base": list(preset.bases),
+                "train.task": [cfg.train.task],
+                "variant": list(preset.variants),
+                "train.seed": list(seeds or preset.seeds),
+            },
+        }
         cells += expand(grid, ROOT)
     return cells
 
@@ -251,8 +331,10 @@ def check_output(out: Path, names: list[str]) -> None:
     write: `reproduce` never deletes cells it did not write."""
     other = foreign_cells(out, names)
     if other:
-        raise ConfigError(f"{out}/cells holds {len(other)} cell(s) this run would not write (e.g. {other[0]}); "
-                          "publishing would replace them: give another --output-dir, or move them away")
+        raise ConfigError(
+            f"{out}/cells holds {len(other)} cell(s) this run would not write (e.g. {other[0]}); "
+            "publishing would replace them: give another --output-dir, or move them away"
+        )
 
 
 def copy_light(cells_dir: Path, names: list[str], light: Path) -> None:
@@ -269,8 +351,8 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
     """Copy the small files (no weights) of this grid's cells to OUT/cells, then write the tables
     and plots there. OUT/cells holds only this grid's cells (check_output refused any other); a packed
     copy of earlier ones (OUT/cells.parquet) is removed: `daca-bench pack OUT --remove` packs the new ones."""
-    from ..figures.plots import plot_all
     from ..analysis.render import write_tables
+    from ..figures.plots import plot_all
 
     check_output(out, names)
     light = out / "cells"
@@ -293,9 +375,13 @@ def publish(cells_dir: Path, names: list[str], out: Path, meta: dict) -> tuple[s
 def sft_markdown(sft: dict[str, dict]) -> str:
     """Each SFT start's own checks. Its test score is on the SFT's test prompts, which need not
     be the grid's (tiny-full scores on FULL_EVAL): the table's `start` row is the RL start."""
-    lines = ["| family | task | SFT steps | dev exact % | test exact % (SFT's check) | test prompts |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| family | task | SFT steps | dev exact % | test exact % (SFT's check) | test prompts |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for label, s in sft.items():
-        lines.append(f"| {label} | {s['task']} | {s['steps']} | {100 * (s.get('dev_accuracy') or 0):.1f} | "
-                     f"{100 * s['accuracy']:.1f} | {s.get('n_eval', '')} |")
+        lines.append(
+            f"| {label} | {s['task']} | {s['steps']} | {100 * (s.get('dev_accuracy') or 0):.1f} | "
+            f"{100 * s['accuracy']:.1f} | {s.get('n_eval', '')} |"
+        )
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ The picks of the confirmatory presets are read from the committed readings sweep
 never repeated here. `comparisons` says, before a grid runs, which comparisons are primary and
 which secondary (the design a confirmatory preset writes: experiments/grid/preregister.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ FOUR = ("baseline", "+DPS", "+SML", "+DACA")
 class Family:
     """One tiny family: its task and canvas length L, decoded in L/2 steps (two tokens per
     step, as d1 decodes 256 tokens in 128 steps) for SFT's dev checks, rollouts and evaluation."""
+
     task: str
     gen_length: int
     sft_steps: int = 2500  # at most; SFT stops at the first dev evaluation that reaches the target
@@ -35,11 +37,17 @@ class Family:
     rl: dict = field(default_factory=dict)  # this family's RL overrides (steps, training reward, test prompts), over
     # the preset's; a preset's picks set train.lr after them
     seeds: tuple = ()  # this family's seeds instead of the preset's (more where its comparisons are seed-bound)
-    block: int = 0  # a block-diffusion model (model.block_size, SFT and RL) decoding blocks of this many; 0 = full attention
+    block: int = (
+        0  # a block-diffusion model (model.block_size, SFT and RL) decoding blocks of this many; 0 = full attention
+    )
 
     @property
     def canvas(self) -> dict:
-        return {"gen_length": self.gen_length, "block_length": self.block or self.gen_length, "steps": self.gen_length // 2}
+        return {
+            "gen_length": self.gen_length,
+            "block_length": self.block or self.gen_length,
+            "steps": self.gen_length // 2,
+        }
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,9 @@ class TinyPreset:
     readings: tuple = ()  # a readings sweep instead of variants: these READINGS at each of `lrs`
     lrs: tuple = ()
     confirmatory: bool = False  # writes design.json before its first cell; refuses a dirty tree
-    arms: str = ""  # "" = every base x every variant; "bases" = each base's own variants (experiments/grid/bases_grid.py)
+    arms: str = (
+        ""  # "" = every base x every variant; "bases" = each base's own variants (experiments/grid/bases_grid.py)
+    )
     # and grpo's compute-matched baseline, their lrs picked by a sweep run first (`selection`)
     selection: dict = field(default_factory=dict)  # the sweep: selection_seeds, selection_split, lr_grid, tuned
     design: str = ""  # its design.json, committed before its run (repository path); the run registers it
@@ -125,16 +135,22 @@ def fresh_family(label: str, steps: int | None = None, seeds: tuple = ()) -> Fam
     return replace(fam, rl={**fam.rl, **fresh, **({"train.steps": steps} if steps else {})}, seeds=seeds)
 
 
-CONFIRMED = {"code": fresh_family("code", steps=64), "json": fresh_family("json"), "math": fresh_family("math"),
-             "sudoku": fresh_family("sudoku", seeds=tuple(range(24, 40)))}
-FULL_NOTES = ("Fixed before any cell ran, from the exploratory runs results/tiny-full-exploratory, "
-              "results/tiny-full-sudoku16 and results/tiny-full-code64 (chosen after looking at their test tables: "
-              "the test-set sizes, 16 sudoku seeds, 64 code steps). Fresh: seeds 24-31 (sudoku 24-39) ran in no "
-              "committed table; code, json and sudoku are scored on prompts no committed table scored. math: "
-              "arithmetic_tiny's test split holds 510 prompts and every one was scored by the exploratory tiny-full, "
-              "so math keeps them all (seed 0) and is fresh in its seeds only. sudoku clusters by solution grid: the "
-              "4x4 universe's test grids were all seen before, so its fresh puzzles are new puzzles of seen grids. "
-              "Decision: Holm-adjusted p < 0.05 within each family of comparisons; MDE (2.8 SE, clustered) reported.")
+CONFIRMED = {
+    "code": fresh_family("code", steps=64),
+    "json": fresh_family("json"),
+    "math": fresh_family("math"),
+    "sudoku": fresh_family("sudoku", seeds=tuple(range(24, 40))),
+}
+FULL_NOTES = (
+    "Fixed before any cell ran, from the exploratory runs results/tiny-full-exploratory, "
+    "results/tiny-full-sudoku16 and results/tiny-full-code64 (chosen after looking at their test tables: "
+    "the test-set sizes, 16 sudoku seeds, 64 code steps). Fresh: seeds 24-31 (sudoku 24-39) ran in no "
+    "committed table; code, json and sudoku are scored on prompts no committed table scored. math: "
+    "arithmetic_tiny's test split holds 510 prompts and every one was scored by the exploratory tiny-full, "
+    "so math keeps them all (seed 0) and is fresh in its seeds only. sudoku clusters by solution grid: the "
+    "4x4 universe's test grids were all seen before, so its fresh puzzles are new puzzles of seen grids. "
+    "Decision: Holm-adjusted p < 0.05 within each family of comparisons; MDE (2.8 SE, clustered) reported."
+)
 
 
 # tiny-cache, the rollout cache and threshold decoding as an ablation axis: json_tiny has the longest
@@ -144,9 +160,11 @@ FULL_NOTES = ("Fixed before any cell ran, from the exploratory runs results/tiny
 # canvas, so a setting's row says what its rollouts did to the trained policy.
 SEMI_AR = {f"{s}.{k}": v for s in ("rollout", "eval") for k, v in (("block_length", 7), ("steps", 16))}
 CACHE_FAMILY = replace(FIVE["json"], rl={**FIVE["json"].rl, **SEMI_AR})
-ROLLOUT_SETTINGS = {f"{cache}{'' if th is None else f' th={th}'}":
-                    {"rollout.cache": cache, "rollout.threshold": th} for th in (None, 0.9)
-                    for cache in ("none", "prefix", "dual")}
+ROLLOUT_SETTINGS = {
+    f"{cache}{'' if th is None else f' th={th}'}": {"rollout.cache": cache, "rollout.threshold": th}
+    for th in (None, 0.9)
+    for cache in ("none", "prefix", "dual")
+}
 
 
 # tiny-block (issue 57), DACA on the tiny block-diffusion model: sudoku and json on the canvases and steps of
@@ -167,22 +185,26 @@ def block_family(label: str, block: int, seeds: tuple, n_eval: int) -> Family:
     return replace(fam, block=block, seeds=seeds, rl={**fam.rl, **BLOCK_RL, **BLOCK_FRESH, **skip})
 
 
-BLOCK_FAMILIES = {"sudoku": block_family("sudoku", 6, tuple(range(120, 152)), 512),
-                  "json": block_family("json", 4, tuple(range(120, 136)), 1024)}
-BLOCK_NOTES = ("Fixed before any cell ran (issue 57). The tiny model with a block-causal mask (model.block_size; "
-               "docs/method.md section 12), SFT'd with the block-diffusion objective to the families' dev targets, "
-               "decoded block by block with the exact block cache; DPS normalised within each block (dps.scope=block); "
-               "SML's strata drawn inside each block (causal, K = 4, clamped to sudoku's 3 steps per block and json's 2: "
-               "the step-merged trace likelihood of each block). Question: does DACA's effect on the full-attention tiny "
-               "model (results/tiny-full: sudoku +2.8 pp [+0.1, +5.6], json +0.3 [-1.8, +2.5]) survive the move to "
-               "blocks? Power, projected by experiments/analysis/stats.projected_mde from tiny-full's variance "
-               "components for +DACA vs baseline (the nearest estimate; a block model's may differ): sudoku 32 seeds x "
-               "512 puzzles (69 grid clusters): MDE 2.8 pp (80 % power at the full-attention effect; 16 seeds: 3.9); "
-               "json 16 seeds x 1,024 prompts: MDE 2.1 pp. Fresh: seeds 120-151 (sudoku) and 120-135 (json) ran in no "
-               "committed table (tiny-compute-starts registered 48-87); test prompts drawn with test seed 4 skipping configs/scored/<task>.after-compute.txt "
-               "(every prompt a committed table scored, and tiny-full's and tiny-compute's draws); sudoku's 4x4 "
-               "universe has about 72 test grids, all seen before: its fresh puzzles are new puzzles of seen grids. "
-               "Decision: Holm-adjusted p < 0.05 within each family of comparisons; MDE (2.8 SE, clustered) reported.")
+BLOCK_FAMILIES = {
+    "sudoku": block_family("sudoku", 6, tuple(range(120, 152)), 512),
+    "json": block_family("json", 4, tuple(range(120, 136)), 1024),
+}
+BLOCK_NOTES = (
+    "Fixed before any cell ran (issue 57). The tiny model with a block-causal mask (model.block_size; "
+    "docs/method.md section 12), SFT'd with the block-diffusion objective to the families' dev targets, "
+    "decoded block by block with the exact block cache; DPS normalised within each block (dps.scope=block); "
+    "SML's strata drawn inside each block (causal, K = 4, clamped to sudoku's 3 steps per block and json's 2: "
+    "the step-merged trace likelihood of each block). Question: does DACA's effect on the full-attention tiny "
+    "model (results/tiny-full: sudoku +2.8 pp [+0.1, +5.6], json +0.3 [-1.8, +2.5]) survive the move to "
+    "blocks? Power, projected by experiments/analysis/stats.projected_mde from tiny-full's variance "
+    "components for +DACA vs baseline (the nearest estimate; a block model's may differ): sudoku 32 seeds x "
+    "512 puzzles (69 grid clusters): MDE 2.8 pp (80 % power at the full-attention effect; 16 seeds: 3.9); "
+    "json 16 seeds x 1,024 prompts: MDE 2.1 pp. Fresh: seeds 120-151 (sudoku) and 120-135 (json) ran in no "
+    "committed table (tiny-compute-starts registered 48-87); test prompts drawn with test seed 4 skipping configs/scored/<task>.after-compute.txt "
+    "(every prompt a committed table scored, and tiny-full's and tiny-compute's draws); sudoku's 4x4 "
+    "universe has about 72 test grids, all seen before: its fresh puzzles are new puzzles of seen grids. "
+    "Decision: Holm-adjusted p < 0.05 within each family of comparisons; MDE (2.8 SE, clustered) reported."
+)
 
 
 # the math family before arithmetic_tiny (2-3 operands: its SFT stalled near 6 %); the committed
@@ -211,8 +233,10 @@ def load_picks() -> dict:
     try:
         return json.loads(path.read_text())["picks"]
     except (OSError, ValueError, KeyError) as exc:
-        raise UnavailableError(f"{path}: the readings sweep's picks cannot be read ({exc}); "
-                               "restore results/tiny-readings/picks.json from the repository") from None
+        raise UnavailableError(
+            f"{path}: the readings sweep's picks cannot be read ({exc}); "
+            "restore results/tiny-readings/picks.json from the repository"
+        ) from None
 
 
 PICKS = load_picks()
@@ -221,80 +245,174 @@ CONFIRM = FOUR + ("+DPS-random",)
 # are tiny-ablation's (the test draw is prefix-stable): the same cells but for the test set's size, so its table
 # re-runs those rows of results/tiny-ablation (BENCHMARKS.md: why not the whole grid in 15 minutes).
 DEFAULT_EVAL = 1024
-DEFAULT_NOTES = ("Chosen after looking at results/tiny-ablation (the previous default: 5 variants x seeds 0-7 x 256 "
-                 "test puzzles) and at a first run of this design with 6 seeds and 256 puzzles on an AMD EPYC, its "
-                 "cells rescored on 1,024 puzzles (exploratory; BENCHMARKS.md): tiny-ablation's baseline and +DACA "
-                 "arms on seeds 0-6, scored on 1,024 puzzles whose first 256 are tiny-ablation's. A run re-runs "
-                 "those cells: a replication on the same seeds, not a fresh confirmation. Decision: Holm-adjusted "
-                 "p < 0.05 within each family.")
+DEFAULT_NOTES = (
+    "Chosen after looking at results/tiny-ablation (the previous default: 5 variants x seeds 0-7 x 256 "
+    "test puzzles) and at a first run of this design with 6 seeds and 256 puzzles on an AMD EPYC, its "
+    "cells rescored on 1,024 puzzles (exploratory; BENCHMARKS.md): tiny-ablation's baseline and +DACA "
+    "arms on seeds 0-6, scored on 1,024 puzzles whose first 256 are tiny-ablation's. A run re-runs "
+    "those cells: a replication on the same seeds, not a fresh confirmation. Decision: Holm-adjusted "
+    "p < 0.05 within each family."
+)
 PRESETS = {
-    "tiny": TinyPreset("the embedded default: grpo baseline and +DACA on sudoku x 7 seeds x 1,024 test puzzles in the "
-                       "d1-like regime with the readings tiny-readings picked (under 15 min on 2 cores; the full "
-                       "ablation: tiny-ablation)", {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(7)),
-                       rl={**TINY_RL, "train.n_eval": DEFAULT_EVAL}, variants=("baseline", "+DACA"), picks=PICKS,
-                       confirmatory=True, notes=DEFAULT_NOTES,
-                       exploratory="reproduces results/tiny; chosen after looking at these seeds"),
-    "tiny-ablation": TinyPreset("the ablation on the default's regime (results/tiny-ablation): grpo x {baseline, +DPS, "
-                                "+SML, +DACA, +DPS-random} x sudoku x 8 seeds (about 30 min on 2 cores without AMX)",
-                                {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=tuple(range(8)), rl=TINY_RL,
-                                variants=CONFIRM, picks=PICKS, confirmatory=True),
-    "tiny-confirm": TinyPreset("sudoku and countdown in one table (tiny-ablation's cells plus countdown's)",
-                               {"sudoku": FIVE["sudoku"], "countdown": FIVE["countdown"]}, rl_steps=32,
-                               seeds=tuple(range(8)), rl=TINY_RL, variants=CONFIRM, picks=PICKS, confirmatory=True),
-    "tiny-readings": TinyPreset("the readings sweep: every DPS / SML reading and the random control at 2 lrs, "
-                                "selection seeds 100-101, scored on the dev split; writes picks.json",
-                                {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=SELECTION_SEEDS,
-                                rl={**TINY_RL, "train.eval_split": "dev"}, readings=tuple(READINGS),
-                                lrs=(5e-5, 1e-4)),
-    "tiny-quick": TinyPreset("a first look: tiny-ablation's variants x sudoku x 2 seeds (exploratory)",
-                             {"sudoku": FIVE["sudoku"]}, rl_steps=32, seeds=(0, 1), rl=TINY_RL, variants=CONFIRM,
-                             picks=PICKS),
-    "tiny-full": TinyPreset("the four areas confirmed: grpo x 4 variants x {code, json, math, sudoku}, sudoku x 16 "
-                            "seeds, code x 64 steps, on fresh seeds and test prompts, its design committed first "
-                            "(about 115 min on 2 cores with AMX; --executor ray on more)", CONFIRMED, rl_steps=32,
-                            seeds=FRESH_SEEDS, rl=TINY_RL, picks=PICKS, confirmatory=True,
-                            design="results/tiny-full/design.json", notes=FULL_NOTES),
-    "tiny-full-exploratory": TinyPreset("the exploratory four-area run (results/tiny-full-exploratory): 8 seeds, 32 "
-                                        "steps, the seed-0 test sets (about 90 min on 2 cores with AMX)",
-                                        {f: full_family(f) for f in FULL}, rl_steps=32, seeds=tuple(range(8)),
-                                        rl=TINY_RL, picks=PICKS),
-    "tiny-bases": TinyPreset("DACA on every base and against the field's methods: 8 bases x the variants each "
-                             "admits + grpo's baseline at +DACA's compute, sudoku x 8 seeds, after a per-base lr "
-                             "sweep on dev (about 2.5 h on 2 cores; --bases runs some)", {"sudoku": FIVE["sudoku"]},
-                             rl_steps=TINY_BASES_DESIGN["steps"], seeds=tuple(TINY_BASES_DESIGN["confirmatory_seeds"]),
-                             bases=PAPER_BASES + FIELD_BASES, rl=TINY_RL, picks=PICKS, confirmatory=True, arms="bases",
-                             selection={k: TINY_BASES_DESIGN[k] for k in ("selection_seeds", "selection_split",
-                                                                          "lr_grid", "tuned")}),
-    "tiny-cache": TinyPreset("the rollout cache x threshold axis: grpo x {baseline, +DACA} x rollouts with cache "
-                             "none / prefix / dual, threshold off / 0.9, json_tiny in 4 blocks of 7, 4 seeds "
-                             "(exploratory; about 50 min on 2 cores)", {"json": CACHE_FAMILY}, rl_steps=32,
-                             seeds=(0, 1, 2, 3), rl=TINY_RL,
-                             variants=("baseline", "+DACA"), picks=PICKS, settings=ROLLOUT_SETTINGS),
-    "tiny-compute": TinyPreset("is DACA's credit worth its compute: grpo baseline and +DACA at 32 steps and at the "
-                               f"baseline's steps at +DACA@32's FLOPs ({compute_grid.MATCHED_STEPS}), 2 SFT starts x 8 "
-                               "fresh seeds, sudoku on fresh prompts, its design committed first (about 75 min on 2 "
-                               "cores)", {"sudoku": replace(FIVE["sudoku"], rl={**FIVE["sudoku"].rl, **compute_grid.TEST})},
-                               rl_steps=compute_grid.MATCHED_STEPS, seeds=compute_grid.SEEDS, rl=TINY_RL,
-                               variants=("baseline", "+DACA"), picks=PICKS, confirmatory=True, arms="compute",
-                               sft_seeds=compute_grid.SFT_SEEDS, design="results/tiny-compute/design.json",
-                               notes=compute_grid.NOTES),
-    "tiny-block": TinyPreset("DACA on the tiny block-diffusion model: grpo x 4 variants x {sudoku in blocks of 6 x 32 "
-                             "seeds, json in blocks of 4 x 16 seeds}, fresh seeds and test prompts, its design "
-                             "committed first (about 2.5 h on 2 cores)", BLOCK_FAMILIES, rl_steps=32,
-                             seeds=tuple(range(48, 64)), rl=TINY_RL, picks=PICKS, confirmatory=True,
-                             design="results/tiny-block/design.json", notes=BLOCK_NOTES),
+    "tiny": TinyPreset(
+        "the embedded default: grpo baseline and +DACA on sudoku x 7 seeds x 1,024 test puzzles in the "
+        "d1-like regime with the readings tiny-readings picked (under 15 min on 2 cores; the full "
+        "ablation: tiny-ablation)",
+        {"sudoku": FIVE["sudoku"]},
+        rl_steps=32,
+        seeds=tuple(range(7)),
+        rl={**TINY_RL, "train.n_eval": DEFAULT_EVAL},
+        variants=("baseline", "+DACA"),
+        picks=PICKS,
+        confirmatory=True,
+        notes=DEFAULT_NOTES,
+        exploratory="reproduces results/tiny; chosen after looking at these seeds",
+    ),
+    "tiny-ablation": TinyPreset(
+        "the ablation on the default's regime (results/tiny-ablation): grpo x {baseline, +DPS, "
+        "+SML, +DACA, +DPS-random} x sudoku x 8 seeds (about 30 min on 2 cores without AMX)",
+        {"sudoku": FIVE["sudoku"]},
+        rl_steps=32,
+        seeds=tuple(range(8)),
+        rl=TINY_RL,
+        variants=CONFIRM,
+        picks=PICKS,
+        confirmatory=True,
+    ),
+    "tiny-confirm": TinyPreset(
+        "sudoku and countdown in one table (tiny-ablation's cells plus countdown's)",
+        {"sudoku": FIVE["sudoku"], "countdown": FIVE["countdown"]},
+        rl_steps=32,
+        seeds=tuple(range(8)),
+        rl=TINY_RL,
+        variants=CONFIRM,
+        picks=PICKS,
+        confirmatory=True,
+    ),
+    "tiny-readings": TinyPreset(
+        "the readings sweep: every DPS / SML reading and the random control at 2 lrs, "
+        "selection seeds 100-101, scored on the dev split; writes picks.json",
+        {"sudoku": FIVE["sudoku"]},
+        rl_steps=32,
+        seeds=SELECTION_SEEDS,
+        rl={**TINY_RL, "train.eval_split": "dev"},
+        readings=tuple(READINGS),
+        lrs=(5e-5, 1e-4),
+    ),
+    "tiny-quick": TinyPreset(
+        "a first look: tiny-ablation's variants x sudoku x 2 seeds (exploratory)",
+        {"sudoku": FIVE["sudoku"]},
+        rl_steps=32,
+        seeds=(0, 1),
+        rl=TINY_RL,
+        variants=CONFIRM,
+        picks=PICKS,
+    ),
+    "tiny-full": TinyPreset(
+        "the four areas confirmed: grpo x 4 variants x {code, json, math, sudoku}, sudoku x 16 "
+        "seeds, code x 64 steps, on fresh seeds and test prompts, its design committed first "
+        "(about 115 min on 2 cores with AMX; --executor ray on more)",
+        CONFIRMED,
+        rl_steps=32,
+        seeds=FRESH_SEEDS,
+        rl=TINY_RL,
+        picks=PICKS,
+        confirmatory=True,
+        design="results/tiny-full/design.json",
+        notes=FULL_NOTES,
+    ),
+    "tiny-full-exploratory": TinyPreset(
+        "the exploratory four-area run (results/tiny-full-exploratory): 8 seeds, 32 "
+        "steps, the seed-0 test sets (about 90 min on 2 cores with AMX)",
+        {f: full_family(f) for f in FULL},
+        rl_steps=32,
+        seeds=tuple(range(8)),
+        rl=TINY_RL,
+        picks=PICKS,
+    ),
+    "tiny-bases": TinyPreset(
+        "DACA on every base and against the field's methods: 8 bases x the variants each "
+        "admits + grpo's baseline at +DACA's compute, sudoku x 8 seeds, after a per-base lr "
+        "sweep on dev (about 2.5 h on 2 cores; --bases runs some)",
+        {"sudoku": FIVE["sudoku"]},
+        rl_steps=TINY_BASES_DESIGN["steps"],
+        seeds=tuple(TINY_BASES_DESIGN["confirmatory_seeds"]),
+        bases=PAPER_BASES + FIELD_BASES,
+        rl=TINY_RL,
+        picks=PICKS,
+        confirmatory=True,
+        arms="bases",
+        selection={k: TINY_BASES_DESIGN[k] for k in ("selection_seeds", "selection_split", "lr_grid", "tuned")},
+    ),
+    "tiny-cache": TinyPreset(
+        "the rollout cache x threshold axis: grpo x {baseline, +DACA} x rollouts with cache "
+        "none / prefix / dual, threshold off / 0.9, json_tiny in 4 blocks of 7, 4 seeds "
+        "(exploratory; about 50 min on 2 cores)",
+        {"json": CACHE_FAMILY},
+        rl_steps=32,
+        seeds=(0, 1, 2, 3),
+        rl=TINY_RL,
+        variants=("baseline", "+DACA"),
+        picks=PICKS,
+        settings=ROLLOUT_SETTINGS,
+    ),
+    "tiny-compute": TinyPreset(
+        "is DACA's credit worth its compute: grpo baseline and +DACA at 32 steps and at the "
+        f"baseline's steps at +DACA@32's FLOPs ({compute_grid.MATCHED_STEPS}), 2 SFT starts x 8 "
+        "fresh seeds, sudoku on fresh prompts, its design committed first (about 75 min on 2 "
+        "cores)",
+        {"sudoku": replace(FIVE["sudoku"], rl={**FIVE["sudoku"].rl, **compute_grid.TEST})},
+        rl_steps=compute_grid.MATCHED_STEPS,
+        seeds=compute_grid.SEEDS,
+        rl=TINY_RL,
+        variants=("baseline", "+DACA"),
+        picks=PICKS,
+        confirmatory=True,
+        arms="compute",
+        sft_seeds=compute_grid.SFT_SEEDS,
+        design="results/tiny-compute/design.json",
+        notes=compute_grid.NOTES,
+    ),
+    "tiny-block": TinyPreset(
+        "DACA on the tiny block-diffusion model: grpo x 4 variants x {sudoku in blocks of 6 x 32 "
+        "seeds, json in blocks of 4 x 16 seeds}, fresh seeds and test prompts, its design "
+        "committed first (about 2.5 h on 2 cores)",
+        BLOCK_FAMILIES,
+        rl_steps=32,
+        seeds=tuple(range(48, 64)),
+        rl=TINY_RL,
+        picks=PICKS,
+        confirmatory=True,
+        design="results/tiny-block/design.json",
+        notes=BLOCK_NOTES,
+    ),
     "tiny-compute-starts": TinyPreset(
         "the compute question over SFT starts: grpo baseline to 80 steps and +DACA to 32 (+DACA@32 spends baseline@80's "
         f"FLOPs), {len(compute_grid.STARTS_SFT_SEEDS)} fresh SFT starts x {compute_grid.SEEDS_PER_START} fresh seeds "
         "each, sudoku on fresh prompts, eval every 16 steps, its design and power analysis committed first (about "
-        "100 min on 2 cores)", {"sudoku": replace(FIVE["sudoku"], rl={**FIVE["sudoku"].rl, **compute_grid.STARTS_TEST})},
-        rl_steps=compute_grid.MATCHED_STEPS, seeds=compute_grid.STARTS_SEEDS, rl=TINY_RL, variants=("baseline", "+DACA"),
-        picks=PICKS, confirmatory=True, arms="compute-starts", sft_seeds=compute_grid.STARTS_SFT_SEEDS,
-        design="results/tiny-compute-starts/design.json", notes=compute_grid.STARTS_NOTES),
-    **{f"llada-{t.replace('_', '-')}": PaperPreset(f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)",
-                                                   (f"configs/paper/llada_{t}.yaml",)) for t in PAPER_TASKS},
-    "paper": PaperPreset("every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
-                         tuple(f"configs/paper/llada_{t}.yaml" for t in PAPER_TASKS)),
+        "100 min on 2 cores)",
+        {"sudoku": replace(FIVE["sudoku"], rl={**FIVE["sudoku"].rl, **compute_grid.STARTS_TEST})},
+        rl_steps=compute_grid.MATCHED_STEPS,
+        seeds=compute_grid.STARTS_SEEDS,
+        rl=TINY_RL,
+        variants=("baseline", "+DACA"),
+        picks=PICKS,
+        confirmatory=True,
+        arms="compute-starts",
+        sft_seeds=compute_grid.STARTS_SFT_SEEDS,
+        design="results/tiny-compute-starts/design.json",
+        notes=compute_grid.STARTS_NOTES,
+    ),
+    **{
+        f"llada-{t.replace('_', '-')}": PaperPreset(
+            f"LLaDA-8B-Instruct on {t}, 3 base methods x 4 variants (d1 protocol)", (f"configs/paper/llada_{t}.yaml",)
+        )
+        for t in PAPER_TASKS
+    },
+    "paper": PaperPreset(
+        "every paper-scale task: LLaDA-8B-Instruct, 3 base methods x 4 variants",
+        tuple(f"configs/paper/llada_{t}.yaml" for t in PAPER_TASKS),
+    ),
 }
 
 
@@ -305,9 +423,11 @@ def comparisons(preset: TinyPreset) -> dict:
     {"family", "task", "variant", "vs"} (variant minus vs). A per-base preset (`arms="bases"`) plans
     bases_grid.planned_comparisons: primary = each base's DACA row vs its baseline, secondary = the rest."""
     if preset.arms in ("bases", "compute", "compute-starts"):
-        plan = {"bases": lambda label, fam: planned_comparisons(label, fam.task, preset.bases),
-                "compute": lambda label, fam: compute_grid.planned_comparisons(label, fam.task, preset.rl_steps),
-                "compute-starts": lambda label, fam: compute_grid.starts_comparisons(label, fam.task, preset.rl_steps)}
+        plan = {
+            "bases": lambda label, fam: planned_comparisons(label, fam.task, preset.bases),
+            "compute": lambda label, fam: compute_grid.planned_comparisons(label, fam.task, preset.rl_steps),
+            "compute-starts": lambda label, fam: compute_grid.starts_comparisons(label, fam.task, preset.rl_steps),
+        }
         per = [plan[preset.arms](label, fam) for label, fam in preset.families.items()]
         return {k: [c for p in per for c in p[k]] for k in ("primary", "secondary")}
     primary, secondary = [], []

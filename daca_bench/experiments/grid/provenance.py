@@ -8,6 +8,7 @@ and a hash of the init weights' content (a cache keyed by a path misses a retrai
     check_tree(code, confirmatory=True)   # a dirty tree: a warning, or a refusal without --allow-dirty
     weights_hash("runs/reproduce/sft/sudoku_tiny-1a2b3c/final")   # sha256 of the folder's files
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,13 @@ def code_tree(where: Path = PACKAGE) -> str:
     results or docs), '' outside a git checkout. Uncommitted changes are not in it: describe's
     '-dirty' says so."""
     try:
-        run = subprocess.run(["git", "rev-parse", *(f"HEAD:{p}" for p in CODE_PATHS)], capture_output=True,
-                             text=True, cwd=where.parent, timeout=10)
+        run = subprocess.run(
+            ["git", "rev-parse", *(f"HEAD:{p}" for p in CODE_PATHS)],
+            capture_output=True,
+            text=True,
+            cwd=where.parent,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     if run.returncode != 0:
@@ -53,8 +59,10 @@ def check_tree(code: str, confirmatory: bool, allow_dirty: bool = False, what: s
     if not code.endswith("-dirty"):
         return
     if confirmatory and not allow_dirty:
-        raise ConfigError(f"{what} is confirmatory and the checkout has uncommitted changes ({code}); commit "
-                          "them or pass --allow-dirty (its cells then record the dirty tree)")
+        raise ConfigError(
+            f"{what} is confirmatory and the checkout has uncommitted changes ({code}); commit "
+            "them or pass --allow-dirty (its cells then record the dirty tree)"
+        )
     print(f"warning: the checkout has uncommitted changes ({code}); {what}'s cells record that", file=sys.stderr)
 
 

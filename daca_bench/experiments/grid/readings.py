@@ -12,6 +12,7 @@ picks.json).
 
 The rule is `RULE` below (also written into picks.json and docs/reproducing.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,11 +22,11 @@ from ..analysis import cellstore
 
 RULE = (  # fixed before the sweep ran; written into picks.json
     "(1) the baseline's lr is the one with the highest mean dev accuracy over the selection seeds; (2) "
-    'for DPS and for SML separately, the (reading, lr) with the highest mean dev accuracy, the random-'
+    "for DPS and for SML separately, the (reading, lr) with the highest mean dev accuracy, the random-"
     "weight control excluded; (3) +DACA is the picked DPS reading with the picked SML reading, at SML's "
-    'picked lr (SML changes the likelihood whose gradient the lr scales); the control is '
+    "picked lr (SML changes the likelihood whose gradient the lr scales); the control is "
     "`dps.score=random` with the picked DPS normalisation, at DPS's picked lr. Ties go to the cheaper "
-    'reading, then to the first listed. '
+    "reading, then to the first listed. "
 )
 
 # name -> (method, variant it refines, config keys)
@@ -54,6 +55,7 @@ def _cost(reading: str) -> int:
 
 def pick(acc: dict[tuple[str, float], float]) -> dict:
     """(reading, lr) -> mean dev accuracy over the selection seeds  ->  the picks, by the module's rule."""
+
     def best(method):
         pool = [(r, lr) for (r, lr) in acc if READINGS[r][0] == method]
         order = {r: i for i, r in enumerate(READINGS)}
@@ -68,11 +70,14 @@ def pick(acc: dict[tuple[str, float], float]) -> dict:
         "+DPS": {"reading": dps[0], "train.lr": dps[1], **dps_keys},
         "+SML": {"reading": sml[0], "train.lr": sml[1], **sml_keys},
         "+DACA": {"reading": f"{dps[0]} with {sml[0]}", "train.lr": sml[1], **dps_keys, **sml_keys},
-        "+DPS-random": {"reading": "+DPS:random", "train.lr": dps[1], "dps.score": "random",
-                        "dps.norm": dps_keys["dps.norm"]},
+        "+DPS-random": {
+            "reading": "+DPS:random",
+            "train.lr": dps[1],
+            "dps.score": "random",
+            "dps.norm": dps_keys["dps.norm"],
+        },
     }
-    return {"rule": RULE,
-            "dev_accuracy": {f"{r}@{lr:g}": a for (r, lr), a in sorted(acc.items())}, "picks": picks}
+    return {"rule": RULE, "dev_accuracy": {f"{r}@{lr:g}": a for (r, lr), a in sorted(acc.items())}, "picks": picks}
 
 
 def sweep_accuracy(cells_dir: str | Path) -> dict[tuple[str, float], float]:

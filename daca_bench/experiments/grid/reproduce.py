@@ -18,6 +18,7 @@ sweep on dev between (1) and (2) and writes its picks to picks.json before its f
 confirmatory cell; `--bases` runs some of a preset's bases. A paper preset checks the GPU and
 the weights before anything else. Rerunning the command skips what is finished and resumes what is not.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -29,40 +30,82 @@ from pathlib import Path
 from ...config import ConfigError, parse_overrides, pick, to_dict
 from .ablation import evaluate_starts, stamp_cells
 from .executors import run_local, run_ray
-from .pipeline import ROOT, check_disjoint, check_output, copy_light, needs_sandbox, paper_cells, \
-    publish, run_sft, selection_cells, sft_markdown, tiny_cells
+from .pipeline import (
+    ROOT,
+    check_disjoint,
+    check_output,
+    copy_light,
+    needs_sandbox,
+    paper_cells,
+    publish,
+    run_sft,
+    selection_cells,
+    sft_markdown,
+    tiny_cells,
+)
 from .presets import PRESETS, Family, PaperPreset, TinyPreset, comparisons
 from .provenance import check_tree, code_tree, describe
 
 
 def configure(parser) -> None:
-    parser.add_argument("--preset", default="tiny", help="tiny (default), tiny-quick, paper, llada-TASK; --list shows all")
+    parser.add_argument(
+        "--preset", default="tiny", help="tiny (default), tiny-quick, paper, llada-TASK; --list shows all"
+    )
     parser.add_argument("--list", action="store_true", help="list the presets and stop")
-    parser.add_argument("--output-dir", default=None,
-                        help="tables, plots and per-cell results (default runs/PRESET-DATE, a folder of its own)")
+    parser.add_argument(
+        "--output-dir",
+        default=None,
+        help="tables, plots and per-cell results (default runs/PRESET-DATE, a folder of its own)",
+    )
     parser.add_argument("--work-dir", default=None, help="SFT runs and full cell folders (default runs/reproduce)")
     parser.add_argument("--workers", type=int, default=0, help="parallel processes (default: one per core)")
     parser.add_argument("--steps", type=int, default=None, help="RL steps per cell (default: the preset's)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: the preset's)")
-    parser.add_argument("--families", nargs="+", default=None,
-                        help="run only these families of a tiny preset (e.g. tiny-full's first families)")
-    parser.add_argument("--bases", nargs="+", default=None,
-                        help="run only these base methods of a tiny preset (e.g. tiny-bases' grpo and wd1)")
+    parser.add_argument(
+        "--families",
+        nargs="+",
+        default=None,
+        help="run only these families of a tiny preset (e.g. tiny-full's first families)",
+    )
+    parser.add_argument(
+        "--bases",
+        nargs="+",
+        default=None,
+        help="run only these base methods of a tiny preset (e.g. tiny-bases' grpo and wd1)",
+    )
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     parser.add_argument("--gpus-per-cell", type=float, default=1, help="GPUs per cell on Ray (paper presets)")
-    parser.add_argument("--calibrate", metavar="FAMILY", default=None,
-                        help="instead of the grid: FAMILY's learning curve over --lrs and --variants (one seed, dev split)")
+    parser.add_argument(
+        "--calibrate",
+        metavar="FAMILY",
+        default=None,
+        help="instead of the grid: FAMILY's learning curve over --lrs and --variants (one seed, dev split)",
+    )
     parser.add_argument("--lrs", type=float, nargs="+", default=[2e-5, 5e-5, 1e-4], help="learning rates to calibrate")
     parser.add_argument("--variants", nargs="+", default=["baseline"], help="variants to calibrate")
-    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="with --calibrate: override the family's RL config (e.g. train.reward=exact train.steps=64)")
-    parser.add_argument("--allow-dirty", action="store_true",
-                        help="run a confirmatory preset from a checkout with uncommitted changes (recorded in each cell)")
-    parser.add_argument("--design-only", action="store_true",
-                        help="write a confirmatory preset's design.json to --output-dir and run nothing (to commit first)")
-    parser.add_argument("--needs-docker", action="store_true",
-                        help="print yes or no: whether the preset (and --families) has a code family, then stop")
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --calibrate: override the family's RL config (e.g. train.reward=exact train.steps=64)",
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run a confirmatory preset from a checkout with uncommitted changes (recorded in each cell)",
+    )
+    parser.add_argument(
+        "--design-only",
+        action="store_true",
+        help="write a confirmatory preset's design.json to --output-dir and run nothing (to commit first)",
+    )
+    parser.add_argument(
+        "--needs-docker",
+        action="store_true",
+        help="print yes or no: whether the preset (and --families) has a code family, then stop",
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -76,8 +119,9 @@ def _preset(args):
     if args.families:
         if not isinstance(preset, TinyPreset):
             raise ConfigError("--families works on the tiny presets")
-        preset = replace(preset, families={f: preset.families.get(f) or task_family(f, preset, args.preset)
-                                           for f in args.families})
+        preset = replace(
+            preset, families={f: preset.families.get(f) or task_family(f, preset, args.preset) for f in args.families}
+        )
     if args.steps and getattr(preset, "arms", "").startswith("compute"):  # its arms and comparisons are named by budget
         preset = replace(preset, rl_steps=args.steps)
     if args.bases:
@@ -101,14 +145,22 @@ def task_family(name: str, preset: TinyPreset, label: str) -> Family:
     except UnknownTaskError:
         close = difflib.get_close_matches(name, list(preset.families), n=3)
         hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise ConfigError(f"--families {name!r}: {hint}neither a "
-                          f"family of {label} ({', '.join(preset.families)}) nor a registered task; a task of your own: "
-                          "--tasks-dir DIR (the folder of its file) or DACA_BENCH_TASKS=DIR") from None
+        raise ConfigError(
+            f"--families {name!r}: {hint}neither a "
+            f"family of {label} ({', '.join(preset.families)}) nor a registered task; a task of your own: "
+            "--tasks-dir DIR (the folder of its file) or DACA_BENCH_TASKS=DIR"
+        ) from None
     if not spec.tiny:
-        raise ConfigError(f"--families {name}: the tiny presets train the tiny character model, and {name} is not a "
-                          "tiny task (register_task(..., tiny=True): ASCII prompts <= 64 characters, gold <= 48)")
-    golds = [s.target or "" for split in ("train", "test") if split in spec.splits
-             for s in spec.build(split=split, n=256).samples]
+        raise ConfigError(
+            f"--families {name}: the tiny presets train the tiny character model, and {name} is not a "
+            "tiny task (register_task(..., tiny=True): ASCII prompts <= 64 characters, gold <= 48)"
+        )
+    golds = [
+        s.target or ""
+        for split in ("train", "test")
+        if split in spec.splits
+        for s in spec.build(split=split, n=256).samples
+    ]
     length = max(map(len, golds), default=1) + 1  # and EOS
     return Family(name, length + length % 2)
 
@@ -151,16 +203,22 @@ def sweep(preset: TinyPreset, sft: dict, args, work: Path, out: Path, code: tupl
         result = write_picks(cells_dir, out, preset.selection, preset.selection["selection_seeds"], beyond)
     print(f"picked by the design's rule on {preset.selection['selection_split']} (written to {out / 'picks.json'}):")
     for base, rows in result["picks"].items():
-        print("  " + base + ": " + ", ".join(f"{row} " + " ".join(f"{k.split('.')[-1]} {v:g}" for k, v in keys.items())
-                                             for row, keys in rows.items()))
+        print(
+            "  "
+            + base
+            + ": "
+            + ", ".join(
+                f"{row} " + " ".join(f"{k.split('.')[-1]} {v:g}" for k, v in keys.items()) for row, keys in rows.items()
+            )
+        )
     return result["picks"]
 
 
 def design_only(args, preset, out: Path, code: str, tree: str) -> int:
     """`--design-only`: write the confirmatory preset's design.json to OUT and run nothing (the file
     to commit before the run: the preset's `design`)."""
-    from .preregister import design_of
     from ..analysis.design import write_design
+    from .preregister import design_of
 
     if not (isinstance(preset, TinyPreset) and preset.confirmatory):
         raise ConfigError(f"--design-only writes a confirmatory tiny preset's design; {args.preset} is not one")
@@ -185,13 +243,25 @@ def preset_listing() -> str:
     its description; the labels come from the code and the tables, never from the description's words."""
     rows = [("preset", "a run is", "results/PRESET", "description")]
     for name, p in PRESETS.items():
-        rows.append((name, "confirmatory" if getattr(p, "confirmatory", False) else "exploratory",
-                     committed_label(ROOT / "results" / name), p.description))
+        rows.append(
+            (
+                name,
+                "confirmatory" if getattr(p, "confirmatory", False) else "exploratory",
+                committed_label(ROOT / "results" / name),
+                p.description,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3] for r in rows]
-    return "\n".join(lines + ["", "a run is confirmatory where it registers design.json before its first cell; "
-                               "results/PRESET: how `daca-bench table` labels the committed folder (- where there "
-                               "is none; a folder run before designs existed is exploratory)"])
+    return "\n".join(
+        lines
+        + [
+            "",
+            "a run is confirmatory where it registers design.json before its first cell; "
+            "results/PRESET: how `daca-bench table` labels the committed folder (- where there "
+            "is none; a folder run before designs existed is exploratory)",
+        ]
+    )
 
 
 def run(args) -> int:
@@ -211,8 +281,20 @@ def run(args) -> int:
             raise ConfigError("--calibrate works on the tiny presets")
         from .calibrate import calibrate
 
-        print(calibrate(preset, args.calibrate, args.lrs, args.variants, args.steps, args.seeds, work, args.workers,
-                        progress, parse_overrides(args.set)))  # --set reads KEY=VALUE as every command's overrides
+        print(
+            calibrate(
+                preset,
+                args.calibrate,
+                args.lrs,
+                args.variants,
+                args.steps,
+                args.seeds,
+                work,
+                args.workers,
+                progress,
+                parse_overrides(args.set),
+            )
+        )  # --set reads KEY=VALUE as every command's overrides
         return 0
     out = Path(args.output_dir) if args.output_dir else default_output(args.preset)
     code, tree = describe(), code_tree()  # once, before any worker imports the package: the code every cell runs
@@ -221,8 +303,13 @@ def run(args) -> int:
         return design_only(args, preset, out, code, tree)
     t0 = time.perf_counter()
     spec = {**asdict(preset), **({"comparisons": comparisons(preset)} if isinstance(preset, TinyPreset) else {})}
-    meta = {"preset": args.preset, "command": " ".join(["daca-bench", *sys.argv[1:]]), "preset_spec": spec,
-            "git": code, "date": time.strftime("%Y-%m-%d %H:%M %Z")}
+    meta = {
+        "preset": args.preset,
+        "command": " ".join(["daca-bench", *sys.argv[1:]]),
+        "preset_spec": spec,
+        "git": code,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
     sft = {}
     if isinstance(preset, TinyPreset):
         nowhere = {f: {"folder": ""} for f in preset.families}
@@ -273,8 +360,10 @@ def run(args) -> int:
             print(f"  {variant:12s} {p['reading']} at lr {p['train.lr']:g}")
     for r in failed:
         print(f"FAILED {r['cell']}: {r.get('error')} (see {cells_dir / r['cell'] / 'error.txt'})")
-    print(f"{len(results) - len(failed)}/{len(results)} cells in {meta['seconds'] / 60:.1f} min; "
-          f"wrote {out}/ (table.md, table.csv, table.tex, plots, cells/, config.json)")
+    print(
+        f"{len(results) - len(failed)}/{len(results)} cells in {meta['seconds'] / 60:.1f} min; "
+        f"wrote {out}/ (table.md, table.csv, table.tex, plots, cells/, config.json)"
+    )
     reference = ROOT / "results" / args.preset
     if (reference / "table.csv").exists() and reference.resolve() != out.resolve():
         print(f"did it replicate the committed table? daca-bench table {out} --against results/{args.preset}")

@@ -14,6 +14,7 @@ right ones (Mann-Whitney U / (n_wrong n_right); above 0.5 = more weight on wrong
 commit step, and, over all rollouts, the cosine between the DPS-weighted and the unweighted
 exact policy gradient (how far the weighting rotates the update).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -88,8 +89,9 @@ def auc_with_interval(weights: np.ndarray, wrong: np.ndarray, valid: np.ndarray,
     return point, bootstrap_items(stat, len(per_seq), seed)
 
 
-def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, scores=None, plain=None,
-                norm: str | None = None) -> list[dict]:
+def credit_rows(
+    adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, scores=None, plain=None, norm: str | None = None
+) -> list[dict]:
     """One row per DPS score (every entry of credit.SCORES unless named); `plain`: the (B, P) exact
     per-prompt gradients when already computed."""
     failed = np.array([s != "correct" for s in ro.statuses])
@@ -112,9 +114,19 @@ def credit_rows(adapter, ro: Rollouts, wrong: torch.Tensor, seed: int = 0, score
         cross, g_w = gram(weighted, plain), gram(weighted, weighted)
         cos = float(cosine_and_ratio(ones, cross, g_w, g_plain)[0][0])
         cos_ci = bootstrap_prompts(lambda c: cosine_and_ratio(c, cross, g_w, g_plain)[0], ro.prompts, seed)
-        rows.append({"score": name, "failed_seqs": int(failed.sum()), "tokens": int(sel.sum()),
-                     "wrong_tokens": int((wrong_np & sel).sum()), "auc": float(auc), "auc_ci": ci,
-                     "auc_within_step": float(auc_step), "auc_within_step_ci": ci_step,
-                     "spearman_commit_step": float(rho), "cosine_weighted_vs_plain": cos,
-                     "cosine_weighted_vs_plain_ci": cos_ci})
+        rows.append(
+            {
+                "score": name,
+                "failed_seqs": int(failed.sum()),
+                "tokens": int(sel.sum()),
+                "wrong_tokens": int((wrong_np & sel).sum()),
+                "auc": float(auc),
+                "auc_ci": ci,
+                "auc_within_step": float(auc_step),
+                "auc_within_step_ci": ci_step,
+                "spearman_commit_step": float(rho),
+                "cosine_weighted_vs_plain": cos,
+                "cosine_weighted_vs_plain_ci": cos_ci,
+            }
+        )
     return rows

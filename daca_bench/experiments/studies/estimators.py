@@ -12,6 +12,7 @@ view after mu exact-gradient AdamW steps, and, for tasks with one right answer, 
 credit table. Writes estimators.md, gradients.csv, credit.csv, estimators.json and
 gradients.png into the output folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,11 @@ def canvas(task: str, gen_length: int | None) -> SamplerConfig:
     fam = family_of(task)
     if fam is None and not gen_length:
         raise ConfigError(f"task {task!r} has no tiny-preset canvas; give --gen-length L")
-    c = {"gen_length": gen_length, "block_length": gen_length, "steps": max(1, gen_length // 2)} if gen_length \
+    c = (
+        {"gen_length": gen_length, "block_length": gen_length, "steps": max(1, gen_length // 2)}
+        if gen_length
         else fam.canvas
+    )
     return SamplerConfig(temperature=0.9, **c)
 
 
@@ -83,13 +87,17 @@ def model_list(tasks, specs, sft_dir) -> list[tuple[str, str, str]]:
         head, sep, path = spec.partition("=")
         task, _, label = head.partition(":")
         if not sep or not path or task not in tasks:
-            raise ConfigError(f"--model {spec!r}: expected TASK[:LABEL]=PATH with TASK one of --tasks ({', '.join(tasks)})")
+            raise ConfigError(
+                f"--model {spec!r}: expected TASK[:LABEL]=PATH with TASK one of --tasks ({', '.join(tasks)})"
+            )
         out.append((task, label or Path(path).name, path))
     missing = [t for t in tasks if not any(m[0] == t for m in out)]
     if missing:
-        raise ConfigError(f"no model for {', '.join(missing)}: run `daca-bench reproduce --preset tiny-confirm` or "
-                          f"`--preset tiny-full` (they cache the SFT starts under {sft_dir or 'runs/reproduce'}/sft) or give "
-                          f"--model TASK=PATH")
+        raise ConfigError(
+            f"no model for {', '.join(missing)}: run `daca-bench reproduce --preset tiny-confirm` or "
+            f"`--preset tiny-full` (they cache the SFT starts under {sft_dir or 'runs/reproduce'}/sft) or give "
+            f"--model TASK=PATH"
+        )
     return out
 
 
@@ -120,17 +128,27 @@ def one_study(task: str, label: str, path: str, args) -> dict:
     with torch.no_grad():
         exact = exact_estimator(ro.T).logp(adapter, ro, slice(0, len(ro.samples)), 0).cpu()
     valid = ro.batch.completion_mask
-    meta = {"task": task, "model": label, "path": path, "L": ro.L, "T": ro.T, "prompts": ro.prompts,
-            "group": ro.group, "reward_mean": float(np.nanmean(ro.rewards.numpy())),
-            "exact_rate": float(np.mean([s == "correct" for s in ro.statuses])),
-            "groups_with_signal": int(sum(bool(ro.adv[ro.rows(b)].abs().sum()) for b in range(ro.prompts))),
-            "exact_vs_commit_logp_max_abs": float((exact - ro.batch.trajectory.commit_logp)[valid].abs().max())}
+    meta = {
+        "task": task,
+        "model": label,
+        "path": path,
+        "L": ro.L,
+        "T": ro.T,
+        "prompts": ro.prompts,
+        "group": ro.group,
+        "reward_mean": float(np.nanmean(ro.rewards.numpy())),
+        "exact_rate": float(np.mean([s == "correct" for s in ro.statuses])),
+        "groups_with_signal": int(sum(bool(ro.adv[ro.rows(b)].abs().sum()) for b in range(ro.prompts))),
+        "exact_vs_commit_logp_max_abs": float((exact - ro.batch.trajectory.commit_logp)[valid].abs().max()),
+    }
     rows, kept = gradient_rows(adapter, ro, table, args.draws)
     new = updated_policy(adapter, ro, args.mu, args.lr)
     for row, r in zip(rows, ratio_rows(new, ro, table, kept["old"], args.seed)):
         row.update({k: v for k, v in r.items() if k != "estimator"})
     wrong = wrong_tokens(adapter, ro, task)
-    credit = credit_rows(adapter, ro, wrong, args.seed, plain=kept["exact"], norm=args.dps_norm) if wrong is not None else []
+    credit = (
+        credit_rows(adapter, ro, wrong, args.seed, plain=kept["exact"], norm=args.dps_norm) if wrong is not None else []
+    )
     meta["seconds"] = round(time.perf_counter() - tick, 1)
     return {"meta": meta, "gradients": rows, "credit": credit}
 
@@ -143,25 +161,37 @@ def format_tables(studies: list[dict]) -> str:
     out = []
     for s in studies:
         m = s["meta"]
-        out += [f"### {m['task']}, {m['model']} start (L = {m['L']}, T = {m['T']}, {m['prompts']} prompts x "
-                f"{m['group']}; reward mean {m['reward_mean']:.3f}, exact {m['exact_rate']:.1%}, "
-                f"{m['groups_with_signal']} groups with signal; {m['seconds']:.0f} s)", "",
-                "| estimator | passes/seq | s | cosine [95% CI] | sd draws | norm ratio [95% CI] | "
-                "log-ratio corr [95% CI] |", "|---|---|---|---|---|---|---|"]
+        out += [
+            f"### {m['task']}, {m['model']} start (L = {m['L']}, T = {m['T']}, {m['prompts']} prompts x "
+            f"{m['group']}; reward mean {m['reward_mean']:.3f}, exact {m['exact_rate']:.1%}, "
+            f"{m['groups_with_signal']} groups with signal; {m['seconds']:.0f} s)",
+            "",
+            "| estimator | passes/seq | s | cosine [95% CI] | sd draws | norm ratio [95% CI] | "
+            "log-ratio corr [95% CI] |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in s["gradients"]:
-            out.append(f"| {r['estimator']} | {r['passes_per_seq']} | {r['seconds']:.2f} | {r['cosine']:.3f} "
-                       f"{_ci(r['cosine_ci'])} | {r['cosine_sd_draws']:.3f} | {r['norm_ratio']:.2f} "
-                       f"{_ci(r['norm_ratio_ci'])} | {r['logratio_corr']:.3f} {_ci(r['logratio_corr_ci'])} |")
+            out.append(
+                f"| {r['estimator']} | {r['passes_per_seq']} | {r['seconds']:.2f} | {r['cosine']:.3f} "
+                f"{_ci(r['cosine_ci'])} | {r['cosine_sd_draws']:.3f} | {r['norm_ratio']:.2f} "
+                f"{_ci(r['norm_ratio_ci'])} | {r['logratio_corr']:.3f} {_ci(r['logratio_corr_ci'])} |"
+            )
         if s["credit"]:
             c0 = s["credit"][0]
-            out += ["", f"DPS credit ({c0['failed_seqs']} failed rollouts, {c0['tokens']} tokens, "
-                    f"{c0['wrong_tokens']} wrong):", "",
-                    "| DPS score | AUC wrong vs right [95% CI] | AUC within a commit step [95% CI] | "
-                    "Spearman with commit step | cosine weighted vs plain [95% CI] |", "|---|---|---|---|---|"]
-            out += [f"| {c['score']} | {c['auc']:.3f} {_ci(c['auc_ci'])} | {c['auc_within_step']:.3f} "
-                    f"{_ci(c['auc_within_step_ci'])} | {c['spearman_commit_step']:+.2f} | "
-                    f"{c['cosine_weighted_vs_plain']:.3f} {_ci(c['cosine_weighted_vs_plain_ci'])} |"
-                    for c in s["credit"]]
+            out += [
+                "",
+                f"DPS credit ({c0['failed_seqs']} failed rollouts, {c0['tokens']} tokens, {c0['wrong_tokens']} wrong):",
+                "",
+                "| DPS score | AUC wrong vs right [95% CI] | AUC within a commit step [95% CI] | "
+                "Spearman with commit step | cosine weighted vs plain [95% CI] |",
+                "|---|---|---|---|---|",
+            ]
+            out += [
+                f"| {c['score']} | {c['auc']:.3f} {_ci(c['auc_ci'])} | {c['auc_within_step']:.3f} "
+                f"{_ci(c['auc_within_step_ci'])} | {c['spearman_commit_step']:+.2f} | "
+                f"{c['cosine_weighted_vs_plain']:.3f} {_ci(c['cosine_weighted_vs_plain_ci'])} |"
+                for c in s["credit"]
+            ]
         out.append("")
     return "\n".join(out)
 
@@ -184,8 +214,14 @@ def _csv(path: Path, rows: list[dict]) -> None:
             w.writerows(rows)
 
 
-FAMILY_STYLE = {"mean field": "o", "SML random": "s", "SML strided": "^", "SML commit_order": "v", "causal": "D",
-                "ELBO": "x"}
+FAMILY_STYLE = {
+    "mean field": "o",
+    "SML random": "s",
+    "SML strided": "^",
+    "SML commit_order": "v",
+    "causal": "D",
+    "ELBO": "x",
+}
 
 
 def plot(studies: list[dict], path: Path) -> None:
@@ -194,8 +230,9 @@ def plot(studies: list[dict], path: Path) -> None:
     fig = Figure(figsize=(4.2 * len(studies), 7))
     axes = fig.subplots(2, len(studies), squeeze=False)
     for j, s in enumerate(studies):
-        for i, (col, label) in enumerate((("cosine", "cosine with the exact gradient"),
-                                          ("logratio_corr", "log-ratio corr. with the exact one"))):
+        for i, (col, label) in enumerate(
+            (("cosine", "cosine with the exact gradient"), ("logratio_corr", "log-ratio corr. with the exact one"))
+        ):
             ax = axes[i][j]
             for fam, marker in FAMILY_STYLE.items():
                 rows = [r for r in s["gradients"] if r["family"] == fam]
@@ -204,8 +241,15 @@ def plot(studies: list[dict], path: Path) -> None:
                 x = np.array([r["passes_per_seq"] for r in rows], float)
                 y = np.array([r[col] for r in rows])
                 lo, hi = np.array([r[f"{col}_ci"] for r in rows]).T
-                ax.errorbar(x, y, yerr=[np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)], fmt=marker, capsize=2,
-                            label=fam, alpha=0.8)
+                ax.errorbar(
+                    x,
+                    y,
+                    yerr=[np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)],
+                    fmt=marker,
+                    capsize=2,
+                    label=fam,
+                    alpha=0.8,
+                )
             ax.set_xscale("log", base=2)
             ax.set_xlabel("forward passes per sequence")
             ax.set_ylabel(label)
@@ -232,23 +276,41 @@ def write_outputs(studies: list[dict], meta: dict, out: Path) -> list[Path]:
 # ---- CLI ------------------------------------------------------------------------------------
 def configure(parser) -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), help=f"tasks (default {' '.join(TASKS)})")
-    parser.add_argument("--sft-dir", default="runs/reproduce",
-                        help="where `reproduce` cached the SFT starts (its --work-dir); '' for none")
-    parser.add_argument("--model", action="append", default=[], metavar="TASK[:LABEL]=PATH",
-                        help="another model to study on TASK (e.g. an RL checkpoint's final/; `tiny` = untrained); repeatable")
+    parser.add_argument(
+        "--sft-dir",
+        default="runs/reproduce",
+        help="where `reproduce` cached the SFT starts (its --work-dir); '' for none",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="TASK[:LABEL]=PATH",
+        help="another model to study on TASK (e.g. an RL checkpoint's final/; `tiny` = untrained); repeatable",
+    )
     parser.add_argument("--prompts", type=int, default=12, help="prompts B per study")
     parser.add_argument("--group", type=int, default=8, help="completions G per prompt")
     parser.add_argument("--draws", type=int, default=3, help="mask draws per random estimator")
     parser.add_argument("--mu", type=int, default=4, help="exact-gradient AdamW steps for the ratio view")
     parser.add_argument("--lr", type=float, default=1e-4, help="their learning rate")
     parser.add_argument("--reward", choices=("dense", "exact"), default="dense", help="the task's reward for A")
-    parser.add_argument("--dps-norm", default=None, choices=sorted(NORMS),
-                        help="dps.norm of the credit table (default: the config's)")
-    parser.add_argument("--gen-length", type=int, default=None, help="canvas L (block L, steps L/2) for every task; default: each task's canvas in the tiny presets")
+    parser.add_argument(
+        "--dps-norm", default=None, choices=sorted(NORMS), help="dps.norm of the credit table (default: the config's)"
+    )
+    parser.add_argument(
+        "--gen-length",
+        type=int,
+        default=None,
+        help="canvas L (block L, steps L/2) for every task; default: each task's canvas in the tiny presets",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="studies run in parallel processes (default 2)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads per study (default 1: the tiny model's passes are too small to share)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads per study (default 1: the tiny model's passes are too small to share)",
+    )
     parser.add_argument("--output-dir", type=Path, default=Path("results/estimators"))
     parser.add_argument("--no-progress", action="store_true")
 
@@ -284,9 +346,13 @@ def run(args) -> int:
                     bar.update(1)
                 studies = [f.result() for f in futures]
             cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-    meta = {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "func"},
-            "seconds": round(time.perf_counter() - tick, 1), "cpu_seconds": round(cpu, 1),
-            "machine": f"{platform.machine()}, {platform.processor() or platform.system()}", "torch": torch.__version__}
+    meta = {
+        **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "func"},
+        "seconds": round(time.perf_counter() - tick, 1),
+        "cpu_seconds": round(cpu, 1),
+        "machine": f"{platform.machine()}, {platform.processor() or platform.system()}",
+        "torch": torch.__version__,
+    }
     print(format_tables(studies))
     paths = write_outputs(studies, meta, args.output_dir)
     print(f"{meta['seconds']:.0f} s ({meta['cpu_seconds']:.0f} s CPU); wrote " + ", ".join(map(str, paths)))

@@ -11,6 +11,7 @@ each sequence's valid tokens (the `grpo` loss at ratio 1), A = r - group mean. G
 kept per prompt (one group of G completions) as Gram matrices, so that cosine and norm ratio
 can be bootstrapped over prompts (scipy.stats.bootstrap) without storing the vectors.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,6 +30,7 @@ from .shared import Estimator, bootstrap_items, nearby_copy, row_corr
 @dataclass
 class Rollouts:
     """B prompts x G completions with the trajectory record, rewards and GRPO advantages."""
+
     batch: object  # RolloutBatch
     samples: list  # one Sample per sequence (each prompt repeated G times)
     statuses: list[str]
@@ -67,9 +69,11 @@ def rollouts(adapter, prompts, task, cfg: SamplerConfig, group: int, seed: int =
 # ---- the estimators (studies.Estimator) ----------------------------------------------------
 def estimators(L: int, T: int, elbo_draws=(1, 4, 16)) -> list[Estimator]:
     """Every estimator of the study that fits a canvas of L tokens decoded in T steps; exact last."""
-    out = [Estimator("mean field (K=1)", "mean field", 1, False, 1, "strided"),
-           Estimator("mean field (K=1), prompt mask 0.15", "mean field", 1, True, 1, "strided", 0.15),
-           Estimator("coupled (K=2, random)", "SML random", 2, True, 2, "random")]
+    out = [
+        Estimator("mean field (K=1)", "mean field", 1, False, 1, "strided"),
+        Estimator("mean field (K=1), prompt mask 0.15", "mean field", 1, True, 1, "strided", 0.15),
+        Estimator("coupled (K=2, random)", "SML random", 2, True, 2, "random"),
+    ]
     for k in (2, 4, 8):
         for part in ("random", "strided", "commit_order"):
             if k <= L and (k, part) != (2, "random"):
@@ -108,8 +112,11 @@ def prompt_gradients(adapter, ro: Rollouts, est: Estimator, draw: int, weights=N
             continue
         w = None if weights is None else weights[rows]
         grads = torch.autograd.grad((adv * seq_mean(logp, valid, w)).sum(), params, allow_unused=True)
-        grads_out.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1).float().cpu()
-                                    for g, p in zip(grads, params)]))
+        grads_out.append(
+            torch.cat(
+                [(g if g is not None else torch.zeros_like(p)).reshape(-1).float().cpu() for g, p in zip(grads, params)]
+            )
+        )
     return torch.stack(grads_out), torch.cat(seq).numpy()
 
 
@@ -162,13 +169,22 @@ def gradient_rows(adapter, ro: Rollouts, table: list[Estimator], draws: int = 3,
             return np.mean([cosine_and_ratio(counts, c, m, g_ref)[col] for c, m in zip(crosses, grams)], axis=0)
 
         per_draw = np.array([cosine_and_ratio(ones, c, m, g_ref) for c, m in zip(crosses, grams)])[..., 0]  # (D, 2)
-        rows.append({"estimator": est.name, "family": est.family, "k": est.k, "draws": len(crosses),
-                     "passes_per_seq": est.passes, "seconds": float(np.mean(secs)),
-                     "cosine": float(per_draw[:, 0].mean()), "cosine_ci": bootstrap_prompts(stat, B),
-                     "cosine_sd_draws": float(per_draw[:, 0].std()),
-                     "norm_ratio": float(per_draw[:, 1].mean()),
-                     "norm_ratio_ci": bootstrap_prompts(lambda c: stat(c, 1), B),
-                     "norm_ratio_sd_draws": float(per_draw[:, 1].std())})
+        rows.append(
+            {
+                "estimator": est.name,
+                "family": est.family,
+                "k": est.k,
+                "draws": len(crosses),
+                "passes_per_seq": est.passes,
+                "seconds": float(np.mean(secs)),
+                "cosine": float(per_draw[:, 0].mean()),
+                "cosine_ci": bootstrap_prompts(stat, B),
+                "cosine_sd_draws": float(per_draw[:, 0].std()),
+                "norm_ratio": float(per_draw[:, 1].mean()),
+                "norm_ratio_ci": bootstrap_prompts(lambda c: stat(c, 1), B),
+                "norm_ratio_sd_draws": float(per_draw[:, 1].std()),
+            }
+        )
         if progress:
             progress(est.name)
     old["__exact__"] = exact_seq[None]
@@ -185,8 +201,9 @@ def updated_policy(adapter, ro: Rollouts, mu: int, lr: float):
         old = exact.logp(adapter, ro, all_rows, 0)
 
     def loss(new):
-        return LOSSES["grpo"](exact.logp(new, ro, all_rows, 0), old, None, ro.adv.to(adapter.device), valid, ones,
-                              LossConfig())[0]
+        return LOSSES["grpo"](
+            exact.logp(new, ro, all_rows, 0), old, None, ro.adv.to(adapter.device), valid, ones, LossConfig()
+        )[0]
 
     return nearby_copy(adapter, loss, mu, lr)
 
@@ -207,7 +224,13 @@ def ratio_rows(new, ro: Rollouts, table: list[Estimator], old: dict, seed: int =
         lr = np.stack([seq_logp(est, d) for d in range(len(old[est.name]))]) - old[est.name]  # (D, N)
         corr = row_corr(lr, ref[None])
         ci = bootstrap_items(lambda i: row_corr(lr[:, i], ref[i][None]).mean(0), len(ref), seed, vectorized=True)
-        out.append({"estimator": est.name, "logratio_corr": float(corr.mean()), "logratio_corr_ci": ci,
-                    "logratio_corr_sd_draws": float(corr.std()),
-                    "logratio_scale": float(np.mean(np.abs(lr)) / max(np.abs(ref).mean(), 1e-12))})
+        out.append(
+            {
+                "estimator": est.name,
+                "logratio_corr": float(corr.mean()),
+                "logratio_corr_ci": ci,
+                "logratio_corr_sd_draws": float(corr.std()),
+                "logratio_scale": float(np.mean(np.abs(lr)) / max(np.abs(ref).mean(), 1e-12)),
+            }
+        )
     return out

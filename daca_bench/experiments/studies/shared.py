@@ -7,6 +7,7 @@ policy (a copy of the model a few AdamW steps away).
     logp = est.score(adapter, prompt_ids, prompt_mask, completion, draw=0)    # (N, L)
     lo, hi = bootstrap_items(lambda idx: values[idx].mean(-1), len(values), vectorized=True)
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,6 +29,7 @@ N_BOOT = 999  # bootstrap resamples
 @dataclass(frozen=True)
 class Estimator:
     """One likelihood estimator of a study: SML with K strata of a partition, or a D-draw ELBO."""
+
     name: str
     family: str  # for the plots: mean field, SML random / strided / commit_order, causal, ELBO
     passes: int  # forward passes per sequence
@@ -37,21 +39,38 @@ class Estimator:
     p_mask_prompt: float = 0.0
     elbo_draws: int = 0
 
-    def score(self, adapter, prompt_ids, prompt_mask, completion, draw: int, seq_ids=None,
-              commit_step=None) -> torch.Tensor:
+    def score(
+        self, adapter, prompt_ids, prompt_mask, completion, draw: int, seq_ids=None, commit_step=None
+    ) -> torch.Tensor:
         """(N, L) per-token log-likelihood estimates for mask draw `draw` (differentiable)."""
         args = (adapter, prompt_ids, prompt_mask, completion)
         if self.elbo_draws:
-            return elbo_logprobs(*args, draws=self.elbo_draws, seq_ids=seq_ids,
-                                 seed=MASK_SEED + ELBO_DRAW_STRIDE * draw)
-        return sml_logprobs(*args, k=self.k, partition=self.partition, seq_ids=seq_ids, inner=draw,
-                            seed=MASK_SEED, p_mask_prompt=self.p_mask_prompt, commit_step=commit_step)
+            return elbo_logprobs(
+                *args, draws=self.elbo_draws, seq_ids=seq_ids, seed=MASK_SEED + ELBO_DRAW_STRIDE * draw
+            )
+        return sml_logprobs(
+            *args,
+            k=self.k,
+            partition=self.partition,
+            seq_ids=seq_ids,
+            inner=draw,
+            seed=MASK_SEED,
+            p_mask_prompt=self.p_mask_prompt,
+            commit_step=commit_step,
+        )
 
     def logp(self, adapter, ro, rows: slice, draw: int) -> torch.Tensor:
         """score() on the rows of a gradients.Rollouts, keyed by its sequence ids and decode order."""
         b = ro.batch
-        return self.score(adapter, b.prompt_ids[rows], b.prompt_mask[rows], b.completion_ids[rows], draw,
-                          seq_ids=ro.seq_ids[rows], commit_step=b.trajectory.commit_step[rows])
+        return self.score(
+            adapter,
+            b.prompt_ids[rows],
+            b.prompt_mask[rows],
+            b.completion_ids[rows],
+            draw,
+            seq_ids=ro.seq_ids[rows],
+            commit_step=b.trajectory.commit_step[rows],
+        )
 
 
 # ---- statistics ------------------------------------------------------------------------------
@@ -79,8 +98,16 @@ def bootstrap_items(statistic, n: int, seed: int = 0, vectorized: bool = False) 
     def stat(idx, axis=-1):
         return statistic(idx.astype(int))
 
-    return interval(bootstrap((np.arange(n),), stat, vectorized=vectorized, n_resamples=N_BOOT,
-                              method="percentile", random_state=np.random.default_rng(seed)))
+    return interval(
+        bootstrap(
+            (np.arange(n),),
+            stat,
+            vectorized=vectorized,
+            n_resamples=N_BOOT,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+    )
 
 
 def row_corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:

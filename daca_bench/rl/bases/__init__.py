@@ -10,13 +10,15 @@ A base's own estimator returns per-token channels in the last dimension, so the 
 slice rows without knowing them. `check` turns a variant a base does not admit (+SML where the
 base defines its likelihood, a KL where the method has none) into one clear error line.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ...errors import ConfigError
-from . import coupled, espo, map as map_, spg, wd1
+from . import coupled, espo, spg, wd1
+from . import map as map_
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,11 @@ class Base:
 
 FIELD = {
     "wd1": Base(wd1.advantages_wd1, wd1.loss_wd1, ratio_free=True, kl=False),
-    "spg": Base(spg.advantages_spg, spg.loss_spg, spg.estimator, ratio_free=True, sml=False, kl=False,
-                fresh_masks=True),
+    "spg": Base(
+        spg.advantages_spg, spg.loss_spg, spg.estimator, ratio_free=True, sml=False, kl=False, fresh_masks=True
+    ),
     "espo": Base(espo.advantages_rloo, espo.loss_espo, espo.estimator, sml=False, fresh_masks=True),
-    "coupled_grpo": Base(coupled.advantages_rloo, coupled.loss_coupled, coupled.estimator, sml=False,
-                         fresh_masks=True),
+    "coupled_grpo": Base(coupled.advantages_rloo, coupled.loss_coupled, coupled.estimator, sml=False, fresh_masks=True),
     "map": Base(map_.advantages_rloo, map_.loss_map, map_.estimator, sml=False, kl=False),
 }
 
@@ -64,8 +66,10 @@ def check(cfg) -> None:
         return
     name = cfg.loss.base
     if cfg.sml.k > 1 and not base.sml:
-        raise ConfigError(f"loss.base={name} defines its own likelihood, so +SML does not apply; set sml.k=1 "
-                          "(docs/method.md, 'The field's methods as bases')")
+        raise ConfigError(
+            f"loss.base={name} defines its own likelihood, so +SML does not apply; set sml.k=1 "
+            "(docs/method.md, 'The field's methods as bases')"
+        )
     if cfg.loss.beta > 0 and not base.kl:
         raise ConfigError(f"loss.base={name} has no KL term; set loss.beta=0")
     if name == "spg" and cfg.loss.spg_mode not in spg.MODES:

@@ -10,6 +10,7 @@ the exponent (w = 1 past the end). +SML does not apply: the base keeps the likel
 defines (its coupled ELBO); ESPO with SML would keep its own clip, sequence KL, 1/L and
 advantage, so it is not gspo +SML.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,9 +36,22 @@ def espo_counts(L: int, group_size: int, seq_ids, inner, seed: int = 0) -> list[
     return out
 
 
-def espo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, group_size: int, mc: int = 2,
-                  seq_ids=None, inner: int = 0, seed: int = 0, p_mask_prompt: float = 0.0, chunk: int | None = None,
-                  logit_chunk: int = LOGIT_CHUNK, **_) -> torch.Tensor:
+def espo_logprobs(
+    adapter: ModelAdapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    *,
+    group_size: int,
+    mc: int = 2,
+    seq_ids=None,
+    inner: int = 0,
+    seed: int = 0,
+    p_mask_prompt: float = 0.0,
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+    **_,
+) -> torch.Tensor:
     """ESPO's coupled sequence ELBO per token, (N, L) (its sum over the canvas is the ELBO E): per draw,
     group member g masks x_g = round(k + g (L+1)/G) mod (L+1) positions (k ~ U{0..L} per group: the
     mask ratios are stratified within each group) and a second pass masks the complement;
@@ -51,9 +65,20 @@ def espo_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *,
             pos = torch.randperm(L, generator=keyed_generator(seed, "espo", sid, inner, d))[:x]
             hide[i, pos] = True
             w[i] = torch.where(hide[i], (L + 1) / max(x, 1), (L + 1) / max(L - x, 1))
-        logp = masked_passes(adapter, prompt_ids, prompt_mask, completion, torch.stack([hide, ~hide]), seq_ids=seq_ids,
-                             inner=(inner, d), seed=seed, p_mask_prompt=p_mask_prompt, tag="espo", chunk=chunk,
-                             logit_chunk=logit_chunk)  # (2, N, L)
+        logp = masked_passes(
+            adapter,
+            prompt_ids,
+            prompt_mask,
+            completion,
+            torch.stack([hide, ~hide]),
+            seq_ids=seq_ids,
+            inner=(inner, d),
+            seed=seed,
+            p_mask_prompt=p_mask_prompt,
+            tag="espo",
+            chunk=chunk,
+            logit_chunk=logit_chunk,
+        )  # (2, N, L)
         hide = hide.to(logp.device)
         out = out + torch.where(hide, logp[0], logp[1]) * w.to(logp.device) / 2
     return out / mc

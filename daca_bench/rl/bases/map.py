@@ -12,6 +12,7 @@ term (map/position_likelihood.py, compute_position_logprobs_softmax, scope `segm
 confidence, tau 1) is pi_k = z_k - log(exp z_k + sum_{m in later blocks} exp c_m), z_k the logit
 of o_k and c_m the largest logit at m, from the same pass. DPS weights both means.
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,33 +29,59 @@ def _scores(adapter, ids, attn, completion, prompt_len, chunk, logit_chunk):
     out = []
     chunk = chunk or ids.shape[0]
     for s in range(0, ids.shape[0], chunk):
-        logits = adapter.logits(ids[s:s + chunk], attn[s:s + chunk])[:, prompt_len:]  # (m, L, V)
-        tgt = completion[s:s + chunk]
-        out.append(torch.stack([target_logprobs(logits, tgt, logit_chunk),
-                                logits.gather(-1, tgt[..., None]).squeeze(-1).float(),
-                                logits.amax(-1).float()], dim=-1))
+        logits = adapter.logits(ids[s : s + chunk], attn[s : s + chunk])[:, prompt_len:]  # (m, L, V)
+        tgt = completion[s : s + chunk]
+        out.append(
+            torch.stack(
+                [
+                    target_logprobs(logits, tgt, logit_chunk),
+                    logits.gather(-1, tgt[..., None]).squeeze(-1).float(),
+                    logits.amax(-1).float(),
+                ],
+                dim=-1,
+            )
+        )
     return torch.cat(out)  # (M, L, 3)
 
 
-def map_logprobs(adapter, prompt_ids, prompt_mask, completion, *, commit_step, blocks: int = 4, seq_ids=None,
-                 inner: int = 0, seed: int = 0, p_mask_prompt: float = 0.0, chunk: int | None = None,
-                 logit_chunk: int = LOGIT_CHUNK, fewest=None, par=None, **_) -> torch.Tensor:
+def map_logprobs(
+    adapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    *,
+    commit_step,
+    blocks: int = 4,
+    seq_ids=None,
+    inner: int = 0,
+    seed: int = 0,
+    p_mask_prompt: float = 0.0,
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+    fewest=None,
+    par=None,
+    **_,
+) -> torch.Tensor:
     """(N, L, 2): the step-merged token log-likelihood l_k and the position log-likelihood pi_k; K and the
     passes agreed over the step and every process as in `sml_logprobs` (`fewest`, `par`)."""
     n, L = completion.shape
     device = adapter.device
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
-    strata = assign_strata(n, L, blocks, "causal", seq_ids, inner, seed, commit_step, fewest=fewest,
-                           par=par).to(device)  # (N, L)
-    prompt = mask_prompts(prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed)
+    strata = assign_strata(n, L, blocks, "causal", seq_ids, inner, seed, commit_step, fewest=fewest, par=par).to(
+        device
+    )  # (N, L)
+    prompt = mask_prompts(
+        prompt_ids.to(device), prompt_mask, p_mask_prompt, adapter.mask_token_id, seq_ids, inner, seed
+    )
     completion = completion.to(device)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1)
     levels = agreed_levels(strata, blocks, par)  # the same passes on every rank
     mask = torch.full_like(completion, adapter.mask_token_id)
     ids = torch.cat([torch.cat([prompt, torch.where(strata >= j, mask, completion)], dim=1) for j in levels.tolist()])
     k = len(levels)
-    sc = _scores(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk,
-                 logit_chunk).view(k, n, L, 3)
+    sc = _scores(adapter, ids, attn.repeat(k, 1), completion.repeat(k, 1), prompt.shape[1], chunk, logit_chunk).view(
+        k, n, L, 3
+    )
     later = strata[None] > levels[:, None, None]  # (K', N, L): the competitors of pass j's tokens
     rivals = torch.logsumexp(torch.where(later, sc[..., 2], torch.full_like(sc[..., 2], -1e4)), dim=-1)  # (K', N)
     pos = sc[..., 1] - torch.logaddexp(sc[..., 1], rivals[..., None])  # (K', N, L)
@@ -78,5 +105,8 @@ def loss_map(logp, old_logp, ref_logp, adv, valid, weights, cfg):
     w = weights * valid.float()
     tok, s = _gspo(logp[..., 0], old_logp[..., 0], adv, w, cfg.epsilon_seq)
     pos, s_pos = _gspo(logp[..., 1], old_logp[..., 1], adv, w, cfg.epsilon_seq)
-    return tok + cfg.map_lambda * pos, {"kl": 0.0, **clip_stats(s, adv, valid, cfg.epsilon_seq),
-                                        "position_ratio_mean": s_pos.mean().item()}
+    return tok + cfg.map_lambda * pos, {
+        "kl": 0.0,
+        **clip_stats(s, adv, valid, cfg.epsilon_seq),
+        "position_ratio_mean": s_pos.mean().item(),
+    }

@@ -11,6 +11,7 @@ stops the run in one line (SPG#5 saw NaN per-sequence log-probs), and a token wh
 already below `loss.spg_floor` is pushed no lower (SPG#2: `eubo` collapsed to a repeated token);
 `mix`, the maintainers' mitigation, is the default.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,14 +50,29 @@ def spg_masks(valid: torch.Tensor, block: int, draws: int, seq_ids, inner, seed:
             width = min(block, length - start)
             m = int(torch.randint(1, width + 1, (1,), generator=gen))
             out[d, i, :start] = False
-            out[d, i, start:start + width] = False
+            out[d, i, start : start + width] = False
             out[d, i, start + torch.randperm(width, generator=gen)[:m]] = True
     return out
 
 
-def spg_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, valid, block: int, draws: int = 2,
-                 beta: float = 1.0, seq_ids=None, inner: int = 0, seed: int = 0, p_mask_prompt: float = 0.0,
-                 chunk: int | None = None, logit_chunk: int = LOGIT_CHUNK, **_) -> torch.Tensor:
+def spg_logprobs(
+    adapter: ModelAdapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    *,
+    valid,
+    block: int,
+    draws: int = 2,
+    beta: float = 1.0,
+    seq_ids=None,
+    inner: int = 0,
+    seed: int = 0,
+    p_mask_prompt: float = 0.0,
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+    **_,
+) -> torch.Tensor:
     """SPG's bounds per token, (N, L, 3): e_k = mean_j 1[k in M_j] l_jk / t_j (its mean over the valid
     tokens is the ELBO), u_k = (1/beta) log mean_j 1[k in M_j] p_jk^beta / t_j (the EUBO's term, in
     log space so p^beta never underflows), and 1[k masked in some draw] (where u_k is defined)."""
@@ -64,8 +80,20 @@ def spg_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
     valid = valid.bool().cpu()
     hide = spg_masks(valid, block, draws, seq_ids, inner, seed)  # (D, N, L)
-    logp = masked_passes(adapter, prompt_ids, prompt_mask, completion, hide, seq_ids=seq_ids, inner=inner, seed=seed,
-                         p_mask_prompt=p_mask_prompt, tag="spg", chunk=chunk, logit_chunk=logit_chunk)
+    logp = masked_passes(
+        adapter,
+        prompt_ids,
+        prompt_mask,
+        completion,
+        hide,
+        seq_ids=seq_ids,
+        inner=inner,
+        seed=seed,
+        p_mask_prompt=p_mask_prompt,
+        tag="spg",
+        chunk=chunk,
+        logit_chunk=logit_chunk,
+    )
     scored = (hide & valid[None]).to(logp.device)  # (D, N, L)
     t = scored.sum(-1, keepdim=True) / valid.sum(-1).clamp(min=1).to(logp.device)[None, :, None]  # (D, N, 1)
     t = t.clamp(min=1e-8)
@@ -77,8 +105,9 @@ def spg_logprobs(adapter: ModelAdapter, prompt_ids, prompt_mask, completion, *, 
 
 
 def estimator(cfg):
-    return functools.partial(spg_logprobs, block=cfg.rollout.block_length, draws=cfg.loss.spg_draws,
-                             beta=cfg.loss.spg_beta)
+    return functools.partial(
+        spg_logprobs, block=cfg.rollout.block_length, draws=cfg.loss.spg_draws, beta=cfg.loss.spg_beta
+    )
 
 
 def bounds(logp, valid, weights, floor: float = -torch.inf):
@@ -98,9 +127,17 @@ def loss_spg(logp, old_logp, ref_logp, adv, valid, weights, cfg):
     neg = {"eubo": eubo, "mix": cfg.spg_mix * eubo + (1 - cfg.spg_mix) * elbo, "elbo": elbo}[cfg.spg_mode]
     p = torch.where(adv > 0, elbo, neg)  # (N,)
     if not torch.isfinite(p).all():
-        raise FloatingPointError(f"spg: {int((~torch.isfinite(p)).sum())} per-sequence bounds are not finite "
-                                 "(SPG#5); lower train.lr or use loss.spg_mode=mix")
+        raise FloatingPointError(
+            f"spg: {int((~torch.isfinite(p)).sum())} per-sequence bounds are not finite "
+            "(SPG#5); lower train.lr or use loss.spg_mode=mix"
+        )
     length = valid.float().sum(1)
     loss = -(adv * length * p).sum() / length.sum().clamp(min=1)
-    return loss, {"kl": 0.0, "clip_frac": 0.0, "clip_frac_any": 0.0, "elbo": elbo.mean().item(),
-                  "eubo": eubo.mean().item(), "spg_floored": floored.float().sum().item() / max(1, int(valid.sum()))}
+    return loss, {
+        "kl": 0.0,
+        "clip_frac": 0.0,
+        "clip_frac_any": 0.0,
+        "elbo": elbo.mean().item(),
+        "eubo": eubo.mean().item(),
+        "spg_floored": floored.float().sum().item() / max(1, int(valid.sum())),
+    }

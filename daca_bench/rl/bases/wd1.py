@@ -9,6 +9,7 @@ softmax is taken per group here (in ADVANTAGES, so micro-batches never split it)
 its per-device batch, which its recipe makes exactly one group. The likelihood is any per-token
 estimator (SML included); DPS weights the token sum.
 """
+
 from __future__ import annotations
 
 import torch

@@ -3,6 +3,7 @@ what its task declares (types.reward_problem: correct 1; wrong, no_answer, timeo
 declares partial credit; a shaped reward in its range), `tasks --check` and `verify` refuse a value
 outside it in one line, and eval, cells and tables count `status == correct`, with the mean reward
 beside it under its own name. A shipped task is a fixed list (registry.SHIPPED_TASKS), never a folder."""
+
 import json
 import math
 import sys
@@ -12,16 +13,17 @@ import pytest
 from daca_bench import registry
 from daca_bench.cli import main
 from daca_bench.errors import ConfigError, RewardError
+from daca_bench.eval.evaluate import mean_reward_beside, read_eval_records, summarize
 from daca_bench.experiments.analysis.accuracy import checked_accuracy
 from daca_bench.experiments.analysis.render import to_csv, to_markdown
 from daca_bench.experiments.analysis.results import load_table
 from daca_bench.rewards.battery import run_check
-from daca_bench.eval.evaluate import mean_reward_beside, read_eval_records, summarize
 from daca_bench.types import CORRECT, NO_ANSWER, WRONG, Reward, reward_problem
 
 # two 2-digit numbers in words, added; a wrong sum gets partial credit by its distance (on purpose)
 from repo_paths import ROOT
-ADD = '''
+
+ADD = """
 import random
 
 from daca_bench.registry import register_task
@@ -59,7 +61,7 @@ def build(split="test", n=None, seed=0, records=None):
         if hash_split(f"NAME/{a}+{b}", dev_share=0) == split:
             out.setdefault((a, b), _sample(a, b))
     return Task("NAME", "math", 1, list(out.values()), verify, split)
-'''
+"""
 GOOD = "max(0.0, 0.5 - abs(got - gold) / (2 * gold))"  # partial credit in [0, 0.5], declared
 NO_ABS = "1 - (got - gold) / gold"  # forgot abs(): a low answer scores up to 2.0 (the issue's verifier)
 
@@ -74,8 +76,9 @@ def tasks(tmp_path, monkeypatch):
     folder.mkdir()
 
     def write(name, credit, partial):
-        (folder / f"{name}.py").write_text(ADD.replace("NAME", name).replace("CREDIT", credit)
-                                           .replace("PARTIAL", str(partial)))
+        (folder / f"{name}.py").write_text(
+            ADD.replace("NAME", name).replace("CREDIT", credit).replace("PARTIAL", str(partial))
+        )
         registry.load_file(folder / f"{name}.py")
         return registry.task_spec(name)
 
@@ -88,7 +91,9 @@ def tasks(tmp_path, monkeypatch):
 def test_reward_problem_names_what_a_status_may_score():
     assert reward_problem(Reward(1.0, CORRECT)) is None and reward_problem(Reward(0.0, NO_ANSWER)) is None
     assert "outside [0, 1]" in reward_problem(Reward(2.0, WRONG))
-    assert "must be 0 for wrong" in reward_problem(Reward(0.3, WRONG)) and reward_problem(Reward(0.3, WRONG), True) is None
+    assert (
+        "must be 0 for wrong" in reward_problem(Reward(0.3, WRONG)) and reward_problem(Reward(0.3, WRONG), True) is None
+    )
     assert "must be 1" in reward_problem(Reward(0.5, CORRECT), partial_credit=True)
     assert reward_problem(Reward(2.75, CORRECT, {"shaping": "d1"})) is None  # d1's MATH reward: its own range
     assert "range of its 'dense' shaping" in reward_problem(Reward(0.7 + 1, WRONG, {"shaping": "dense"}))
@@ -144,8 +149,12 @@ def test_accuracy_is_the_share_correct_and_the_mean_reward_stands_beside_it(task
     assert mean_reward_beside(summarize([Reward(1.0, CORRECT), Reward(0.0, WRONG)])) == {}
     # the per-prompt records a table pairs: the status decides, never the reward
     path = tmp_path / "eval.jsonl"
-    path.write_text("".join(json.dumps({"id": s.id, "reward": r.value, "status": r.status}) + "\n"
-                            for s, r in zip(task.samples, rewards)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": s.id, "reward": r.value, "status": r.status}) + "\n"
+            for s, r in zip(task.samples, rewards)
+        )
+    )
     records = read_eval_records(path)
     assert sorted(records.values()) == [0.0] * 6 + [1.0] * 2
     path.write_text(json.dumps({"id": "x", "reward": 0.4}) + "\n")
@@ -156,16 +165,32 @@ def test_accuracy_is_the_share_correct_and_the_mean_reward_stands_beside_it(task
 def _cell(folder, variant, seed, rewards, statuses, stored, records=True):
     cell = folder / f"variant={variant}_seed={seed}"
     cell.mkdir(parents=True)
-    (cell / "config.json").write_text(json.dumps({"train": {"task": "sort4x", "seed": seed}, "loss": {"base": "grpo"},
-                                                  "dps": {"enabled": variant != "baseline"},
-                                                  "sml": {"k": 1 if variant == "baseline" else 4}}))
+    (cell / "config.json").write_text(
+        json.dumps(
+            {
+                "train": {"task": "sort4x", "seed": seed},
+                "loss": {"base": "grpo"},
+                "dps": {"enabled": variant != "baseline"},
+                "sml": {"k": 1 if variant == "baseline" else 4},
+            }
+        )
+    )
     (cell / "axes.json").write_text(json.dumps({"variant": variant}))
     record = {"name": "sort4x", "family": "constraint", "version": 1, "cluster": None, "clusters": {}}
-    (cell / "summary.json").write_text(json.dumps({"task": "sort4x", "test_accuracy": stored, "task_record": record,
-                                                   **({"statuses": statuses} if statuses else {})}))
+    (cell / "summary.json").write_text(
+        json.dumps(
+            {
+                "task": "sort4x",
+                "test_accuracy": stored,
+                "task_record": record,
+                **({"statuses": statuses} if statuses else {}),
+            }
+        )
+    )
     if records:
-        (cell / "eval.jsonl").write_text("".join(json.dumps({"id": f"p{i}", "reward": r, "status": s}) + "\n"
-                                                 for i, (r, s) in enumerate(rewards)))
+        (cell / "eval.jsonl").write_text(
+            "".join(json.dumps({"id": f"p{i}", "reward": r, "status": s}) + "\n" for i, (r, s) in enumerate(rewards))
+        )
 
 
 def test_old_cells_that_stored_a_mean_reward_are_recounted_or_refused(tmp_path):
@@ -185,7 +210,7 @@ def test_old_cells_that_stored_a_mean_reward_are_recounted_or_refused(tmp_path):
 def test_committed_cells_store_the_share_of_correct_answers():
     """Every committed cell's stored accuracy is its records' share of correct answers, and every committed
     reward is exactly 1 for correct and 0 otherwise: the shipped tasks give no partial credit."""
-    
+
     from daca_bench.experiments.analysis.cellstore import cells, eval_records
 
     root = ROOT / "results"
@@ -223,8 +248,12 @@ def test_a_task_file_moved_into_tasks_gets_no_paper_gain_and_the_same_table(tmp_
     elsewhere = to_csv(load_table(tmp_path / "run")), to_markdown(load_table(tmp_path / "run"))
     shipped = tmp_path / "tasks"
     shipped.mkdir()
-    (shipped / "sort4x.py").write_text(ADD.replace("NAME", "sort4x").replace("CREDIT", GOOD)
-                                       .replace("PARTIAL", "True").replace('"math"', '"constraint"'))
+    (shipped / "sort4x.py").write_text(
+        ADD.replace("NAME", "sort4x")
+        .replace("CREDIT", GOOD)
+        .replace("PARTIAL", "True")
+        .replace('"math"', '"constraint"')
+    )
     registry.list_tasks()
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     monkeypatch.setattr(registry, "TASKS_DIR", shipped)  # the file is now in "the shipped folder"

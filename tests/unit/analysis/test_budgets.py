@@ -2,13 +2,14 @@
 at step N (train.eval_every) is the N-step run's final evaluation, prompt for prompt, and evaluating
 in the middle changes nothing the training does after it: so one 80-step cell also gives the 32-step
 arm of its variant, and its ledger up to step N is the N-step run's ledger."""
+
 import json
 
 import pytest
 
 from daca_bench.config import apply
-from daca_bench.experiments.grid.cost import arms
 from daca_bench.eval.evaluate import read_eval_records
+from daca_bench.experiments.grid.cost import arms
 from daca_bench.rl.ledger import run_ledger
 from daca_bench.train.trainer import train
 
@@ -17,8 +18,14 @@ TIMING = ("seconds_", "tokens_per_s")
 
 def _training(path):
     rows = [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not k.startswith(TIMING) and not k.endswith("_eval")
-             and k not in ("test_accuracy", "eval_prompts")} for r in rows]
+    return [
+        {
+            k: v
+            for k, v in r.items()
+            if not k.startswith(TIMING) and not k.endswith("_eval") and k not in ("test_accuracy", "eval_prompts")
+        }
+        for r in rows
+    ]
 
 
 @pytest.mark.slow
@@ -41,4 +48,7 @@ def test_an_intermediate_evaluation_is_the_shorter_runs_final_one(tmp_path):
     assert a["flops_train"] == b["flops_train"] and a["completions"] == b["completions"]
     assert a["reward_calls"] == b["reward_calls"] and a["steps"] == 2
     for p in ("rollout", "likelihood_old", "likelihood", "eval"):
-        assert (a["phases"][p]["flops"], a["phases"][p]["passes"]) == (b["phases"][p]["flops"], b["phases"][p]["passes"])
+        assert (a["phases"][p]["flops"], a["phases"][p]["passes"]) == (
+            b["phases"][p]["flops"],
+            b["phases"][p]["passes"],
+        )

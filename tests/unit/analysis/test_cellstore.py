@@ -1,6 +1,7 @@
 """Packed runs (experiments/analysis/cellstore.py, `daca-bench pack` / `unpack`): a committed run's cells
 packed into one Parquet file read back file for file, build the committed table to the byte, unpack to
 the same bytes; an unfinished cell is refused; a cell folder's file wins over its packed copy."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,20 @@ import pytest
 
 from daca_bench.cli import main
 from daca_bench.errors import ConfigError
-from daca_bench.experiments.analysis.cellstore import (PACKED, all_cells, cells, copy_tree, is_run, pack, read_packed,
-                                                        records, unpack)
+from daca_bench.experiments.analysis.cellstore import (
+    PACKED,
+    all_cells,
+    cells,
+    copy_tree,
+    is_run,
+    pack,
+    read_packed,
+    records,
+    unpack,
+)
 from daca_bench.experiments.analysis.render import to_csv, to_markdown
 from daca_bench.experiments.analysis.results import load_table, locate
+
 from repo_paths import ROOT
 
 TINY = ROOT / "results" / "tiny"  # 15 cells and 2 RL starts: the smallest committed run with a table
@@ -47,8 +58,9 @@ def test_a_packed_run_reads_back_file_for_file_and_builds_the_committed_table(ti
     assert not (run / "cells").exists() and (run / PACKED).is_file()  # the record files are gone, the folder too
     back = all_cells(run / "cells")
     assert {Path(n) / f: c.text(f).encode() for n, c in back.items() for f in c.files} == before
-    assert [c.name for c in cells(run / "cells")] == sorted(p.name for p in (tiny_copy / "cells").iterdir()
-                                                            if p.name != "start")
+    assert [c.name for c in cells(run / "cells")] == sorted(
+        p.name for p in (tiny_copy / "cells").iterdir() if p.name != "start"
+    )
     assert locate(run) == (run / "cells", run) == locate(run / PACKED) == locate(run / "cells")
     table = load_table(run)
     assert to_markdown(table) == (TINY / "table.md").read_text() and to_csv(table) == (TINY / "table.csv").read_text()
@@ -75,9 +87,13 @@ def test_odd_files_round_trip_and_a_folder_wins_over_its_packed_copy(tmp_path):
     break in JSONL); and a file rewritten in the folder after packing is the one read."""
     cell = tmp_path / "grid" / "a=1"
     cell.mkdir(parents=True)
-    texts = {"summary.json": '{"test_accuracy": 0.5}\n', "metrics.jsonl": '{"step": 1}\n\n{"step": 2}',
-             "eval.jsonl": json.dumps({"id": "x/1", "completion": "a\u2028b", "reward": 1.0}, ensure_ascii=False) + "\n",
-             "eval-step2.jsonl": "", "config.json": "{\n  \"x\": 1\n}"}
+    texts = {
+        "summary.json": '{"test_accuracy": 0.5}\n',
+        "metrics.jsonl": '{"step": 1}\n\n{"step": 2}',
+        "eval.jsonl": json.dumps({"id": "x/1", "completion": "a\u2028b", "reward": 1.0}, ensure_ascii=False) + "\n",
+        "eval-step2.jsonl": "",
+        "config.json": '{\n  "x": 1\n}',
+    }
     for name, text in texts.items():
         (cell / name).write_text(text, encoding="utf-8")
     (cell / "model.safetensors").write_bytes(b"weights")  # not a record: never packed, never removed

@@ -19,7 +19,9 @@ def test_code_instances_cluster_by_their_target_function():
     assert all(keys[s.id] == s.target for s in samples)
     held_out = spec.build("test", records=[{"examples": [[1, 2], [2, 3]], "id": "a"}]).samples[0]
     assert spec.cluster_of(held_out) == held_out.id
-    cfg = {"train": {"eval_split": "test", "n_eval": 768, "test_seed": 1, "test_exclude": "configs/scored/python_tiny.txt"}}
+    cfg = {
+        "train": {"eval_split": "test", "n_eval": 768, "test_seed": 1, "test_exclude": "configs/scored/python_tiny.txt"}
+    }
     assert cluster_keys("python_tiny", [cfg], list(keys)) == keys  # what the tables pair and resample by
 
 

@@ -2,6 +2,7 @@
 another base's row ("wd1 baseline" vs "grpo +DACA") gets it computed, paired by seed and prompt,
 adjusted with its family, and printed in the table's 'across bases' section; a table whose plan
 declares none is unchanged."""
+
 import copy
 
 import numpy as np
@@ -16,16 +17,38 @@ from daca_bench.experiments.analysis.results import build_table
 
 TASK, SEEDS, PROMPTS = "sudoku_tiny", range(8), 300
 # true accuracies: wd1's baseline is 20 pp above grpo's baseline and level with grpo +DACA
-RATES = {("grpo", "baseline"): 0.35, ("grpo", "+DPS"): 0.35, ("grpo", "+DACA"): 0.55, ("wd1", "baseline"): 0.55, ("wd1", "+DACA"): 0.55}
-DESIGN = {"schema": 1, "preset": "two-bases", "commit": "abc1234", "alpha": 0.05, "multiplicity": "holm",
-          "bar": "Holm-adjusted p < 0.05 within each family",
-          "families": {"sudoku": {"task": TASK, "seeds": list(SEEDS), "steps": 32,
-                                  "test": {"split": "test", "size": PROMPTS, "seed": 0, "draw": "first 300"}}},
-          "comparisons": {"primary": [{"family": "sudoku", "variant": "+DACA", "vs": "baseline"}],
-                          "secondary": [{"family": "sudoku", "variant": "+DPS", "vs": "baseline"},
-                                        {"family": "sudoku", "base": "wd1", "variant": "baseline", "vs": "grpo baseline"},
-                                        {"family": "sudoku", "base": "wd1", "variant": "baseline", "vs": "grpo +DACA"},
-                                        {"family": "sudoku", "base": "grpo", "variant": "+DACA", "vs": "wd1 +DACA"}]}}
+RATES = {
+    ("grpo", "baseline"): 0.35,
+    ("grpo", "+DPS"): 0.35,
+    ("grpo", "+DACA"): 0.55,
+    ("wd1", "baseline"): 0.55,
+    ("wd1", "+DACA"): 0.55,
+}
+DESIGN = {
+    "schema": 1,
+    "preset": "two-bases",
+    "commit": "abc1234",
+    "alpha": 0.05,
+    "multiplicity": "holm",
+    "bar": "Holm-adjusted p < 0.05 within each family",
+    "families": {
+        "sudoku": {
+            "task": TASK,
+            "seeds": list(SEEDS),
+            "steps": 32,
+            "test": {"split": "test", "size": PROMPTS, "seed": 0, "draw": "first 300"},
+        }
+    },
+    "comparisons": {
+        "primary": [{"family": "sudoku", "variant": "+DACA", "vs": "baseline"}],
+        "secondary": [
+            {"family": "sudoku", "variant": "+DPS", "vs": "baseline"},
+            {"family": "sudoku", "base": "wd1", "variant": "baseline", "vs": "grpo baseline"},
+            {"family": "sudoku", "base": "wd1", "variant": "baseline", "vs": "grpo +DACA"},
+            {"family": "sudoku", "base": "grpo", "variant": "+DACA", "vs": "wd1 +DACA"},
+        ],
+    },
+}
 
 
 def grid(seed: int = 0) -> pd.DataFrame:
@@ -40,9 +63,19 @@ def grid(seed: int = 0) -> pd.DataFrame:
             logit = np.log(rate / (1 - rate)) + shift - hard  # (prompts,)
             won = rng.random(PROMPTS) < 1 / (1 + np.exp(-logit))
             prompts = {f"p{i}": int(w) for i, w in enumerate(won)}
-            rows.append({"cell": f"{base}_{variant}_{s}", "task": TASK, "family": "constraint", "base": base,
-                         "variant": variant, "seed": s, "test_accuracy": float(np.mean(won)), "zero_std": 0.1,
-                         "prompts": prompts})
+            rows.append(
+                {
+                    "cell": f"{base}_{variant}_{s}",
+                    "task": TASK,
+                    "family": "constraint",
+                    "base": base,
+                    "variant": variant,
+                    "seed": s,
+                    "test_accuracy": float(np.mean(won)),
+                    "zero_std": 0.1,
+                    "prompts": prompts,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -94,9 +127,9 @@ def test_a_cross_base_vs_is_validated_and_matched_by_base_and_variant():
 
 
 def test_a_replication_matches_cross_rows_by_their_vs_and_the_gains_plot_leaves_them_out():
-    from daca_bench.experiments.figures.plots import plot_gains
     from daca_bench.experiments.analysis.replicate import compare_tables
     from daca_bench.experiments.analysis.replication import verdict
+    from daca_bench.experiments.figures.plots import plot_gains
 
     planned = declared(validate(copy.deepcopy(DESIGN)))
     table, again = build_table(grid(), planned=planned), build_table(grid(), planned=planned)

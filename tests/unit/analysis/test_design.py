@@ -1,5 +1,6 @@
 """design.json: the schema check, the writer's refusal of another design, and the disagreements the table
 reports when cells ran under another design or from another commit (experiments/analysis/design.py)."""
+
 import copy
 import json
 
@@ -17,27 +18,48 @@ from daca_bench.experiments.analysis.design import (
     validate,
     write_design,
 )
+
 from repo_paths import ROOT
 
-DESIGN = {"schema": 1, "preset": "tiny-x", "commit": "abc1234", "alpha": 0.05, "multiplicity": "holm",
-          "bar": "a primary comparison counts when its Holm-adjusted p < 0.05",
-          "families": {"sudoku": {"task": "sudoku_tiny", "seeds": [0, 1], "steps": 32,
-                                  "test": {"split": "test", "size": 512, "seed": 0, "draw": "first 512 generated"}}},
-          "comparisons": {"primary": [{"family": "sudoku", "variant": "+DACA", "vs": "baseline"}],
-                          "secondary": [{"family": "sudoku", "variant": "+SML", "vs": "baseline"}]}}
+DESIGN = {
+    "schema": 1,
+    "preset": "tiny-x",
+    "commit": "abc1234",
+    "alpha": 0.05,
+    "multiplicity": "holm",
+    "bar": "a primary comparison counts when its Holm-adjusted p < 0.05",
+    "families": {
+        "sudoku": {
+            "task": "sudoku_tiny",
+            "seeds": [0, 1],
+            "steps": 32,
+            "test": {"split": "test", "size": 512, "seed": 0, "draw": "first 512 generated"},
+        }
+    },
+    "comparisons": {
+        "primary": [{"family": "sudoku", "variant": "+DACA", "vs": "baseline"}],
+        "secondary": [{"family": "sudoku", "variant": "+SML", "vs": "baseline"}],
+    },
+}
 
 
 def _cfg(seed=0, steps=32, n_eval=512, git="abc1234", task="sudoku_tiny"):
-    return {"train": {"task": task, "seed": seed, "steps": steps, "n_eval": n_eval, "eval_split": "test",
-                      "test_seed": 0}, "git": git}
+    return {
+        "train": {"task": task, "seed": seed, "steps": steps, "n_eval": n_eval, "eval_split": "test", "test_seed": 0},
+        "git": git,
+    }
 
 
 def test_a_valid_design_passes_and_each_broken_field_is_named_in_one_line():
     assert validate(copy.deepcopy(DESIGN)) == DESIGN
-    for path, value, word in [(("alpha",), 2.0, "alpha"), (("multiplicity",), "fdr", "multiplicity"),
-                              (("families", "sudoku", "seeds"), [], "seeds"), (("commit",), 5, "commit"),
-                              (("comparisons", "primary", 0, "family"), "math", "math"),
-                              (("families", "sudoku", "test", "size"), "512", "size")]:
+    for path, value, word in [
+        (("alpha",), 2.0, "alpha"),
+        (("multiplicity",), "fdr", "multiplicity"),
+        (("families", "sudoku", "seeds"), [], "seeds"),
+        (("commit",), 5, "commit"),
+        (("comparisons", "primary", 0, "family"), "math", "math"),
+        (("families", "sudoku", "test", "size"), "512", "size"),
+    ]:
         d = copy.deepcopy(DESIGN)
         target = d
         for k in path[:-1]:
@@ -72,22 +94,35 @@ def test_cells_under_the_design_agree_and_each_departure_is_reported():
     assert any("ran from abc1234-dirty" in x for x in disagreements(DESIGN, [_cfg(git="abc1234-dirty")]))
     assert any("unrecorded" in x for x in disagreements(DESIGN, [{**_cfg(), "git": None}]))
     assert disagreements(DESIGN, [_cfg(task="json_tiny")]) == ["task json_tiny is not in the design"]
-    assert disagreements({**DESIGN, "commit": "abc1234-dirty"}, [_cfg(git="abc1234-dirty")]) == \
-        ["the design was written from a dirty tree (abc1234-dirty)"]
+    assert disagreements({**DESIGN, "commit": "abc1234-dirty"}, [_cfg(git="abc1234-dirty")]) == [
+        "the design was written from a dirty tree (abc1234-dirty)"
+    ]
 
 
 def test_families_follow_the_design_else_the_preset_else_the_default():
-    row = lambda v, vs, task="sudoku_tiny": {"base": "grpo", "family": "constraint", "task": task,  # noqa: E731
-                                              "variant": v, "vs": vs}
+    row = lambda v, vs, task="sudoku_tiny": {  # noqa: E731
+        "base": "grpo",
+        "family": "constraint",
+        "task": task,
+        "variant": v,
+        "vs": vs,
+    }
     planned = declared(DESIGN)
     assert family_of(row("+DACA", "baseline"), planned) == PRIMARY
     assert family_of(row("+SML", "baseline"), planned) == SECONDARY
     assert family_of(row("baseline", "start"), planned) == EXPLORATORY  # not declared by this design
     assert family_of(row("+DACA", "baseline", "json_tiny"), planned) == EXPLORATORY
     default = declared(None)
-    assert [family_of(row(v, vs), default) for v, vs in [("+DACA", "baseline"), ("baseline", "start"),
-            ("+DPS", "baseline"), ("+SML", "baseline"), ("+DPS-random", "baseline")]] == \
-        [PRIMARY, PRIMARY, SECONDARY, SECONDARY, EXPLORATORY]
+    assert [
+        family_of(row(v, vs), default)
+        for v, vs in [
+            ("+DACA", "baseline"),
+            ("baseline", "start"),
+            ("+DPS", "baseline"),
+            ("+SML", "baseline"),
+            ("+DPS-random", "baseline"),
+        ]
+    ] == [PRIMARY, PRIMARY, SECONDARY, SECONDARY, EXPLORATORY]
     preset = declared(None, {"comparisons": {"primary": [{"family": "sudoku", "variant": "+SML", "vs": "baseline"}]}})
     assert family_of(row("+SML", "baseline"), preset, {"sudoku_tiny": "sudoku"}) == PRIMARY
     assert family_of(row("+DACA", "baseline"), preset, {"sudoku_tiny": "sudoku"}) == EXPLORATORY
@@ -112,8 +147,9 @@ def _grid(folder, git="abc1234", steps=32):
             (cell / "axes.json").write_text(json.dumps({"variant": variant}))
             rewards = rng.integers(0, 2, len(ids))
             (cell / "summary.json").write_text(json.dumps({"test_accuracy": float(rewards.mean())}))
-            (cell / "eval.jsonl").write_text("".join(json.dumps({"id": i, "reward": float(r)}) + "\n"
-                                                     for i, r in zip(ids, rewards)))
+            (cell / "eval.jsonl").write_text(
+                "".join(json.dumps({"id": i, "reward": float(r)}) + "\n" for i, r in zip(ids, rewards))
+            )
     return folder
 
 
@@ -121,8 +157,12 @@ def test_the_table_says_confirmatory_only_when_every_cell_ran_under_the_design(t
     from daca_bench.experiments.analysis.render import to_markdown
     from daca_bench.experiments.analysis.results import load_table
 
-    design = {**DESIGN, "families": {"sudoku": {**DESIGN["families"]["sudoku"],
-                                                "test": {**DESIGN["families"]["sudoku"]["test"], "size": 64}}}}
+    design = {
+        **DESIGN,
+        "families": {
+            "sudoku": {**DESIGN["families"]["sudoku"], "test": {**DESIGN["families"]["sudoku"]["test"], "size": 64}}
+        },
+    }
     folder = _grid(tmp_path / "run")
     assert to_markdown(load_table(folder)).startswith("**Exploratory**: no design.json")
     write_design(folder, design)
@@ -145,19 +185,31 @@ def test_the_default_rerun_says_exploratory_with_its_reason_never_confirmatory()
 
     from daca_bench.experiments.analysis.design import design_line
     from daca_bench.experiments.grid.pipeline import tiny_cells
-    from daca_bench.experiments.grid.presets import PRESETS
     from daca_bench.experiments.grid.preregister import design_of
+    from daca_bench.experiments.grid.presets import PRESETS
 
     cells = tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "a"}})
     design = validate(design_of("tiny", PRESETS["tiny"], cells, commit="abc1234"))
     assert design["exploratory"] == "reproduces results/tiny; chosen after looking at these seeds"
-    configs = [{"train": {"task": c.config.train.task, "seed": c.config.train.seed, "steps": c.config.train.steps,
-                          "n_eval": c.config.train.n_eval, "test_seed": c.config.train.test_seed},
-                "git": "abc1234", "loss": {"base": "grpo"}} for c in cells]
+    configs = [
+        {
+            "train": {
+                "task": c.config.train.task,
+                "seed": c.config.train.seed,
+                "steps": c.config.train.steps,
+                "n_eval": c.config.train.n_eval,
+                "test_seed": c.config.train.test_seed,
+            },
+            "git": "abc1234",
+            "loss": {"base": "grpo"},
+        }
+        for c in cells
+    ]
     line = design_line(design, configs, "tiny-2026")
     assert line.startswith("**Exploratory** (reproduces results/tiny; chosen after looking at these seeds)")
-    assert "Confirmatory" not in line and design_line({k: v for k, v in design.items() if k != "exploratory"},
-                                                      configs, "x").startswith("**Confirmatory**")
+    assert "Confirmatory" not in line and design_line(
+        {k: v for k, v in design.items() if k != "exploratory"}, configs, "x"
+    ).startswith("**Confirmatory**")
     committed = ROOT / "results" / "tiny" / "table.md"
     if committed.is_file():
         first = committed.read_text().splitlines()[0]

@@ -2,6 +2,7 @@
 Simulated designs with a planted start x arm interaction: the test's null rate is at most 6 % and its
 power at the MDE the design states is 75-85 %, at 2 starts and at 8; the pretest it replaced is shown
 to fail the same check (so the check can fail)."""
+
 import math
 
 import numpy as np
@@ -12,8 +13,11 @@ from daca_bench.experiments.analysis.budgets import by_start
 from daca_bench.experiments.analysis.stats import compare, mean_squares
 
 # shaped like results/tiny-compute's cells at the cluster level: 68 clusters, seed sd 4.5 pp, start x arm sd 5 pp
-SHAPES = {"tiny-compute-like": (25.0, 20.0, 4.0, 600.0), "large start term": (36.0, 20.0, 4.0, 1500.0),
-          "no start term": (0.0, 20.0, 4.0, 600.0)}
+SHAPES = {
+    "tiny-compute-like": (25.0, 20.0, 4.0, 600.0),
+    "large start term": (36.0, 20.0, 4.0, 1500.0),
+    "no start term": (0.0, 20.0, 4.0, 600.0),
+}
 DESIGNS = [(2, 8), (8, 2)]  # the same 16 units over 2 starts and over 8
 
 

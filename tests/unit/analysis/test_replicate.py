@@ -1,6 +1,7 @@
 """`daca-bench table`: a preset's folder, and the replication report (`--against`) on small synthetic
 grids that differ in one known way, or not at all (the report tests the difference between the runs,
 never a difference in significance), and the statistics behind it checked by hand."""
+
 import json
 import math
 import shutil
@@ -12,12 +13,13 @@ import pytest
 from scipy.stats import t as stats_t
 
 from daca_bench.cli import main
+from daca_bench.experiments.analysis.agreement import difference, pool
 from daca_bench.experiments.analysis.cellstore import PACKED, is_run
+from daca_bench.experiments.analysis.render import to_csv, to_markdown
 from daca_bench.experiments.analysis.replicate import compare_tables
 from daca_bench.experiments.analysis.replication import verdict
-from daca_bench.experiments.analysis.agreement import difference, pool
-from daca_bench.experiments.analysis.render import to_csv, to_markdown
 from daca_bench.experiments.analysis.results import load_table, locate
+
 from repo_paths import ROOT
 
 SEEDS, PROMPTS = 4, 200
@@ -29,8 +31,16 @@ def _cell(folder: Path, variant: str, seed: int, rewards: dict):
     cell = folder / f"variant={variant}_seed={seed}"
     cell.mkdir(parents=True)
     dps, k = {"baseline": (False, 1), "+DPS": (True, 1), "+SML": (False, 4), "+DACA": (True, 4)}[variant]
-    (cell / "config.json").write_text(json.dumps({"train": {"task": "arithmetic", "seed": seed}, "loss": {"base": "grpo"},
-                                                  "dps": {"enabled": dps}, "sml": {"k": k}}))
+    (cell / "config.json").write_text(
+        json.dumps(
+            {
+                "train": {"task": "arithmetic", "seed": seed},
+                "loss": {"base": "grpo"},
+                "dps": {"enabled": dps},
+                "sml": {"k": k},
+            }
+        )
+    )
     (cell / "axes.json").write_text(json.dumps({"variant": variant}))
     (cell / "summary.json").write_text(json.dumps({"test_accuracy": float(np.mean(list(rewards.values())))}))
     _eval(cell, rewards)
@@ -38,8 +48,9 @@ def _cell(folder: Path, variant: str, seed: int, rewards: dict):
 
 def _eval(folder: Path, rewards: dict):
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "eval.jsonl").write_text("".join(json.dumps({"id": i, "completion": "", "reward": r, "status": "x"}) + "\n"
-                                               for i, r in rewards.items()))
+    (folder / "eval.jsonl").write_text(
+        "".join(json.dumps({"id": i, "completion": "", "reward": r, "status": "x"}) + "\n" for i, r in rewards.items())
+    )
 
 
 def _draw(rng, p, shift=0.0):
@@ -212,7 +223,7 @@ def test_the_difference_and_the_pooled_estimate_match_hand_computed_numbers():
     same = pool([1.0, 3.0, 2.0], [1.0, 2.0, 1.0])  # Q = 1 < 2 df: no heterogeneity beyond sampling error
     assert same.q == pytest.approx(1.0) and same.tau2 == 0 and same.i2 == 0 and same.re_mean == pytest.approx(same.mean)
     two = pool([2.0, -1.0], [1.0, 2.0], [4, 9])  # two runs: Q is the difference's z^2; df (W^2 / sum w^2/df)
-    assert two.q == pytest.approx(9 / 5) and two.df == pytest.approx(1.25 ** 2 / (1 / 4 + 1 / 16 / 9))
+    assert two.q == pytest.approx(9 / 5) and two.df == pytest.approx(1.25**2 / (1 / 4 + 1 / 16 / 9))
     assert math.isnan(pool([1.0, 2.0], [0.0, 1.0]).mean)  # a run without spread has no finite weight
 
 
@@ -227,8 +238,11 @@ def test_several_independent_runs_are_pooled_with_heterogeneity(grids, capsys):
     sml, dps = report.loc["+SML"], report.loc["+DPS"]
     assert sml["status"] == "differs" and sml["diff_p_adj_2"] < 0.05 and sml["diff_pp_2"] < -12
     assert sml["Q_p"] < 0.01 and sml["I2"] > 0.5 and sml["tau2"] > 0 and dps["status"].startswith("no difference")
-    p = pool(sml[["delta_pp_ours", "delta_pp_ref", "delta_pp_ref2"]], sml[["se_ours", "se_ref", "se_ref2"]],
-             sml[["df_ours", "df_ref", "df_ref2"]])
+    p = pool(
+        sml[["delta_pp_ours", "delta_pp_ref", "delta_pp_ref2"]],
+        sml[["se_ours", "se_ref", "se_ref2"]],
+        sml[["df_ours", "df_ref", "df_ref2"]],
+    )
     assert sml["pooled_pp"] == pytest.approx(p.re_mean, rel=1e-3) and sml["Q"] == pytest.approx(p.q, rel=1e-3)
     assert sml["pooled_df"] == 2  # Hartung-Knapp: three runs, a t on two df
     md = (run / "replication.md").read_text()
@@ -287,8 +301,21 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
     assert f"| +SML | baseline | {row['delta_pp']:+.1f} | {SEEDS} x {PROMPTS} | {row['MDE']:.1f} |" in text
 
 
-@pytest.mark.parametrize("name", ["tiny", "tiny-ablation", "tiny-confirm", "tiny-full-exploratory", "tiny-full-sudoku16", "tiny-full-code64",
-                                  "tiny-cache", "tiny-bases", "tiny-compute", "tiny-readings"])  # tiny-full: with its report
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tiny",
+        "tiny-ablation",
+        "tiny-confirm",
+        "tiny-full-exploratory",
+        "tiny-full-sudoku16",
+        "tiny-full-code64",
+        "tiny-cache",
+        "tiny-bases",
+        "tiny-compute",
+        "tiny-readings",
+    ],
+)  # tiny-full: with its report
 def test_committed_tables_rebuild_from_their_cells_to_the_byte(name):
     """What results/README.md promises: `daca-bench table results/<name>` rewrites the committed
     table.md and table.csv unchanged (built in memory here, the repository untouched)."""
@@ -424,4 +451,6 @@ def test_sudoku_tables_count_solution_grids_not_puzzles():
     cells = folder / "cells"
     _, _, _, vs, d, keys, _ = next(c for c in comparisons(load_results(cells), load_start(cells)) if c[1] == "baseline")
     grid, puzzle = compare(d, clusters=keys, n_boot=10), compare(d, n_boot=10)
-    assert vs == "start" and grid.mean == pytest.approx(puzzle.mean) and grid.hi - grid.lo > 1.2 * (puzzle.hi - puzzle.lo)
+    assert (
+        vs == "start" and grid.mean == pytest.approx(puzzle.mean) and grid.hi - grid.lo > 1.2 * (puzzle.hi - puzzle.lo)
+    )

@@ -1,5 +1,6 @@
 """The interval and MDE code on synthetic data with a known answer: a planted effect is found at
 about the stated power, a null one is not (beyond the stated false-positive rate), over repeated draws."""
+
 import math
 
 import numpy as np
@@ -9,13 +10,13 @@ from scipy import stats
 from daca_bench.experiments.analysis.stats import (
     adjust,
     by_cluster,
-    p_value,
+    c4,
     compare,
     components,
     crossed_bootstrap,
-    c4,
     mde,
     noncentrality,
+    p_value,
     projected_mde,
     smallest,
     t_interval,
@@ -28,12 +29,11 @@ SD_SEED, SD_PROMPT, SD_RESID = 0.02, 0.3, 0.6  # paired differences of 0/1 outco
 
 
 def _draw(rng, delta, S=S, P=P):
-    return (delta + rng.normal(0, SD_SEED, (S, 1)) + rng.normal(0, SD_PROMPT, (1, P))
-            + rng.normal(0, SD_RESID, (S, P)))
+    return delta + rng.normal(0, SD_SEED, (S, 1)) + rng.normal(0, SD_PROMPT, (1, P)) + rng.normal(0, SD_RESID, (S, P))
 
 
 def _true_se(S=S, P=P):
-    return math.sqrt(SD_SEED ** 2 / S + SD_PROMPT ** 2 / P + SD_RESID ** 2 / (S * P))
+    return math.sqrt(SD_SEED**2 / S + SD_PROMPT**2 / P + SD_RESID**2 / (S * P))
 
 
 def test_variance_components_recover_the_true_standard_error():
@@ -105,7 +105,9 @@ def test_mde_is_the_noncentral_t_power_point_on_the_unbiased_se_and_shrinks_with
     for df in (1, 2, 3, 7, 30, 500):
         lam = noncentrality(df)
         crit = stats.t.ppf(0.975, df)
-        assert stats.nct.sf(crit, df, lam) + np.nan_to_num(stats.nct.cdf(-crit, df, lam)) == pytest.approx(0.80, abs=1e-8)
+        assert stats.nct.sf(crit, df, lam) + np.nan_to_num(stats.nct.cdf(-crit, df, lam)) == pytest.approx(
+            0.80, abs=1e-8
+        )
         assert mde(1.0, df) == pytest.approx(lam / c4(df))
         assert mde(1.0, df) > stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)
     assert c4(7) == pytest.approx(math.sqrt(2 / 7) * math.gamma(4) / math.gamma(3.5))
@@ -151,13 +153,14 @@ def test_more_prompts_cannot_beat_a_seed_floor_but_more_seeds_can():
     """Seed-dominated (sudoku's +SML in results/tiny-full-exploratory: seed sd 6.7 pp, residual 44): with 8 seeds
     no test set reaches an MDE of 6, and the seeds the plan asks for do reach it when drawn."""
     comps = (45.0, 0.0, 1950.0)
-    assert projected_mde(comps, 8, 10 ** 6) > 6.0
+    assert projected_mde(comps, 8, 10**6) > 6.0
     assert smallest(comps, 6.0, seeds=8) is None
     need = smallest(comps, 6.0, prompts=512)
     assert 10 <= need <= 20 and projected_mde(comps, need, 512) <= 6.0 < projected_mde(comps, need - 1, 512)
     rng = np.random.default_rng(21)
-    drawn = [compare(_planted(rng, need, 512, math.sqrt(45.0), 0.0, math.sqrt(1950.0)), n_boot=10).mde
-             for _ in range(200)]
+    drawn = [
+        compare(_planted(rng, need, 512, math.sqrt(45.0), 0.0, math.sqrt(1950.0)), n_boot=10).mde for _ in range(200)
+    ]
     assert np.median(drawn) == pytest.approx(6.0, rel=0.15)  # the design it asks for has about that MDE
 
 
@@ -186,8 +189,12 @@ def _clustered(rng, S, C, m, delta=0.0, sd_seed=1.0, sd_cluster=8.0, sd_resid=30
     sharing a planted cluster effect; the keys say which cluster each prompt is in (shuffled order)."""
     keys = np.repeat(np.arange(C), m)
     rng.shuffle(keys)
-    d = delta + rng.normal(0, sd_seed, (S, 1)) + rng.normal(0, sd_cluster, C)[keys][None, :] \
+    d = (
+        delta
+        + rng.normal(0, sd_seed, (S, 1))
+        + rng.normal(0, sd_cluster, C)[keys][None, :]
         + rng.normal(0, sd_resid, (S, C * m))
+    )
     return d, keys
 
 
@@ -261,9 +268,15 @@ def _outcomes(rng, R, S, P, gain, cell_sd, crn, cell_prompt_sd=0.0):
 
 # (seeds, prompts, cell noise sd, common random numbers, per-prompt cell noise): few seeds, large cell
 # noise, with and without CRN; a prompt-dominated design beside them
-POWER_DESIGNS = [(3, 256, 0.05, False, 0.0), (3, 768, 0.02, True, 0.0), (4, 256, 0.05, True, 0.0),
-                 (5, 512, 0.04, True, 0.0), (8, 256, 0.03, True, 0.0), (8, 512, 0.02, False, 0.1),
-                 (8, 256, 0.0, False, 0.0)]
+POWER_DESIGNS = [
+    (3, 256, 0.05, False, 0.0),
+    (3, 768, 0.02, True, 0.0),
+    (4, 256, 0.05, True, 0.0),
+    (5, 512, 0.04, True, 0.0),
+    (8, 256, 0.03, True, 0.0),
+    (8, 512, 0.02, False, 0.1),
+    (8, 256, 0.0, False, 0.0),
+]
 
 
 def test_a_planted_effect_equal_to_the_reported_mde_is_found_with_80_percent_power():
@@ -277,11 +290,15 @@ def test_a_planted_effect_equal_to_the_reported_mde_is_found_with_80_percent_pow
     for S, P, cell_sd, crn, cell_prompt_sd in POWER_DESIGNS:
         gain = 0.0
         for _ in range(2):  # the reported MDE with that gain in the data: a fixed point, close after two passes
-            gain = float(np.nanmean(table_tests(_outcomes(rng, R, S, P, gain / 100, cell_sd, crn, cell_prompt_sd))["mde"]))
+            gain = float(
+                np.nanmean(table_tests(_outcomes(rng, R, S, P, gain / 100, cell_sd, crn, cell_prompt_sd))["mde"])
+            )
         found = table_tests(_outcomes(rng, R, S, P, gain / 100, cell_sd, crn, cell_prompt_sd))
         assert np.nanmean(found["mde"]) == pytest.approx(gain, rel=0.05), (S, P, cell_sd, crn)
         power = found["sig"].mean()
-        assert 0.75 <= power <= 0.85, f"{S} seeds x {P} prompts, cell sd {cell_sd}, crn {crn}: power {power:.3f} at MDE {gain:.2f}"
+        assert 0.75 <= power <= 0.85, (
+            f"{S} seeds x {P} prompts, cell sd {cell_sd}, crn {crn}: power {power:.3f} at MDE {gain:.2f}"
+        )
 
 
 def test_the_stacked_table_test_is_compare_itself():

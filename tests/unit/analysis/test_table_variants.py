@@ -3,6 +3,7 @@ score, SML partition and K and the regime keys where the table's variants differ
 configs (a budget row '+DACA@32' is +DACA's); and the paper's "up to" gain stands only beside a shipped
 task of an area the paper measured, as in the plots (variants.paper_area): a task of one's own of the
 constraint family gets none, registered or not."""
+
 import json
 import math
 from pathlib import Path
@@ -11,15 +12,17 @@ import pytest
 from test_task_record import sort4  # noqa: F401 - the fixture: sort4 registered from a task folder
 
 from daca_bench import registry
-from daca_bench.experiments.figures.plots import paper_area as plots_paper_area
 from daca_bench.experiments.analysis.render import to_csv, to_markdown
 from daca_bench.experiments.analysis.results import load_table
 from daca_bench.experiments.analysis.variants import method, paper_area, variants_lines
+from daca_bench.experiments.figures.plots import paper_area as plots_paper_area
 
 HEADLINE = {"dps": {"enabled": True, "score": "progress"}, "sml": {"k": 4, "partition": "causal"}}
-ARMS = {"baseline": ({"dps": {"enabled": False, "score": "progress"}, "sml": {"k": 1, "partition": "random"}}, 1e-4),
-        "+DPS": ({"dps": {"enabled": True, "score": "surprise"}, "sml": {"k": 1, "partition": "random"}}, 1e-4),
-        "+DACA": (HEADLINE, 2e-4)}
+ARMS = {
+    "baseline": ({"dps": {"enabled": False, "score": "progress"}, "sml": {"k": 1, "partition": "random"}}, 1e-4),
+    "+DPS": ({"dps": {"enabled": True, "score": "surprise"}, "sml": {"k": 1, "partition": "random"}}, 1e-4),
+    "+DACA": (HEADLINE, 2e-4),
+}
 
 
 def _cells(folder: Path, task: str, family: str, arms=ARMS, seeds=3, prompts=12, budgets=None) -> None:
@@ -31,20 +34,28 @@ def _cells(folder: Path, task: str, family: str, arms=ARMS, seeds=3, prompts=12,
             cell = folder / f"variant={variant}_seed={seed}"
             cell.mkdir(parents=True)
             rewards = {i: float((seed + k + len(variant)) % 3 == 0) for k, i in enumerate(ids)}
-            cfg = {"train": {"task": task, "seed": seed, "lr": lr, "mu": 2}, "loss": {"base": "grpo", "beta": 0.04},
-                   **keys}
+            cfg = {
+                "train": {"task": task, "seed": seed, "lr": lr, "mu": 2},
+                "loss": {"base": "grpo", "beta": 0.04},
+                **keys,
+            }
             (cell / "config.json").write_text(json.dumps(cfg))
             (cell / "axes.json").write_text(json.dumps({"variant": variant}))
-            (cell / "summary.json").write_text(json.dumps({"task": task, "test_accuracy": sum(rewards.values()) / prompts,
-                                                           "task_record": record}))
-            (cell / "eval.jsonl").write_text("".join(json.dumps({"id": i, "reward": r}) + "\n" for i, r in rewards.items()))
+            (cell / "summary.json").write_text(
+                json.dumps({"task": task, "test_accuracy": sum(rewards.values()) / prompts, "task_record": record})
+            )
+            (cell / "eval.jsonl").write_text(
+                "".join(json.dumps({"id": i, "reward": r}) + "\n" for i, r in rewards.items())
+            )
 
 
 def test_the_table_says_what_each_variant_ran(tmp_path):
     _cells(tmp_path / "run", "sudoku_tiny", "constraint")
     table = load_table(tmp_path / "run")
-    line = ("What each variant of grpo ran (from its cells' configs): baseline: no DPS, no SML (K = 1), lr 0.0001; "
-            "+DPS: DPS surprise, no SML (K = 1), lr 0.0001; +DACA: DPS progress, SML causal, K = 4, lr 0.0002.")
+    line = (
+        "What each variant of grpo ran (from its cells' configs): baseline: no DPS, no SML (K = 1), lr 0.0001; "
+        "+DPS: DPS surprise, no SML (K = 1), lr 0.0001; +DACA: DPS progress, SML causal, K = 4, lr 0.0002."
+    )
     text = to_markdown(table)
     assert line in text.splitlines()
     assert text.index("| +DACA |") < text.index(line) < text.index("seeds per cell")  # under the base's rows
@@ -56,15 +67,21 @@ def test_a_budget_row_is_its_variant_and_differing_cells_are_all_named():
     import pandas as pd
 
     cfg = lambda score, k: {"dps": {"enabled": True, "score": score}, "sml": {"k": k, "partition": "strided"}}  # noqa: E731
-    df = pd.DataFrame([{"base": "grpo", "variant": "+DACA@32", "config": cfg("progress", 4), "lr": 1e-4},
-                       {"base": "grpo", "variant": "+DACA@80", "config": cfg("progress", 4), "lr": 1e-4},
-                       {"base": "grpo", "variant": "+DPS", "config": cfg("progress", 1), "lr": 1e-4},
-                       {"base": "grpo", "variant": "+DPS", "config": cfg("random", 1), "lr": 1e-4},
-                       {"base": "gspo", "variant": "+DPS", "config": cfg("progress", 1), "lr": 3e-4}])
+    df = pd.DataFrame(
+        [
+            {"base": "grpo", "variant": "+DACA@32", "config": cfg("progress", 4), "lr": 1e-4},
+            {"base": "grpo", "variant": "+DACA@80", "config": cfg("progress", 4), "lr": 1e-4},
+            {"base": "grpo", "variant": "+DPS", "config": cfg("progress", 1), "lr": 1e-4},
+            {"base": "grpo", "variant": "+DPS", "config": cfg("random", 1), "lr": 1e-4},
+            {"base": "gspo", "variant": "+DPS", "config": cfg("progress", 1), "lr": 3e-4},
+        ]
+    )
     lines = variants_lines(df)
-    assert lines["grpo"] == ("What each variant of grpo ran (from its cells' configs): +DPS: DPS progress, no SML "
-                             "(K = 1) / DPS random, no SML (K = 1), lr 0.0001; +DACA: DPS progress, SML strided, K = 4, "
-                             "lr 0.0001.")
+    assert lines["grpo"] == (
+        "What each variant of grpo ran (from its cells' configs): +DPS: DPS progress, no SML "
+        "(K = 1) / DPS random, no SML (K = 1), lr 0.0001; +DACA: DPS progress, SML strided, K = 4, "
+        "lr 0.0001."
+    )
     assert "+DACA@" not in lines["grpo"] and lines["gspo"].endswith("+DPS: DPS progress, no SML (K = 1), lr 0.0003.")
     assert method({"dps": {"enabled": False}, "sml": {"k": 2}}) == "no DPS, SML, K = 2"  # only what the cell recorded
 

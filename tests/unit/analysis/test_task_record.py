@@ -2,6 +2,7 @@
 each scored prompt's cluster into summary.json (`task_record`), so the table of the same cells has the
 same numbers with the task registered or not; cells without the record (older runs) whose task is not
 registered stop the table with one line naming the fix, never a silent `?` family and clusters of one."""
+
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from daca_bench.experiments.analysis.results import load_table
 
 # a user's task, as a new user writes it: sort four digits; the puzzles of one multiset of digits
 # share their answer, so they cluster (and split) by it
-SORT4 = '''
+SORT4 = """
 import random
 
 from daca_bench.registry import register_task
@@ -47,7 +48,7 @@ def sort4(split="test", n=None, seed=0, records=None):
         if len(out) == (n or 64):
             break
     return Task("sort4", "constraint", 3, list(out.values()), verify, split)
-'''
+"""
 
 
 @pytest.fixture
@@ -66,16 +67,32 @@ def sort4(tmp_path, monkeypatch):
 def test_the_trainer_records_the_task_and_each_scored_prompt_s_cluster(sort4, tmp_path):
     from daca_bench.train.trainer import train
 
-    cfg = apply(RLConfig(), {"train": {"task": "sort4", "steps": 1, "prompts_per_step": 2, "num_generations": 2,
-                                       "n_eval": 6, "threads": 1, "save_every": 1},
-                             "rollout": {"gen_length": 8, "block_length": 4, "steps": 4},
-                             "eval": {"gen_length": 8, "block_length": 4, "steps": 4}})
+    cfg = apply(
+        RLConfig(),
+        {
+            "train": {
+                "task": "sort4",
+                "steps": 1,
+                "prompts_per_step": 2,
+                "num_generations": 2,
+                "n_eval": 6,
+                "threads": 1,
+                "save_every": 1,
+            },
+            "rollout": {"gen_length": 8, "block_length": 4, "steps": 4},
+            "eval": {"gen_length": 8, "block_length": 4, "steps": 4},
+        },
+    )
     summary = train(cfg, tmp_path / "cell", progress=False)
     on_disk = json.loads((tmp_path / "cell" / "summary.json").read_text())
     assert on_disk["task_record"] == summary["task_record"]
     record = summary["task_record"]
-    assert {k: record[k] for k in ("name", "family", "version", "cluster")} == \
-        {"name": "sort4", "family": "constraint", "version": 3, "cluster": "digits"}
+    assert {k: record[k] for k in ("name", "family", "version", "cluster")} == {
+        "name": "sort4",
+        "family": "constraint",
+        "version": 3,
+        "cluster": "digits",
+    }
     scored = [json.loads(line)["id"] for line in (tmp_path / "cell" / "eval.jsonl").read_text().splitlines()]
     test = {s.id: s for s in registry.get_task("sort4", split="test", n=6).samples}
     assert record["clusters"] == {i: test[i].metadata["digits"] for i in scored}
@@ -95,15 +112,29 @@ def _cells(folder: Path, with_record: bool) -> None:
             cell.mkdir(parents=True)
             bump = 0.15 if variant == "+DACA" else 0.0
             rewards = {s.id: float(rng.random() < 0.4 + bump + effect[record["clusters"][s.id]]) for s in samples}
-            (cell / "config.json").write_text(json.dumps({"train": {"task": "sort4", "seed": seed, "n_eval": 60},
-                                                          "loss": {"base": "grpo"}, "dps": {"enabled": dps},
-                                                          "sml": {"k": k}}))
+            (cell / "config.json").write_text(
+                json.dumps(
+                    {
+                        "train": {"task": "sort4", "seed": seed, "n_eval": 60},
+                        "loss": {"base": "grpo"},
+                        "dps": {"enabled": dps},
+                        "sml": {"k": k},
+                    }
+                )
+            )
             (cell / "axes.json").write_text(json.dumps({"variant": variant}))
-            summary = {"task": "sort4", "test_accuracy": float(np.mean(list(rewards.values()))),
-                       **({"task_record": record} if with_record else {})}
+            summary = {
+                "task": "sort4",
+                "test_accuracy": float(np.mean(list(rewards.values()))),
+                **({"task_record": record} if with_record else {}),
+            }
             (cell / "summary.json").write_text(json.dumps(summary))
-            (cell / "eval.jsonl").write_text("".join(json.dumps({"id": i, "completion": "", "reward": r,
-                                                                 "status": "correct" if r else "wrong"}) + "\n" for i, r in rewards.items()))
+            (cell / "eval.jsonl").write_text(
+                "".join(
+                    json.dumps({"id": i, "completion": "", "reward": r, "status": "correct" if r else "wrong"}) + "\n"
+                    for i, r in rewards.items()
+                )
+            )
 
 
 def test_a_table_of_the_same_cells_is_the_same_with_the_task_registered_or_not(sort4, tmp_path, monkeypatch):
@@ -149,4 +180,3 @@ def test_a_preset_s_comparisons_plan_the_rows_by_task_whatever_the_family_label(
     (tmp_path / "run" / "config.json").write_text(json.dumps({"preset_spec": spec}))
     table = load_table(tmp_path / "run").set_index("variant")
     assert table.loc["+DACA", "plan"] == "primary"
-

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from daca_bench.archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
+
 from repo_paths import FIXTURES
 
 GOLDEN = FIXTURES / "golden"

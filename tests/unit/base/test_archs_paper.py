@@ -2,6 +2,7 @@
 model_type, auto_map, key names, vocabulary sizes, real special-token ids) load through the native
 classes without remote code and go through `sample`, `eval` and one `train` step of the paper
 configs with CPU-sized overrides; save/load; the adapter's Dream shift and mask forms."""
+
 import json
 
 import pytest
@@ -10,12 +11,34 @@ import torch
 from daca_bench.models import load_pretrained
 
 from repo_paths import FIXTURES as FIX
+
 IDS = {"llada": {"mask": 126336, "eos": 126081}, "dream": {"mask": 151666, "eos": 151643}}
-CPU = ["train.steps=1", "train.prompts_per_step=2", "train.num_generations=2", "train.n_eval=2", "train.mu=1",
-       "train.threads=1", "train.lora_r=4", "train.lora_alpha=8", "train.max_prompt_length=48", "train.save_every=1",
-       "train.eval_every=1", "train.require_gpu=false", "model.dtype=float32", "rollout.gen_length=8",
-       "rollout.block_length=4", "rollout.steps=4", "rollout.batch_size=4", "eval.gen_length=8", "eval.block_length=4",
-       "eval.steps=4", "eval.batch_size=2", "sml.chunk=2", "sml.k=2", "dps.enabled=true"]
+CPU = [
+    "train.steps=1",
+    "train.prompts_per_step=2",
+    "train.num_generations=2",
+    "train.n_eval=2",
+    "train.mu=1",
+    "train.threads=1",
+    "train.lora_r=4",
+    "train.lora_alpha=8",
+    "train.max_prompt_length=48",
+    "train.save_every=1",
+    "train.eval_every=1",
+    "train.require_gpu=false",
+    "model.dtype=float32",
+    "rollout.gen_length=8",
+    "rollout.block_length=4",
+    "rollout.steps=4",
+    "rollout.batch_size=4",
+    "eval.gen_length=8",
+    "eval.block_length=4",
+    "eval.steps=4",
+    "eval.batch_size=2",
+    "sml.chunk=2",
+    "sml.k=2",
+    "dps.enabled=true",
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +76,9 @@ def test_published_format_loads_natively_with_the_real_ids(folders, family):
     assert cfg["auto_map"] and not list(folders[family].glob("*.py"))  # the hub layout, without its code
     adapter = load_pretrained(str(folders[family]))
     assert type(adapter.model) is NATIVE[family]
-    assert (adapter.mask_token_id, adapter.eos_token_id, adapter.pad_token_id) == (IDS[family]["mask"],) + (IDS[family]["eos"],) * 2
+    assert (adapter.mask_token_id, adapter.eos_token_id, adapter.pad_token_id) == (IDS[family]["mask"],) + (
+        IDS[family]["eos"],
+    ) * 2
     assert adapter.shift_logits is (family == "dream") and not adapter.square_mask
 
 
@@ -75,7 +100,7 @@ def test_left_padding_is_invisible_through_the_adapter(folders, family):
     with torch.no_grad():
         alone, inside = adapter.logits(ids, torch.ones_like(ids)), adapter.logits(padded, mask)
     rows = slice(4 if family == "dream" else 3, None)  # Dream's first real row is shifted in from a pad
-    assert torch.allclose(inside[:, rows], alone[:, rows.start - 3:], atol=1e-5)
+    assert torch.allclose(inside[:, rows], alone[:, rows.start - 3 :], atol=1e-5)
 
 
 @pytest.mark.parametrize("family", ["llada", "dream"])
@@ -102,12 +127,55 @@ def test_sample_and_eval_commands(folders, family, tmp_path, capsys, local_gsm8k
     from daca_bench.cli import main
 
     model = str(folders[family])
-    assert main(["sample", "--model", model, "--task", "arithmetic", "--n", "2", "--output", str(tmp_path / "s.jsonl"),
-                 "sampler.gen_length=8", "sampler.block_length=4", "sampler.steps=4", "sampler.batch_size=2"]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--model",
+                model,
+                "--task",
+                "arithmetic",
+                "--n",
+                "2",
+                "--output",
+                str(tmp_path / "s.jsonl"),
+                "sampler.gen_length=8",
+                "sampler.block_length=4",
+                "sampler.steps=4",
+                "sampler.batch_size=2",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(len(r["commit_step"]) == 8 for r in rows)
-    assert main(["eval", "--model", model, "--task", "gsm8k", "--protocol", "d1", "--n", "2", "--gen-length", "8", "--block-length", "4",
-                 "--steps", "4", "--batch-size", "2", "--output-dir", str(tmp_path / "e"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                model,
+                "--task",
+                "gsm8k",
+                "--protocol",
+                "d1",
+                "--n",
+                "2",
+                "--gen-length",
+                "8",
+                "--block-length",
+                "4",
+                "--steps",
+                "4",
+                "--batch-size",
+                "2",
+                "--output-dir",
+                str(tmp_path / "e"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "chat template on" in capsys.readouterr().out
     assert len((tmp_path / "e" / "samples.jsonl").read_text().splitlines()) == 2
 
@@ -117,8 +185,18 @@ def test_one_train_step_of_the_paper_config(folders, family, tmp_path, local_gsm
     """LoRA, gradient checkpointing, chat template, KL reference, checkpoint, final eval, DPS examples."""
     from daca_bench.cli import main
 
-    rc = main(["train", "--config", f"configs/paper/{family}_gsm8k.yaml", "--output-dir", str(tmp_path / "run"),
-               "--no-progress", f"model.name={folders[family]}", *CPU])
+    rc = main(
+        [
+            "train",
+            "--config",
+            f"configs/paper/{family}_gsm8k.yaml",
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--no-progress",
+            f"model.name={folders[family]}",
+            *CPU,
+        ]
+    )
     assert rc == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 1
@@ -138,13 +216,43 @@ def test_gpu_models_script_runs_tiny_on_cpu(tmp_path):
     assert json.loads((tmp_path / "rows.json").read_text()) == rows
 
 
-@pytest.mark.parametrize("argv,key", [
-    (["eval", "--model", "tiny", "--task", "arithmetic", "--n", "2", "--gen-length", "64", "256"], "--gen-length=256"),
-    (["sample", "--model", "tiny", "--task", "arithmetic", "--n", "2", "sampler.gen_length=256",
-      "sampler.block_length=256", "sampler.steps=256"], "sampler.gen_length=256"),
-    (["train", "train.steps=1", "rollout.gen_length=256", "rollout.block_length=256", "rollout.steps=256",
-      "eval.gen_length=256", "eval.block_length=256", "eval.steps=256"], "rollout.gen_length=256"),
-])
+@pytest.mark.parametrize(
+    "argv,key",
+    [
+        (
+            ["eval", "--model", "tiny", "--task", "arithmetic", "--n", "2", "--gen-length", "64", "256"],
+            "--gen-length=256",
+        ),
+        (
+            [
+                "sample",
+                "--model",
+                "tiny",
+                "--task",
+                "arithmetic",
+                "--n",
+                "2",
+                "sampler.gen_length=256",
+                "sampler.block_length=256",
+                "sampler.steps=256",
+            ],
+            "sampler.gen_length=256",
+        ),
+        (
+            [
+                "train",
+                "train.steps=1",
+                "rollout.gen_length=256",
+                "rollout.block_length=256",
+                "rollout.steps=256",
+                "eval.gen_length=256",
+                "eval.block_length=256",
+                "eval.steps=256",
+            ],
+            "rollout.gen_length=256",
+        ),
+    ],
+)
 def test_a_canvas_beyond_the_models_positions_is_one_line_exit_2(argv, key, tmp_path, capsys):
     from daca_bench.cli import main
 

@@ -47,8 +47,25 @@ def test_sample_honours_model_and_sampler_keys_and_moves_the_model_to_the_device
     real = models.load_model
     monkeypatch.setattr(models, "load_model", lambda cfg: loaded.append(real(cfg)) or loaded[-1])
     out = tmp_path / "s.jsonl"
-    assert main(["sample", "--task", "arithmetic", "--n", "2", "--output", str(out), "model.dtype=bfloat16",
-                 "model.hidden_size=32", "sampler.gen_length=12", "sampler.block_length=4", "sampler.steps=6"]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--task",
+                "arithmetic",
+                "--n",
+                "2",
+                "--output",
+                str(out),
+                "model.dtype=bfloat16",
+                "model.hidden_size=32",
+                "sampler.gen_length=12",
+                "sampler.block_length=4",
+                "sampler.steps=6",
+            ]
+        )
+        == 0
+    )
     (adapter,) = loaded
     assert adapter.model.dtype == torch.bfloat16 and adapter.model.config.hidden_size == 32
     assert adapter.device == models.default_device()
@@ -79,8 +96,12 @@ def test_overrides_may_follow_options_and_a_stray_word_is_still_an_error(capsys)
 
 def test_a_closed_pipe_ends_quietly():
     """`daca-bench train --print-config | head -1`: the reader closes the pipe early; no traceback."""
-    proc = subprocess.Popen([sys.executable, "-m", "daca_bench", "train", "--print-config"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daca_bench", "train", "--print-config"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first = proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read()

@@ -10,7 +10,9 @@ from daca_bench.config import (
 
 
 def test_dotted_overrides_are_typed():
-    cfg = load_config(None, ["sft.lr=3e-4", "sampler.steps=16", "sampler.threshold=0.9", "model.trust_remote_code=true"])
+    cfg = load_config(
+        None, ["sft.lr=3e-4", "sampler.steps=16", "sampler.threshold=0.9", "model.trust_remote_code=true"]
+    )
     assert cfg.sft.lr == 3e-4 and cfg.sampler.steps == 16 and cfg.sampler.threshold == 0.9
     assert cfg.model.trust_remote_code is True
     assert load_config(None, ["sampler.threshold=null"]).sampler.threshold is None
@@ -47,15 +49,22 @@ def test_shipped_tiny_preset_loads():
 def test_print_config_names_every_choice_of_each_named_key():
     from daca_bench.config import RLConfig
     from daca_bench.confighelp import describe
-    from daca_bench.rl.credit import NORMS, SCORES
-    from daca_bench.rl.strata import STRATA
-    from daca_bench.rl.losses import AGGREGATIONS, LOSSES
     from daca_bench.engine.runtime import PRECISIONS
+    from daca_bench.rl.credit import NORMS, SCORES
+    from daca_bench.rl.losses import AGGREGATIONS, LOSSES
+    from daca_bench.rl.strata import STRATA
     from daca_bench.train.trainer import REWARDS
 
     helps = {key: help_ for key, _, help_ in describe(RLConfig())}
-    tables = {"sml.partition": STRATA, "dps.score": SCORES, "dps.norm": NORMS, "loss.base": LOSSES,
-              "loss.loss_type": AGGREGATIONS, "train.precision": PRECISIONS, "train.reward": REWARDS}
+    tables = {
+        "sml.partition": STRATA,
+        "dps.score": SCORES,
+        "dps.norm": NORMS,
+        "loss.base": LOSSES,
+        "loss.loss_type": AGGREGATIONS,
+        "train.precision": PRECISIONS,
+        "train.reward": REWARDS,
+    }
     for key, table in tables.items():
         missing = [name for name in table if name not in helps[key]]
         assert not missing, f"{key}'s help does not name {missing}"

@@ -1,12 +1,22 @@
 """Faults and bad input: every everyday mistake is one line and exit 2, JSONL input keeps
 every line, checkpoints survive damage and a full disk."""
+
 import pytest
 
 from daca_bench.cli import main
+
 from repo_paths import FIXTURES
 
-TINY_RL = ["train.steps=1", "train.n_eval=2", "train.prompts_per_step=2", "train.num_generations=2",
-           "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4"]
+TINY_RL = [
+    "train.steps=1",
+    "train.n_eval=2",
+    "train.prompts_per_step=2",
+    "train.num_generations=2",
+    "rollout.block_length=4",
+    "rollout.steps=4",
+    "eval.block_length=4",
+    "eval.steps=4",
+]
 
 
 def _mistakes(d):
@@ -20,8 +30,10 @@ def _mistakes(d):
     return [
         ("verify: missing --input", ["verify", "arithmetic", "--input", f"{d}/nope.jsonl", "--output", f"{d}/o.jsonl"]),
         ("verify: a folder as --input", ["verify", "arithmetic", "--input", str(d), "--output", f"{d}/o.jsonl"]),
-        ("verify: --output in a missing folder",
-         ["verify", "arithmetic", "--input", f"{d}/good.jsonl", "--output", f"{d}/no/such/o.jsonl"]),
+        (
+            "verify: --output in a missing folder",
+            ["verify", "arithmetic", "--input", f"{d}/good.jsonl", "--output", f"{d}/no/such/o.jsonl"],
+        ),
         ("verify: unknown task", ["verify", "arithmetc", "--input", f"{d}/good.jsonl", "--output", f"{d}/o.jsonl"]),
         ("train: unknown task", ["train", "--no-progress", "--output-dir", f"{d}/r1", "train.task=nope", *TINY_RL]),
         ("sft: unknown task", ["sft", "--no-progress", "--output-dir", f"{d}/r2", "sft.task=nope"]),
@@ -31,10 +43,14 @@ def _mistakes(d):
         ("sft: a folder as --config", ["sft", "--config", str(d)]),
         ("sft: a config that is not UTF-8", ["sft", "--config", f"{d}/latin1.yaml"]),
         ("train: unknown override key", ["train", "train.stpes=3"]),
-        ("train: train.init a missing folder",
-         ["train", "--no-progress", "--output-dir", f"{d}/r3", f"train.init={d}/sft/final", *TINY_RL]),
-        ("train: train.init a folder without a model",
-         ["train", "--no-progress", "--output-dir", f"{d}/r4", f"train.init={d}/empty_dir", *TINY_RL]),
+        (
+            "train: train.init a missing folder",
+            ["train", "--no-progress", "--output-dir", f"{d}/r3", f"train.init={d}/sft/final", *TINY_RL],
+        ),
+        (
+            "train: train.init a folder without a model",
+            ["train", "--no-progress", "--output-dir", f"{d}/r4", f"train.init={d}/empty_dir", *TINY_RL],
+        ),
         ("sample: --model a missing folder", ["sample", "--task", "arithmetic", "--model", f"{d}/missing"]),
         ("sample: --output in a missing folder", ["sample", "--task", "arithmetic", "--output", f"{d}/no/x.jsonl"]),
         ("likelihood-bias: --model a missing folder", ["likelihood-bias", "--model", f"{d}/missing"]),
@@ -64,11 +80,14 @@ def test_every_everyday_mistake_is_one_line_and_exit_2(tmp_path, capsys, monkeyp
 
 def test_messages_name_the_input(tmp_path, capsys):
     cases = dict(_mistakes(tmp_path))
-    for name, needle in [("verify: missing --input", "nope.jsonl"), ("train: YAML syntax error", "bad.yaml: not valid YAML at line"),
-                         ("verify: --output in a missing folder", "does not exist"),
-                         ("train: train.init a missing folder", f"{tmp_path}/sft/final"),
-                         ("ablate: missing grid", "nogrid.yaml: no such grid file"),
-                         ("sft: unknown task", "unknown task 'nope'")]:
+    for name, needle in [
+        ("verify: missing --input", "nope.jsonl"),
+        ("train: YAML syntax error", "bad.yaml: not valid YAML at line"),
+        ("verify: --output in a missing folder", "does not exist"),
+        ("train: train.init a missing folder", f"{tmp_path}/sft/final"),
+        ("ablate: missing grid", "nogrid.yaml: no such grid file"),
+        ("sft: unknown task", "unknown task 'nope'"),
+    ]:
         assert main(cases[name]) == 2
         assert needle in capsys.readouterr().err, name
 
@@ -97,7 +116,10 @@ def _mixed_file(path):
     """Good lines mixed with every kind of bad line; returns the expected status per line."""
     import json
 
-    good = [{"expression": "1+1", "answer": "2", "completion": "2"}, {"expression": "2+3", "answer": "5", "completion": "4"}]
+    good = [
+        {"expression": "1+1", "answer": "2", "completion": "2"},
+        {"expression": "2+3", "answer": "5", "completion": "4"},
+    ]
     lines = [
         (json.dumps(good[0]).encode(), "correct"),
         (b'{"expression": "1+1", "answer": "2", "completion": "caf\xff\xfe"}', "bad_input"),  # invalid UTF-8
@@ -106,7 +128,10 @@ def _mixed_file(path):
         (b"", "bad_input"),  # blank line
         (b"   ", "bad_input"),  # blank line of spaces
         (b'{"expression": "1+1", "answer": "2", "completion": "2 \\ud800"}', None),  # lone surrogate: scored
-        (b'{"expression": "1+1", "answer": "2", "completion": "\xe2\x80\xa8 2 \xc3\xa9"}', None),  # U+2028 inside a line
+        (
+            b'{"expression": "1+1", "answer": "2", "completion": "\xe2\x80\xa8 2 \xc3\xa9"}',
+            None,
+        ),  # U+2028 inside a line
         (b"[1, 2]", "bad_input"),
         (b'{"expression": "1+1", "answer": "2"}', "bad_input"),  # no completion
         (b'{"expression": "1+1", "answer": "2", "completion": NaN}', "bad_input"),
@@ -152,13 +177,19 @@ def test_jsonl_writer_is_valid_utf8_json_for_odd_strings():
 
     from daca_bench.jsonl import dumps_line
 
-    for record in [{"c": "\ud800x"}, {"c": "\udfff\ud800"}, {"c": "é\u2028"}, {"r": float("nan"), "x": [float("inf")]},
-                   {"c": "\x00\x1f"}]:
+    for record in [
+        {"c": "\ud800x"},
+        {"c": "\udfff\ud800"},
+        {"c": "é\u2028"},
+        {"r": float("nan"), "x": [float("inf")]},
+        {"c": "\x00\x1f"},
+    ]:
         line = dumps_line(record)
         assert line.endswith("\n") and line.count("\n") == 1
         back = json.loads(line.encode("utf-8").decode("utf-8"))
-        assert back == {k: (None if isinstance(v, float) else [None] if isinstance(v, list) else v)
-                        for k, v in record.items()}
+        assert back == {
+            k: (None if isinstance(v, float) else [None] if isinstance(v, list) else v) for k, v in record.items()
+        }
 
 
 def test_a_local_task_file_reads_through_the_same_reader(tmp_path):
@@ -179,8 +210,19 @@ def test_a_local_task_file_reads_through_the_same_reader(tmp_path):
 # ---- checkpoints that can be trusted -------------------------------------------------------
 def _sft(run, steps, *flags):
     """`daca-bench sft` argv for a tiny run with a checkpoint every 2 steps."""
-    return ["sft", "--no-progress", *flags, "--output-dir", str(run), f"sft.steps={steps}", "sft.save_every=2",
-            "sft.n_train=64", "sft.batch_size=8", "sft.n_eval=4", "sft.threads=1"]
+    return [
+        "sft",
+        "--no-progress",
+        *flags,
+        "--output-dir",
+        str(run),
+        f"sft.steps={steps}",
+        "sft.save_every=2",
+        "sft.n_train=64",
+        "sft.batch_size=8",
+        "sft.n_eval=4",
+        "sft.threads=1",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +252,8 @@ DAMAGE = {
     "weights truncated": lambda c: _truncate(c / "model.safetensors"),
     "weights missing": lambda c: (c / "model.safetensors").unlink(),
     "weights garbage of the same size": lambda c: (c / "model.safetensors").write_bytes(
-        b"\xff" * (c / "model.safetensors").stat().st_size),
+        b"\xff" * (c / "model.safetensors").stat().st_size
+    ),
     "state truncated": lambda c: _truncate(c / "trainer_state.pt"),
     "state garbage": lambda c: _garbage(c / "trainer_state.pt"),
     "state missing": lambda c: (c / "trainer_state.pt").unlink(),
@@ -219,13 +262,16 @@ DAMAGE = {
     "tokenizer missing": lambda c: (c / "tokenizer.json").unlink(),
     "manifest garbage": lambda c: _garbage(c / "manifest.json"),
     "state of another step": lambda c: (c / "trainer_state.pt").write_bytes(
-        (c.parent / "checkpoint-2" / "trainer_state.pt").read_bytes()),
+        (c.parent / "checkpoint-2" / "trainer_state.pt").read_bytes()
+    ),
 }
 
 
 def test_limit_keeps_the_newest_and_a_finished_run_has_them(sft_run):
-    assert sorted(p.name for p in sft_run.iterdir() if p.name.startswith(("checkpoint", ".checkpoint"))) == \
-        ["checkpoint-2", "checkpoint-4"]
+    assert sorted(p.name for p in sft_run.iterdir() if p.name.startswith(("checkpoint", ".checkpoint"))) == [
+        "checkpoint-2",
+        "checkpoint-4",
+    ]
 
 
 @pytest.mark.parametrize("kind", list(DAMAGE))
@@ -288,7 +334,9 @@ def small_disk(tmp_path, request):
     mnt = tmp_path / "disk"
     mnt.mkdir()
     size = getattr(request, "param", "16m")
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if res.returncode:
         pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip() or 'mount failed'}; needs root)")
     yield mnt
@@ -337,8 +385,9 @@ def test_a_full_disk_during_a_dcp_save_is_one_line_and_the_previous_checkpoint_s
 
 
 @pytest.mark.parametrize("error", ["enospc", "eacces"])
-def test_a_failed_dcp_save_names_the_folder_and_the_cause_and_sets_the_partial_folder_aside(tmp_path, capsys,
-                                                                                           monkeypatch, error):
+def test_a_failed_dcp_save_names_the_folder_and_the_cause_and_sets_the_partial_folder_aside(
+    tmp_path, capsys, monkeypatch, error
+):
     """A unit-test double of DCP's writer beside the real full disk above: the second save raises ENOSPC or EACCES."""
     import errno
 
@@ -359,8 +408,9 @@ def test_a_failed_dcp_save_names_the_folder_and_the_cause_and_sets_the_partial_f
 
     monkeypatch.setattr(dcp, "save", failing)
     run = tmp_path / "run"
-    assert main(["train", "--no-progress", "--output-dir", str(run), *TINY_RL, "train.steps=2",
-                 "train.save_every=1"]) == 2
+    assert (
+        main(["train", "--no-progress", "--output-dir", str(run), *TINY_RL, "train.steps=2", "train.save_every=1"]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{run}/checkpoint-2" in err[0] and "checkpoint-1 is intact" in err[0], err
     if error == "enospc":
@@ -371,6 +421,7 @@ def test_a_failed_dcp_save_names_the_folder_and_the_cause_and_sets_the_partial_f
         assert [p.name for p in run.glob(".checkpoint-*")] == [".checkpoint-2.failed"]
     assert find_checkpoint(run) == run / "checkpoint-1" and damage(run / "checkpoint-1") is None
     monkeypatch.setattr(dcp, "save", real)  # the cause fixed: the rerun resumes and clears the set-aside folder
-    assert main(["train", "--no-progress", "--output-dir", str(run), *TINY_RL, "train.steps=2",
-                 "train.save_every=1"]) == 0
+    assert (
+        main(["train", "--no-progress", "--output-dir", str(run), *TINY_RL, "train.steps=2", "train.save_every=1"]) == 0
+    )
     assert find_checkpoint(run) == run / "checkpoint-2" and not list(run.glob(".checkpoint-*"))

@@ -2,6 +2,7 @@
 module-level or inside a function, resolved to daca_bench modules, then the strongly connected
 components of that graph (each of size > 1 is a circle); no module over 450 lines; and no folder of
 the package, the tests or the benchmarks with more than 15 modules."""
+
 import ast
 import tomllib
 from pathlib import Path
@@ -97,9 +98,10 @@ def test_the_checker_finds_a_planted_circle():
 def test_the_tables_libraries_import_no_circle():
     """results, render, plan, replicate, replication, agreement, design, clusters, stats and the table
     command: none in a circle."""
-    ours = {f"daca_bench.experiments.analysis.{m}" for m in ("results", "render", "plan", "replicate", "replication",
-                                                             "agreement", "design", "clusters", "stats")} \
-        | {"daca_bench.experiments.commands.table"}
+    ours = {
+        f"daca_bench.experiments.analysis.{m}"
+        for m in ("results", "render", "plan", "replicate", "replication", "agreement", "design", "clusters", "stats")
+    } | {"daca_bench.experiments.commands.table"}
     assert not [c for c in circles(graph()) if ours & set(c)]
 
 
@@ -111,7 +113,9 @@ def test_no_import_circle_among_daca_bench_modules():
 def test_no_module_of_the_package_or_the_sandbox_is_over_450_lines():
     """Issue 31: modules stay small enough to read top to bottom (the sandbox test checks its own too)."""
     roots = (PACKAGE, PACKAGE.parent / "sandbox")
-    sizes = {str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for r in roots for p in r.rglob("*.py")}
+    sizes = {
+        str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for r in roots for p in r.rglob("*.py")
+    }
     assert sizes and not {p: n for p, n in sizes.items() if n > 450}
 
 
@@ -132,17 +136,34 @@ def upward_imports(edges: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_direction_checker_finds_a_planted_upward_import():
-    assert upward_imports({"daca_bench.experiments.analysis.results": {"daca_bench.experiments.grid.jobs"}}) \
-        == ["daca_bench.experiments.analysis.results -> daca_bench.experiments.grid.jobs"]
-    assert upward_imports({"daca_bench.experiments.grid.jobs": {"daca_bench.experiments.analysis.results",
-                                                                "daca_bench.rl.sampler", "daca_bench.config"}}) == []
+    assert upward_imports({"daca_bench.experiments.analysis.results": {"daca_bench.experiments.grid.jobs"}}) == [
+        "daca_bench.experiments.analysis.results -> daca_bench.experiments.grid.jobs"
+    ]
+    assert (
+        upward_imports(
+            {
+                "daca_bench.experiments.grid.jobs": {
+                    "daca_bench.experiments.analysis.results",
+                    "daca_bench.rl.sampler",
+                    "daca_bench.config",
+                }
+            }
+        )
+        == []
+    )
     assert rank("daca_bench.rl.bases.spg") == rank("daca_bench.rl") and rank("daca_bench.models") == 0
 
 
 def test_the_rooms_table_is_read_and_ordered():
     """The table in pyproject.toml is the one the checks use (an empty table would pass them all)."""
-    order = ["daca_bench.rewards", "daca_bench.rl", "daca_bench.experiments.analysis", "daca_bench.experiments.grid",
-             "daca_bench.experiments.studies", "daca_bench.experiments.commands"]
+    order = [
+        "daca_bench.rewards",
+        "daca_bench.rl",
+        "daca_bench.experiments.analysis",
+        "daca_bench.experiments.grid",
+        "daca_bench.experiments.studies",
+        "daca_bench.experiments.commands",
+    ]
     assert [ROOMS[r] for r in order] == sorted(ROOMS[r] for r in order) and ROOMS["daca_bench.rewards"] >= 1
     assert len({ROOMS[r] for r in order}) == len(order)
 
@@ -153,8 +174,11 @@ def test_no_module_imports_a_room_above_it():
 
 def folder_sizes(top: Path) -> dict[str, int]:
     """Each folder under `top` (itself included) -> its .py modules, the __init__ not counted."""
-    return {str(d.relative_to(top.parent)): len([p for p in d.glob("*.py") if p.name != "__init__.py"])
-            for d in [top, *top.rglob("*")] if d.is_dir() and "__pycache__" not in d.parts}
+    return {
+        str(d.relative_to(top.parent)): len([p for p in d.glob("*.py") if p.name != "__init__.py"])
+        for d in [top, *top.rglob("*")]
+        if d.is_dir() and "__pycache__" not in d.parts
+    }
 
 
 @pytest.mark.parametrize("top", ["daca_bench", "tests", "benchmarks"])
@@ -186,7 +210,15 @@ def test_the_engine_imports_no_algorithm_and_the_algorithm_no_run_loop():
     """Issue 54: engine (rank 2) < rl (3) < train (5); the checker sees an arrow the other way."""
     assert rank("daca_bench.engine.parallel") < rank("daca_bench.rl.sampler") < rank("daca_bench.train.loop")
     edges = graph()
-    assert not [(a, b) for a, bs in edges.items() for b in bs
-                if a.startswith("daca_bench.engine") and not b.startswith("daca_bench.engine") and rank(b) > 1]
-    assert not [(a, b) for a, bs in edges.items() for b in bs
-                if a.startswith("daca_bench.rl") and b.startswith("daca_bench.train")]
+    assert not [
+        (a, b)
+        for a, bs in edges.items()
+        for b in bs
+        if a.startswith("daca_bench.engine") and not b.startswith("daca_bench.engine") and rank(b) > 1
+    ]
+    assert not [
+        (a, b)
+        for a, bs in edges.items()
+        for b in bs
+        if a.startswith("daca_bench.rl") and b.startswith("daca_bench.train")
+    ]

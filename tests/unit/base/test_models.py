@@ -47,10 +47,20 @@ def test_hub_style_masked_lm_loads_through_automodel(tmp_path):
     from transformers import ModernBertConfig, ModernBertForMaskedLM
 
     tok = build_char_tokenizer()
-    cfg = ModernBertConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, pad_token_id=tok.pad_token_id, mask_token_id=tok.mask_token_id,
-                           eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id, cls_token_id=tok.eos_token_id,
-                           sep_token_id=tok.eos_token_id, max_position_embeddings=64)
+    cfg = ModernBertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        pad_token_id=tok.pad_token_id,
+        mask_token_id=tok.mask_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=tok.eos_token_id,
+        cls_token_id=tok.eos_token_id,
+        sep_token_id=tok.eos_token_id,
+        max_position_embeddings=64,
+    )
     ModernBertForMaskedLM(cfg).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     adapter = load_pretrained(str(tmp_path))
@@ -59,15 +69,15 @@ def test_hub_style_masked_lm_loads_through_automodel(tmp_path):
     assert adapter.mask_token_id == tok.mask_token_id and not adapter.shift_logits
 
 
-REMOTE_CONFIG = '''
+REMOTE_CONFIG = """
 from transformers import PretrainedConfig
 class ToyDreamConfig(PretrainedConfig):
     model_type = "toy_dream"
     def __init__(self, vocab_size=100, hidden=16, mask_token_id=None, **kw):
         self.vocab_size, self.hidden = vocab_size, hidden
         super().__init__(mask_token_id=mask_token_id, **kw)
-'''
-REMOTE_MODEL = '''
+"""
+REMOTE_MODEL = """
 import torch
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import MaskedLMOutput
@@ -81,7 +91,7 @@ class ToyDreamModel(PreTrainedModel):
         self.post_init()
     def forward(self, input_ids, attention_mask=None, **kw):
         return MaskedLMOutput(logits=self.out(self.emb(input_ids)))
-'''
+"""
 
 
 @pytest.mark.parametrize("model_type,shifted", [("toy_dream", True), ("toy_llada", False)])
@@ -91,9 +101,14 @@ def test_remote_code_models_load_with_mask_id_from_config(tmp_path, model_type, 
     (tmp_path / "modeling_toy.py").write_text(textwrap.dedent(REMOTE_MODEL))
     tok = build_char_tokenizer()
     tok.save_pretrained(tmp_path)
-    cfg = {"model_type": model_type, "vocab_size": len(tok), "hidden": 16, "mask_token_id": 7,
-           "eos_token_id": tok.eos_token_id,
-           "auto_map": {"AutoConfig": "configuration_toy.ToyDreamConfig", "AutoModel": "modeling_toy.ToyDreamModel"}}
+    cfg = {
+        "model_type": model_type,
+        "vocab_size": len(tok),
+        "hidden": 16,
+        "mask_token_id": 7,
+        "eos_token_id": tok.eos_token_id,
+        "auto_map": {"AutoConfig": "configuration_toy.ToyDreamConfig", "AutoModel": "modeling_toy.ToyDreamModel"},
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     from transformers import AutoConfig, AutoModel
 
@@ -121,4 +136,6 @@ def test_missing_weights_name_a_download_command_that_exists():
     with pytest.raises(RuntimeError, match=r"`hf download no-such-org/no-such-model`") as info:
         require_available(ModelConfig(name="no-such-org/no-such-model"))
     command = re.search(r"`(\S+) download", str(info.value))[1]
-    assert command in {ep.name for ep in entry_points(group="console_scripts") if ep.value.startswith("huggingface_hub")}
+    assert command in {
+        ep.name for ep in entry_points(group="console_scripts") if ep.value.startswith("huggingface_hub")
+    }

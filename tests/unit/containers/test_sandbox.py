@@ -5,6 +5,7 @@ minutes, once).  Without an engine they FAIL with a message saying how to start 
 DACA_BENCH_SKIP_DOCKER=1 to skip them deliberately.
 Run: .venv/bin/python -m pytest tests/unit/containers/test_sandbox.py -x -q
 """
+
 from __future__ import annotations
 
 import os
@@ -18,11 +19,9 @@ from pathlib import Path
 import pytest
 
 from daca_bench import containers as sandbox
+from daca_bench.containers import ExecResult, Pool, SandboxUnavailable, image, payload
 from daca_bench.containers import cli as sandbox_cli
-from daca_bench.containers import image
-from daca_bench.containers import payload
 from daca_bench.containers import pool as pool_module
-from daca_bench.containers import ExecResult, Pool, SandboxUnavailable
 
 CASES = {c["name"]: c for c in sandbox_cli.hostile_cases()}
 FAKE_PASS = [n for n, c in CASES.items() if c["expected"] == ("failed",) and n != "honest_wrong"]
@@ -40,8 +39,11 @@ def _require_docker():
     except SandboxUnavailable as e:
         problem = str(e)
     if problem:  # (outside the except block, so that pytest shows only this message)
-        pytest.fail(f"the sandbox tests need Docker and it is not reachable: {problem}\n"
-                    "(set DACA_BENCH_SKIP_DOCKER=1 to skip them on purpose)", pytrace=False)
+        pytest.fail(
+            f"the sandbox tests need Docker and it is not reachable: {problem}\n"
+            "(set DACA_BENCH_SKIP_DOCKER=1 to skip them on purpose)",
+            pytrace=False,
+        )
     if not image.image_exists(client, sandbox.image_tag()):
         sandbox.build()
 
@@ -88,7 +90,9 @@ def test_humaneval_style_check_passes(pool):
 @pytest.mark.docker
 def test_program_exceptions_reach_the_test_as_builtin_types(pool):
     code = "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x\n"
-    test = "try:\n    f(-1)\nexcept ValueError as e:\n    assert 'negative' in str(e)\nelse:\n    raise AssertionError\n"
+    test = (
+        "try:\n    f(-1)\nexcept ValueError as e:\n    assert 'negative' in str(e)\nelse:\n    raise AssertionError\n"
+    )
     assert pool.run(code, test).status == "passed"
 
 
@@ -124,9 +128,11 @@ def test_memory_bomb_that_touches_its_pages_is_reported_as_memory(pool):
 
 @pytest.mark.docker
 def test_no_network(pool):
-    code = ("import os, socket\ndef probe():\n    try:\n        socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
-            "        return 'connected'\n    except OSError as e:\n        return type(e).__name__\n"
-            "def interfaces():\n    return sorted(os.listdir('/sys/class/net'))\n")
+    code = (
+        "import os, socket\ndef probe():\n    try:\n        socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
+        "        return 'connected'\n    except OSError as e:\n        return type(e).__name__\n"
+        "def interfaces():\n    return sorted(os.listdir('/sys/class/net'))\n"
+    )
     test = "assert probe() != 'connected'\nassert interfaces() == ['lo']\n"
     r = pool.run(code, test)
     assert r.status == "passed", r
@@ -135,10 +141,12 @@ def test_no_network(pool):
 @pytest.mark.docker
 def test_writes_outside_tmp_fail_and_nothing_reaches_the_host(pool):
     name = f"daca-probe-{uuid.uuid4().hex}"
-    code = (f"import os\ndef attempts():\n    ok = []\n    for d in ['/', '/etc', '/usr', '/opt', '/var/tmp', '/root', '/dev/shm', '/home']:\n"
-            f"        try:\n            open(os.path.join(d, '{name}'), 'w').write('x')\n            ok.append(d)\n"
-            f"        except OSError:\n            pass\n    return ok\n"
-            f"def tmp_works():\n    open('/tmp/{name}', 'w').write('x')\n    return os.path.exists('/tmp/{name}')\n")
+    code = (
+        f"import os\ndef attempts():\n    ok = []\n    for d in ['/', '/etc', '/usr', '/opt', '/var/tmp', '/root', '/dev/shm', '/home']:\n"
+        f"        try:\n            open(os.path.join(d, '{name}'), 'w').write('x')\n            ok.append(d)\n"
+        f"        except OSError:\n            pass\n    return ok\n"
+        f"def tmp_works():\n    open('/tmp/{name}', 'w').write('x')\n    return os.path.exists('/tmp/{name}')\n"
+    )
     r = pool.run(code, "assert attempts() == []\nassert tmp_works()\n")
     assert r.status == "passed", r
     assert not (Path("/tmp") / name).exists() and not (Path("/") / name).exists()
@@ -161,8 +169,10 @@ def test_100_megabytes_of_output_are_capped(pool):
 
 @pytest.mark.docker
 def test_setsid_child_does_not_survive_into_the_next_program(solo):
-    code = ("import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)\n"
-            "time.sleep(0.3)\nprint(pid)\n")
+    code = (
+        "import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)\n"
+        "time.sleep(0.3)\nprint(pid)\n"
+    )
     first = solo.run(code, "", timeout=5)
     assert first.status == "passed", first
     pid = int(first.stdout)
@@ -198,11 +208,13 @@ def test_previous_jobs_tests_do_not_leak_into_the_next_program(solo):
 
 @pytest.mark.docker
 def test_programs_cannot_ptrace_docker_init_or_the_harness(pool):
-    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-            "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n"
-            "def attached():\n    me = os.getpid()\n"
-            "    pids = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != me]\n"
-            "    return [p for p in pids if libc.ptrace(16, p, None, None) == 0]\n")  # PTRACE_ATTACH
+    code = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n"
+        "def attached():\n    me = os.getpid()\n"
+        "    pids = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != me]\n"
+        "    return [p for p in pids if libc.ptrace(16, p, None, None) == 0]\n"
+    )  # PTRACE_ATTACH
     r = pool.run(code, "assert attached() == []\n")
     assert r.status == "passed", r
 
@@ -286,9 +298,11 @@ def test_worker_tracebacks_show_the_packaged_source_lines(tmp_path):
     program = payload.worker_program().replace(
         f"from {payload.PACKAGE}.main import main\nmain()",
         f"import traceback, {payload.PACKAGE}.values as v\ntry:\n    v.decode('{{\"t\": 1}}')\n"
-        "except ValueError:\n    print(traceback.format_exc())")
-    r = subprocess.run([sys.executable, "-I", "-B", "-c", program], capture_output=True, text=True, cwd=tmp_path,
-                       timeout=60)
+        "except ValueError:\n    print(traceback.format_exc())",
+    )
+    r = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", program], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert r.returncode == 0 and 'sandbox/worker/values.py", line' in r.stdout, r.stderr
     assert 'raise ValueError("malformed value")' in r.stdout, r.stdout
 

@@ -2,6 +2,7 @@
 the native LLaDA class at a tiny config end to end (and the trust_remote_code route, through modeling
 files generated from the native classes: daca_bench.testing.remote), d1's loss aggregation and
 optimiser knobs."""
+
 import math
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import torch
 
 from daca_bench.rl.likelihood import logsumexp_max, sml_logprobs, target_logprobs
 from daca_bench.rl.sampler import pad_prompts
+
 from repo_paths import ROOT
 
 
@@ -78,8 +80,10 @@ def test_out_of_memory_in_a_step_is_one_line_naming_the_knobs(tmp_path, monkeypa
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB\nmore detail")
 
     monkeypatch.setattr(trainer, "train_step", boom)
-    cfg = apply(RLConfig(), {"train": {"task": "even_length", "steps": 1, "n_eval": 4, "threads": 1,
-                                       "gradient_checkpointing": True}})
+    cfg = apply(
+        RLConfig(),
+        {"train": {"task": "even_length", "steps": 1, "n_eval": 4, "threads": 1, "gradient_checkpointing": True}},
+    )
     with pytest.raises(ConfigError) as err:
         trainer.train(cfg, tmp_path, progress=False)
     msg = str(err.value)
@@ -185,13 +189,20 @@ def test_llada_estimators_and_bf16_against_float32(llada):
     with torch.no_grad():
         k1 = sml_logprobs(llada, p, m, comp, k=1, logit_chunk=3)
         hidden = torch.full_like(comp, llada.mask_token_id)
-        ref = _reference(llada.logits(torch.cat([p, hidden], 1), torch.cat([m, torch.ones_like(comp)], 1))[:, p.shape[1]:], comp)
+        ref = _reference(
+            llada.logits(torch.cat([p, hidden], 1), torch.cat([m, torch.ones_like(comp)], 1))[:, p.shape[1] :], comp
+        )
         assert torch.allclose(k1, ref, atol=1e-5)
         k4 = sml_logprobs(llada, p, m, comp, k=4)
         assert k4.shape == (2, 8) and not torch.allclose(k4, k1, atol=1e-4)
         assert torch.isfinite(elbo_logprobs(llada, p, m, comp, draws=3)).all()
-        half = type(llada)(copy.deepcopy(llada.model).bfloat16(), llada.tokenizer, llada.mask_token_id,
-                           llada.eos_token_id, llada.pad_token_id)
+        half = type(llada)(
+            copy.deepcopy(llada.model).bfloat16(),
+            llada.tokenizer,
+            llada.mask_token_id,
+            llada.eos_token_id,
+            llada.pad_token_id,
+        )
         assert torch.allclose(sml_logprobs(half, p, m, comp, k=4, logit_chunk=5), k4, atol=0.05)
 
 
@@ -204,22 +215,39 @@ def test_llada_one_lora_step_with_checkpointing(remote, llada_dir, remote_dir, t
     from daca_bench.engine.policy import load_policy
     from daca_bench.train.trainer import train
 
-    cfg = apply(RLConfig(), {
-        "model": {"name": str(remote_dir if remote else llada_dir), "trust_remote_code": remote},
-        "train": {"task": "even_length", "steps": 1, "prompts_per_step": 2, "num_generations": 2, "n_eval": 2,
-                  "lr": 1e-2, "threads": 1, "lora": True, "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.05,
-                  "gradient_checkpointing": True},
-        "rollout": {"gen_length": 4, "block_length": 4, "steps": 4, "temperature": 1.0},
-        "eval": {"gen_length": 4, "block_length": 4, "steps": 4}, "sml.k": 2, "dps.enabled": True})
+    cfg = apply(
+        RLConfig(),
+        {
+            "model": {"name": str(remote_dir if remote else llada_dir), "trust_remote_code": remote},
+            "train": {
+                "task": "even_length",
+                "steps": 1,
+                "prompts_per_step": 2,
+                "num_generations": 2,
+                "n_eval": 2,
+                "lr": 1e-2,
+                "threads": 1,
+                "lora": True,
+                "lora_r": 4,
+                "lora_alpha": 8,
+                "lora_dropout": 0.05,
+                "gradient_checkpointing": True,
+            },
+            "rollout": {"gen_length": 4, "block_length": 4, "steps": 4, "temperature": 1.0},
+            "eval": {"gen_length": 4, "block_length": 4, "steps": 4},
+            "sml.k": 2,
+            "dps.enabled": True,
+        },
+    )
     summary = train(cfg, tmp_path, progress=False)
     # the ledger counts canvases: K=2 strata x N=4 rows in the update, 4 rows x 4 denoising steps in the rollout
     assert summary["steps"] == 1 and summary["ledger"]["phases"]["likelihood"]["passes"] == 8
     assert summary["ledger"]["phases"]["likelihood"]["flops"] > 0 and summary["ledger"]["completions"] == 4
     row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(row["loss"]) and row["passes_rollout"] == 16
-    from daca_bench.engine.checkpoint import checkpoints
-
     from torch.distributed.checkpoint import FileSystemReader
+
+    from daca_bench.engine.checkpoint import checkpoints
 
     meta = FileSystemReader(str(checkpoints(tmp_path)[0] / "dcp")).read_metadata().state_dict_metadata
     ranks = {m.size[0] for k, m in meta.items() if k.endswith("lora_A.default.weight")}
@@ -240,8 +268,25 @@ def test_likelihood_bias_command_on_llada_through_remote_code(tmp_path, capsys):
     from daca_bench.testing import write_remote_folder
 
     folder = write_remote_folder("llada", tmp_path / "model", compact=True)  # a ~100-row vocabulary: quicker
-    rc = main(["likelihood-bias", "--model", str(folder), "--trust-remote-code", "--task", "arithmetic",
-               "--n", "3", "--draws", "2", "--gen-length", "4", "--steps", "4", "--no-progress"])
+    rc = main(
+        [
+            "likelihood-bias",
+            "--model",
+            str(folder),
+            "--trust-remote-code",
+            "--task",
+            "arithmetic",
+            "--n",
+            "3",
+            "--draws",
+            "2",
+            "--gen-length",
+            "4",
+            "--steps",
+            "4",
+            "--no-progress",
+        ]
+    )
     assert rc == 0 and "SML K=4" in capsys.readouterr().out
 
 
@@ -269,8 +314,10 @@ def test_loss_types_aggregate_token_losses_as_named():
     valid = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
     adv = torch.tensor([1.0, -2.0])
     w = torch.ones(2, 4)
-    got = {t: loss_grpo(logp, logp, None, adv, valid, w, LossConfig(loss_type=t))[0].item()
-           for t in ("grpo", "bnpo", "dr_grpo")}
+    got = {
+        t: loss_grpo(logp, logp, None, adv, valid, w, LossConfig(loss_type=t))[0].item()
+        for t in ("grpo", "bnpo", "dr_grpo")
+    }
     # token losses: -1 on four tokens of row 0, +2 on one token of row 1
     assert got["grpo"] == pytest.approx((-1 + 2) / 2)
     assert got["bnpo"] == pytest.approx((-4 + 2) / 5)
@@ -301,24 +348,36 @@ def test_chat_template_without_one_is_a_clear_error(tmp_path):
     from daca_bench.config import RLConfig, apply
     from daca_bench.train.trainer import train
 
-    cfg = apply(RLConfig(), {"train": {"task": "even_length", "steps": 1, "n_eval": 2, "threads": 1,
-                                       "chat_template": True}})
+    cfg = apply(
+        RLConfig(), {"train": {"task": "even_length", "steps": 1, "n_eval": 2, "threads": 1, "chat_template": True}}
+    )
     with pytest.raises(ValueError, match="train.chat_template=false"):
         train(cfg, tmp_path, progress=False)
 
 
 def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(remote_dir, tmp_path):
-    from daca_bench.engine.checkpoint import find_checkpoint
     from daca_bench.config import RLConfig, apply
+    from daca_bench.engine.checkpoint import find_checkpoint
     from daca_bench.engine.policy import load_policy
     from daca_bench.train.trainer import train
 
-    cfg = apply(RLConfig(), {
-        "model": {"name": str(remote_dir), "trust_remote_code": True, "dtype": "bfloat16"},
-        "train": {"task": "even_length", "steps": 1, "prompts_per_step": 2, "num_generations": 2, "n_eval": 2,
-                  "threads": 1},
-        "rollout": {"gen_length": 4, "block_length": 4, "steps": 4}, "eval": {"gen_length": 4, "block_length": 4, "steps": 4},
-        "loss.loss_type": "bnpo"})
+    cfg = apply(
+        RLConfig(),
+        {
+            "model": {"name": str(remote_dir), "trust_remote_code": True, "dtype": "bfloat16"},
+            "train": {
+                "task": "even_length",
+                "steps": 1,
+                "prompts_per_step": 2,
+                "num_generations": 2,
+                "n_eval": 2,
+                "threads": 1,
+            },
+            "rollout": {"gen_length": 4, "block_length": 4, "steps": 4},
+            "eval": {"gen_length": 4, "block_length": 4, "steps": 4},
+            "loss.loss_type": "bnpo",
+        },
+    )
     train(cfg, tmp_path, progress=False)
     checkpoint = find_checkpoint(tmp_path)
     assert (Path(checkpoint) / "dcp").is_dir()  # weights (fp32 master) in DCP; the code comes from model.name

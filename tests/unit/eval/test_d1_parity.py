@@ -4,6 +4,7 @@ d1's data files in their published formats (written here), d1's readings and met
 d1's training rewards, LoRA targets, the 4-bit gate, the prompt cut, and each d1 preset's
 evaluation path end to end on the native LLaDA class at a tiny config (daca_bench.testing.paper:
 LLaDA's config fields, special-token ids and chat layout)."""
+
 import csv
 import json
 import math
@@ -17,6 +18,7 @@ import torch
 
 from daca_bench.config import ConfigError, RLConfig, SamplerConfig, apply, load_config
 from daca_bench.registry import get_task, load_all, task_spec
+
 from repo_paths import FIXTURES as FIX
 from repo_paths import ROOT
 
@@ -25,8 +27,12 @@ S = sys.modules["daca_bench_tasks.sudoku"]
 C = sys.modules["daca_bench_tasks.countdown"]
 
 # preset -> (train.task, train.protocol): gsm8k and math500 declare d1's protocol; countdown_d1 / sudoku_d1 are d1's own data
-D1_PRESETS = {"gsm8k": ("gsm8k", "d1"), "math500": ("math500", "d1"), "countdown": ("countdown_d1", ""),
-              "sudoku": ("sudoku_d1", "")}
+D1_PRESETS = {
+    "gsm8k": ("gsm8k", "d1"),
+    "math500": ("math500", "d1"),
+    "countdown": ("countdown_d1", ""),
+    "sudoku": ("sudoku_d1", ""),
+}
 
 
 # ---- d1's files, written here in d1's published formats (d1's own files are not shipped) ----
@@ -64,8 +70,10 @@ def d1_data(tmp_path_factory):
     write_d1_sudoku_csv(folder / "4x4_test_sudoku.csv", rows[:300])
     write_d1_sudoku_csv(folder / "4x4_sudoku_unique_puzzles.csv", rows[300:])
     rng = random.Random(1)
-    write_d1_countdown_jsonl(folder / "countdown_cd3_test.jsonl",
-                             [([rng.randint(1, 99) for _ in range(3)], rng.randint(10, 100)) for _ in range(40)])
+    write_d1_countdown_jsonl(
+        folder / "countdown_cd3_test.jsonl",
+        [([rng.randint(1, 99) for _ in range(3)], rng.randint(10, 100)) for _ in range(40)],
+    )
     return folder
 
 
@@ -109,7 +117,7 @@ def _llada_generate(model, prompt, mask_id: int, gen_length: int, block_length: 
     per_block, t = steps // (gen_length // block_length), 0
     for blk in range(gen_length // block_length):
         hi = start + (blk + 1) * block_length
-        count = (x[:, hi - block_length:hi] == mask_id).sum(1)
+        count = (x[:, hi - block_length : hi] == mask_id).sum(1)
         for i in range(per_block):
             t += 1
             logits = model(input_ids=x).logits.double()  # (N, P+L, V)
@@ -176,8 +184,10 @@ def test_the_tiny_model_still_never_commits_its_pad(tiny):
 # ---- 2. prompts ----------------------------------------------------------------------------------
 def _llada_chat(user: str) -> str:
     """LLaDA's published chat layout, built by hand: header, trimmed content, eot, open assistant header."""
-    return (f"<|start_header_id|>user<|end_header_id|>\n\n{user.strip()}<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n")
+    return (
+        f"<|start_header_id|>user<|end_header_id|>\n\n{user.strip()}<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 def _d1_tasks(split: str):
@@ -229,8 +239,9 @@ def test_a_users_copy_of_d1s_wording_replaces_ours(tmp_path, monkeypatch):
 def test_training_prompts_keep_their_last_tokens(llada):
     from daca_bench.eval.prompts import task_prompts, truncate_prompt
 
-    s = get_task("sudoku_d1", split="train", records=[{"puzzle": "3102200002100320",
-                                                       "solution": "3142243142131324"}]).samples[0]
+    s = get_task(
+        "sudoku_d1", split="train", records=[{"puzzle": "3102200002100320", "solution": "3142243142131324"}]
+    ).samples[0]
     full = task_prompts(llada, [s], chat=True)[0]
     ids = llada.encode([full])[0]
     cut = task_prompts(llada, [s], chat=True, max_tokens=200)[0]
@@ -243,17 +254,20 @@ def test_d1_sudoku_csv_loads_4x4_draws_like_d1_and_reports_cells_and_grids(d1_en
     test = get_task("sudoku_d1", split="test")
     rows = list(csv.DictReader(open(d1_env / "4x4_test_sudoku.csv")))
     order = np.random.RandomState(42).choice(len(rows), 256, replace=False)
-    assert len(test.samples) == 256 and [s.metadata["puzzle"] for s in test.samples] == [rows[i]["Puzzle"] for i in order]
+    assert len(test.samples) == 256 and [s.metadata["puzzle"] for s in test.samples] == [
+        rows[i]["Puzzle"] for i in order
+    ]
     assert all(s.metadata["size"] == 4 and len(s.metadata["puzzle"]) == 16 for s in test.samples)
-    assert [s.metadata["puzzle"] for s in get_task("sudoku_d1", split="test", n=5).samples] == \
-        [s.metadata["puzzle"] for s in test.samples[:5]]
+    assert [s.metadata["puzzle"] for s in get_task("sudoku_d1", split="test", n=5).samples] == [
+        s.metadata["puzzle"] for s in test.samples[:5]
+    ]
     s = test.samples[0]
     solution, puzzle = s.metadata["solution"], s.metadata["puzzle"]
     blanks = puzzle.count("0")
     r = test.verify(s, f"<answer>\n{solution}\n</answer>")
     assert r.status == "correct" and r.details["d1"] == [blanks, blanks]
     first_blank = puzzle.index("0")
-    wrong = solution[:first_blank] + str(int(solution[first_blank]) % 4 + 1) + solution[first_blank + 1:]
+    wrong = solution[:first_blank] + str(int(solution[first_blank]) % 4 + 1) + solution[first_blank + 1 :]
     r = test.verify(s, f"<answer>\n{wrong}\n</answer>")
     assert r.status == "wrong" and r.details["d1"] == [blanks - 1, blanks]  # whole grid wrong, cells mostly right
     from daca_bench.eval.evaluate import score
@@ -277,20 +291,25 @@ def test_d1_countdown_file_loads_as_three_number_instances(d1_env):
     lines = [json.loads(x) for x in (d1_env / "countdown_cd3_test.jsonl").read_text().splitlines()]
     order = np.random.RandomState(42).choice(len(lines), len(lines), replace=False)
     assert len(test.samples) == 40
-    assert [s.metadata["numbers"] for s in test.samples] == [[int(x) for x in lines[i]["input"].split(",")] for i in order]
+    assert [s.metadata["numbers"] for s in test.samples] == [
+        [int(x) for x in lines[i]["input"].split(",")] for i in order
+    ]
     assert all(len(s.metadata["numbers"]) == 3 and isinstance(s.metadata["target"], int) for s in test.samples)
 
 
-@pytest.mark.parametrize("completion,ours,d1", [
-    ("<answer>\n\\boxed{3 \\times 5 + 7}\n</answer>", "correct", 1),
-    ("\\boxed{3*5+7} = 22", "correct", 1),
-    ("\\boxed{3*5+7 = 22}", "correct", 1),  # d1 cuts `= number`
-    ("<answer>3*5+7</answer>", "correct", 0),  # d1 reads a box only (without one: the whole text)
-    ("\\boxed{3*5+7", "correct", 0),  # an unclosed box: d1 falls back to the tags, then the whole text
-    ("\\boxed{5*3+7+0}", "wrong", 0),
-    ("\\boxed{(7+15)}", "wrong", 0),
-    ("\\boxed{__import__('os')}", "no_answer", 0),
-])
+@pytest.mark.parametrize(
+    "completion,ours,d1",
+    [
+        ("<answer>\n\\boxed{3 \\times 5 + 7}\n</answer>", "correct", 1),
+        ("\\boxed{3*5+7} = 22", "correct", 1),
+        ("\\boxed{3*5+7 = 22}", "correct", 1),  # d1 cuts `= number`
+        ("<answer>3*5+7</answer>", "correct", 0),  # d1 reads a box only (without one: the whole text)
+        ("\\boxed{3*5+7", "correct", 0),  # an unclosed box: d1 falls back to the tags, then the whole text
+        ("\\boxed{5*3+7+0}", "wrong", 0),
+        ("\\boxed{(7+15)}", "wrong", 0),
+        ("\\boxed{__import__('os')}", "no_answer", 0),
+    ],
+)
 def test_countdown_d1_reads_like_d1_beside_our_exact_verdict(completion, ours, d1):
     task = get_task("countdown_d1", records=[{"numbers": [3, 5, 7], "target": 22}])
     r = task.verify(task.samples[0], completion)
@@ -303,31 +322,37 @@ def test_d1_arithmetic_is_pythons_without_eval():
     assert C.d1_value("__import__('os')") is None and C.d1_value("3 x 4") is None
 
 
-@pytest.mark.parametrize("completion,ours,d1", [
-    ("<answer>\n\\boxed{27}\n</answer>", "correct", 1),
-    ("\\boxed{...} then \\boxed{27}", "correct", 1),  # d1 skips `...` boxes, takes the first number box
-    ("\\boxed{26} no, \\boxed{27}", "correct", 0),  # d1: the first box; ours: the last
-    ("<answer>I get 27</answer>", "correct", 1),  # d1: the last number inside the first answer pair
-    ("so 27", "correct", 0),  # ours falls back to the last number; d1 does not
-])
+@pytest.mark.parametrize(
+    "completion,ours,d1",
+    [
+        ("<answer>\n\\boxed{27}\n</answer>", "correct", 1),
+        ("\\boxed{...} then \\boxed{27}", "correct", 1),  # d1 skips `...` boxes, takes the first number box
+        ("\\boxed{26} no, \\boxed{27}", "correct", 0),  # d1: the first box; ours: the last
+        ("<answer>I get 27</answer>", "correct", 1),  # d1: the last number inside the first answer pair
+        ("so 27", "correct", 0),  # ours falls back to the last number; d1 does not
+    ],
+)
 def test_gsm8k_d1_reading_beside_ours(completion, ours, d1):
     task = get_task("gsm8k", protocol="d1", path=FIX / "gsm8k.jsonl")
     r = task.verify(task.samples[0], completion)  # gold 27
     assert r.status == ours and r.details["d1"] == [d1, 1]
 
 
-@pytest.mark.parametrize("completion,ours,d1", [
-    ("<answer>\\boxed{\\dfrac{5}{6}}</answer>", "correct", 1),
-    ("\\boxed{\\frac56}", "correct", 1),
-    ("\\boxed{5/6}", "correct", 1),
-    ("\\boxed{10/12}", "correct", 0),  # the same value: math-verify says yes, d1's string match no
-    ("<answer>\\frac{5}{6}</answer>", "correct", 0),  # no box: d1 compares the whole completion
-    # d1 eval/parse_and_get_acc.py:122-130: the first <answer> pair only where the box reading is empty or fails
-    ("\\boxed{} so <answer>\\frac{5}{6}</answer>", "correct", 1),  # an empty box
-    ("<answer>\\frac56</answer> or \\boxed{5/6", "correct", 1),  # the last box never closes
-    ("<answer>1</answer><answer>\\frac56</answer> \\boxed{", "correct", 0),  # d1: the FIRST pair; ours: the last
-    ("so \\boxed 5/6$ it is", "correct", 1),  # `\\boxed ` (space): up to the next $
-])
+@pytest.mark.parametrize(
+    "completion,ours,d1",
+    [
+        ("<answer>\\boxed{\\dfrac{5}{6}}</answer>", "correct", 1),
+        ("\\boxed{\\frac56}", "correct", 1),
+        ("\\boxed{5/6}", "correct", 1),
+        ("\\boxed{10/12}", "correct", 0),  # the same value: math-verify says yes, d1's string match no
+        ("<answer>\\frac{5}{6}</answer>", "correct", 0),  # no box: d1 compares the whole completion
+        # d1 eval/parse_and_get_acc.py:122-130: the first <answer> pair only where the box reading is empty or fails
+        ("\\boxed{} so <answer>\\frac{5}{6}</answer>", "correct", 1),  # an empty box
+        ("<answer>\\frac56</answer> or \\boxed{5/6", "correct", 1),  # the last box never closes
+        ("<answer>1</answer><answer>\\frac56</answer> \\boxed{", "correct", 0),  # d1: the FIRST pair; ours: the last
+        ("so \\boxed 5/6$ it is", "correct", 1),  # `\\boxed ` (space): up to the next $
+    ],
+)
 def test_math500_d1_reading_beside_ours(completion, ours, d1):
     task = get_task("math500", protocol="d1", path=FIX / "math500.jsonl")
     r = task.verify(task.samples[0], completion)  # gold \frac{5}{6}
@@ -370,11 +395,17 @@ def test_d1_math_training_reward_is_two_for_the_box_plus_d1s_format_term():
 
 def test_d1_countdown_and_sudoku_training_rewards():
     cd = get_task("countdown_d1", split="train", records=[{"nums": [3, 5, 7], "target": 22}], shaping="d1")
-    values = [cd.verify(cd.samples[0], c).value for c in ("<answer>\n3*5+7\n</answer>", "<answer>3+5+7</answer>",
-                                                          "<answer>1+1</answer>", "3*5+7")]
+    values = [
+        cd.verify(cd.samples[0], c).value
+        for c in ("<answer>\n3*5+7\n</answer>", "<answer>3+5+7</answer>", "<answer>1+1</answer>", "3*5+7")
+    ]
     assert values == [1.0, pytest.approx(0.1), pytest.approx(0.1), 0.0]
-    sd = get_task("sudoku_d1", split="train", records=[{"puzzle": "3102200002100320",
-                                                        "solution": "3142243142131324"}], shaping="d1")
+    sd = get_task(
+        "sudoku_d1",
+        split="train",
+        records=[{"puzzle": "3102200002100320", "solution": "3142243142131324"}],
+        shaping="d1",
+    )
     assert sd.verify(sd.samples[0], "<answer>3142 2431 4213 1111</answer>").value == pytest.approx(7 / 8)
     assert sd.verify(sd.samples[0], "3142243142131324").value == 0.0  # d1 reads the tags only
 
@@ -384,7 +415,9 @@ def test_llada_math500_preset_resolves_a_training_split():
 
     cfg = load_config(ROOT / "configs/paper/llada_math500.yaml", [], RLConfig)
     assert "train" in task_spec(cfg.train.task).splits and "train" in task_spec("math500").splits
-    task = get_task(cfg.train.task, split="train", protocol=cfg.train.protocol, path=FIX / "math500.jsonl", shaping="d1")
+    task = get_task(
+        cfg.train.task, split="train", protocol=cfg.train.protocol, path=FIX / "math500.jsonl", shaping="d1"
+    )
     assert task.split == "train" and len(task.samples) > 0
     with pytest.raises(Exception) as err:  # offline here: the hub load fails, not the split lookup
         training_task(cfg)
@@ -396,8 +429,15 @@ def test_paper_presets_carry_d1s_protocol():
         cfg = load_config(ROOT / f"configs/paper/llada_{stem}.yaml", [], RLConfig)
         t = cfg.train
         assert (t.task, t.protocol, t.reward, t.max_prompt_length) == (task, protocol, "d1", 200)
-        assert t.lora_target_modules.split(",") == ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj",
-                                                    "gate_proj"]
+        assert t.lora_target_modules.split(",") == [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "up_proj",
+            "down_proj",
+            "gate_proj",
+        ]
         assert not t.load_in_4bit and t.chat_template
     assert RLConfig().train.lora_target_modules == "all-linear" and RLConfig().train.max_prompt_length == 0
 
@@ -405,11 +445,23 @@ def test_paper_presets_carry_d1s_protocol():
 def test_lora_targets_are_the_named_modules(llada_dir):
     from daca_bench.engine.policy import load_policy, lora_targets
 
-    cfg = apply(RLConfig(), {"model": {"name": str(llada_dir)},
-                             "train": {"lora": True, "lora_r": 2, "lora_alpha": 4,
-                                       "lora_target_modules": "q_proj, k_proj,v_proj,up_proj"}})
-    wrapped = {n.split(".lora_A")[0].rsplit(".", 1)[-1] for n, _ in load_policy(cfg, None).model.named_parameters()
-               if "lora_A" in n}
+    cfg = apply(
+        RLConfig(),
+        {
+            "model": {"name": str(llada_dir)},
+            "train": {
+                "lora": True,
+                "lora_r": 2,
+                "lora_alpha": 4,
+                "lora_target_modules": "q_proj, k_proj,v_proj,up_proj",
+            },
+        },
+    )
+    wrapped = {
+        n.split(".lora_A")[0].rsplit(".", 1)[-1]
+        for n, _ in load_policy(cfg, None).model.named_parameters()
+        if "lora_A" in n
+    }
     assert wrapped == {"q_proj", "k_proj", "v_proj", "up_proj"}
     assert lora_targets("all-linear") == "all-linear"
     with pytest.raises(ConfigError):
@@ -421,9 +473,19 @@ def test_4bit_base_is_gated_with_one_line(llada_dir, tmp_path, capsys):
 
     if torch.cuda.is_available():
         pytest.skip("the gate under test is the one a machine without CUDA hits")
-    rc = main(["train", "--output-dir", str(tmp_path / "run"), "--no-progress", f"model.name={llada_dir}",
-               "train.task=even_length", "train.lora=true", "train.load_in_4bit=true",
-               "train.steps=1"])
+    rc = main(
+        [
+            "train",
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--no-progress",
+            f"model.name={llada_dir}",
+            "train.task=even_length",
+            "train.lora=true",
+            "train.load_in_4bit=true",
+            "train.steps=1",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "load_in_4bit" in err and "CUDA" in err
     from daca_bench.engine.policy import nf4_config
@@ -447,8 +509,9 @@ def test_each_d1_preset_evaluates_end_to_end_with_d1s_metric_beside_ours(stem, l
     assert (cfg.eval.block_length, cfg.eval.steps * 2, cfg.eval.temperature) == (32, cfg.eval.gen_length, 0.0)
     task = _preset_test_task(stem, cfg.train.task, cfg.train.protocol, 2)
     samples = list(task.samples)
-    table = evaluate_lengths(llada, task, samples, {16: protocol(16)}, tmp_path, chat=cfg.train.chat_template,
-                             progress=False)
+    table = evaluate_lengths(
+        llada, task, samples, {16: protocol(16)}, tmp_path, chat=cfg.train.chat_template, progress=False
+    )
     row = table[0]
     assert row["n"] == 2 and 0 <= row["accuracy"] <= 1 and 0 <= row["acc_d1"] <= 1
     lines = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
@@ -462,16 +525,34 @@ def test_the_json_preset_evaluates_on_llada_without_a_d1_metric(llada, tmp_path)
 
     cfg = load_config(ROOT / "configs/paper/llada_json_schema.yaml", [], RLConfig)
     task = get_task(cfg.train.task, split="test", n=2)
-    table = evaluate_lengths(llada, task, list(task.samples), {16: protocol(16)}, tmp_path,
-                             chat=cfg.train.chat_template, progress=False)
+    table = evaluate_lengths(
+        llada, task, list(task.samples), {16: protocol(16)}, tmp_path, chat=cfg.train.chat_template, progress=False
+    )
     assert table[0]["n"] == 2 and table[0]["acc_d1"] == ""
 
 
 def test_eval_command_reports_d1s_metric_beside_ours(llada_dir, d1_env, tmp_path, capsys):
     from daca_bench.cli import main
 
-    assert main(["eval", "--model", str(llada_dir), "--task", "sudoku_d1", "--n", "2",
-                 "--gen-length", "16", "--output-dir", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(llada_dir),
+                "--task",
+                "sudoku_d1",
+                "--n",
+                "2",
+                "--gen-length",
+                "16",
+                "--output-dir",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| gen_length | n | accuracy | acc_d1 |" in out and "chat template on" in out
     header, _, row = out.split("| gen_length")[1].splitlines()[:3]

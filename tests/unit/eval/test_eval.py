@@ -1,4 +1,5 @@
 """`daca-bench eval`: d1's protocol per length, the table, resuming, LoRA adapter folders."""
+
 import json
 
 import pytest
@@ -18,14 +19,27 @@ def test_protocol_is_d1s_greedy_block_32_half_steps():
 
 
 def test_eval_prints_a_table_and_resumes_without_redoing_rows(tmp_path, capsys):
-    args = ["eval", "--model", "tiny", "--task", "sudoku_tiny", "--gen-length", "16", "32", "--n", "3",
-            "--output-dir", str(tmp_path), "--no-progress"]
+    args = [
+        "eval",
+        "--model",
+        "tiny",
+        "--task",
+        "sudoku_tiny",
+        "--gen-length",
+        "16",
+        "32",
+        "--n",
+        "3",
+        "--output-dir",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "| gen_length |" in out and "| 16 | 3 |" in out and "| 32 | 3 |" in out
     lines = (tmp_path / "samples.jsonl").read_text().splitlines()
     assert len(lines) == 6 and {"id", "gen_length", "completion", "reward", "status"} <= set(json.loads(lines[0]))
-    (tmp_path / "samples.jsonl").write_text("\n".join(lines[:4]) + "\n{\"torn")  # interrupted mid-write
+    (tmp_path / "samples.jsonl").write_text("\n".join(lines[:4]) + '\n{"torn')  # interrupted mid-write
     assert main(args) == 0
     rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines() if x.endswith("}")]
     assert len(rows) == 6 and len({(r["gen_length"], r["id"]) for r in rows}) == 6
@@ -52,8 +66,26 @@ def test_eval_of_a_lora_adapter_folder_on_llada(remote, tmp_path, capsys):
     ids = torch.tensor([[10, 11, 1, 1]])
     with torch.no_grad():
         assert torch.allclose(merged.logits(ids), peft(input_ids=ids).logits, atol=1e-5)
-    assert main(["eval", "--model", str(tmp_path / "lora"), *["--trust-remote-code"] * remote, "--task", "arithmetic",
-                 "--gen-length", "8", "--n", "2", "--output-dir", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tmp_path / "lora"),
+                *["--trust-remote-code"] * remote,
+                "--task",
+                "arithmetic",
+                "--gen-length",
+                "8",
+                "--n",
+                "2",
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "| 8 | 2 |" in capsys.readouterr().out
 
 
@@ -75,10 +107,32 @@ def test_decode_and_template_axes_write_a_grid_with_paired_intervals(tmp_path, c
     from daca_bench.eval import axes
 
     out = tmp_path / "axes"
-    assert main(["eval", "--task", "sudoku_tiny", "--gen-length", "18", "--n", "4", "--decode", "protocol,reference",
-                 "--templates", "plain", "--output-dir", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--task",
+                "sudoku_tiny",
+                "--gen-length",
+                "18",
+                "--n",
+                "4",
+                "--decode",
+                "protocol,reference",
+                "--templates",
+                "plain",
+                "--output-dir",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     grid = json.loads((out / "grid.json").read_text())
-    assert [(r["decode"], r["template"], r["steps"]) for r in grid] == [("protocol", "plain", 9), ("reference", "plain", 18)]
+    assert [(r["decode"], r["template"], r["steps"]) for r in grid] == [
+        ("protocol", "plain", 9),
+        ("reference", "plain", 18),
+    ]
     assert all(r["lo"] <= r["accuracy"] <= r["hi"] and r["temperature"] == 0.0 and r["n"] == 4 for r in grid)
     assert grid[0]["diff"] == 0 and (out / "plain" / "reference" / "d1" / "18" / "record.json").exists()
     assert "| decode |" in (out / "grid.md").read_text()

@@ -2,6 +2,7 @@
 sampler's LLaDA EOS rules equal a hand-written reference of LLaDA's loop, the answer readings, the posed
 prompts, every protocol running on the tiny model with its record and step maps, refusals in one line, and
 an evaluation split over 2 gloo processes writing the same rows as one process."""
+
 import json
 import os
 import socket
@@ -43,11 +44,17 @@ def test_the_tables_hold_the_sources_settings():
 def test_the_readings_of_the_sources_answers():
     assert readers.READERS["last_number"]("so 3 then 42.\nQuestion: 7") == "<answer>\n42\n</answer>"
     assert readers.READERS["last_number"]("none") == ""
-    assert readers.READERS["boxed_or_sentence"]("x \\boxed{1} then \\boxed{\\frac{1}{2}}.") == "<answer>\n\\frac{1}{2}\n</answer>"
+    assert (
+        readers.READERS["boxed_or_sentence"]("x \\boxed{1} then \\boxed{\\frac{1}{2}}.")
+        == "<answer>\n\\frac{1}{2}\n</answer>"
+    )
     assert readers.READERS["boxed_or_sentence"]("We try. The answer is 5. Done") == "<answer>\n5\n</answer>"
     assert readers.READERS["first_fence"]("a\n```py\n  x = 1\n```\n```python\ny\n```") == "```python\nx = 1\n\n```"
     assert readers.READERS["first_fence"]("  return 1") == "```python\nreturn 1\n```"
-    assert readers.READERS["begin_done"]("[BEGIN]\n 'def f():\r\n  return 1' \n[DONE]") == "```python\ndef f():\n  return 1\n```"
+    assert (
+        readers.READERS["begin_done"]("[BEGIN]\n 'def f():\r\n  return 1' \n[DONE]")
+        == "```python\ndef f():\n  return 1\n```"
+    )
     assert readers.READERS["begin_done"]("```python\ndef g(): pass\n```") == "```python\ndef g(): pass\n```"
 
 
@@ -70,15 +77,18 @@ def test_mbpp_reading_follows_opencompass_on_every_format_it_accepts(reply, prog
     assert readers.READERS["begin_done"](reply) == f"```python\n{program}\n```"
 
 
-@pytest.mark.parametrize("reply,answer", [
-    ("so \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),  # the exemplar format
-    ("\\boxed{{7}}", "7"),  # doubled braces stripped
-    ("\\boxed{1} then \\boxed{}. The answer is 3.", "3"),  # an empty last box: the sentence
-    ("\\boxed{1} and \\boxed{2", "1and\\boxed{2"),  # the last box never closes: the first sentence, normalised
-    ("Thus the final answer is $\\frac{3}{4}$. Yes", "\\frac{3}{4}"),
-    ("no number here. nor here", "nonumberhere"),  # neither: the first sentence
-    ("x \\fbox{9}.", "x\\fbox{9}"),  # an \\fbox is no \\boxed{ for OpenCompass
-])
+@pytest.mark.parametrize(
+    "reply,answer",
+    [
+        ("so \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),  # the exemplar format
+        ("\\boxed{{7}}", "7"),  # doubled braces stripped
+        ("\\boxed{1} then \\boxed{}. The answer is 3.", "3"),  # an empty last box: the sentence
+        ("\\boxed{1} and \\boxed{2", "1and\\boxed{2"),  # the last box never closes: the first sentence, normalised
+        ("Thus the final answer is $\\frac{3}{4}$. Yes", "\\frac{3}{4}"),
+        ("no number here. nor here", "nonumberhere"),  # neither: the first sentence
+        ("x \\fbox{9}.", "x\\fbox{9}"),  # an \\fbox is no \\boxed{ for OpenCompass
+    ],
+)
 def test_math_reading_follows_opencompass_math_postprocess_v2(reply, answer):
     assert readers.READERS["boxed_or_sentence"](reply) == f"<answer>\n{answer}\n</answer>"
 
@@ -120,15 +130,21 @@ def test_the_eos_rules_equal_a_reference_of_llada_s_loop(bias):
     assert eos in plain and set(plain) != {eos}
     for rule in (Suppress(late=(eos,)), Suppress(never=(eos,)), Suppress(never=(eos,), late=(eos,))):
         got = sample(adapter, ["12+5="], cfg, rule=rule)
-        assert (got.completion_ids[0].tolist(), got.commit_step[0].tolist()) == \
-            reference_llada(adapter, "12+5=", 8, rule.never, rule.late), rule
+        assert (got.completion_ids[0].tolist(), got.commit_step[0].tolist()) == reference_llada(
+            adapter, "12+5=", 8, rule.never, rule.late
+        ), rule
     assert eos not in sample(adapter, ["12+5="], cfg, rule=Suppress(never=(eos,))).completion_ids[0].tolist()
     assert transfer_schedule(torch.tensor([8]), 8).tolist() == [[1] * 8]
 
 
 def write_gsm8k(path: Path, n: int = 6) -> Path:
-    rows = [{"question": f"Tom has {i} apples and buys {i + 2} more. How many apples?",
-             "answer": f"He has {i}+{i + 2}=<<{i}+{i + 2}={2 * i + 2}>>{2 * i + 2} apples.\n#### {2 * i + 2}"} for i in range(n)]
+    rows = [
+        {
+            "question": f"Tom has {i} apples and buys {i + 2} more. How many apples?",
+            "answer": f"He has {i}+{i + 2}=<<{i}+{i + 2}={2 * i + 2}>>{2 * i + 2} apples.\n#### {2 * i + 2}",
+        }
+        for i in range(n)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -144,15 +160,24 @@ def test_llada_poses_gsm8k_four_shot_and_mbpp_with_its_exemplars(monkeypatch, tm
     text = posed.samples[0].prompt
     assert text.count("Question: ") == 5 and text.endswith("Answer:") and text.count("The answer is ") == 4
     assert "<<" not in text and "####" not in text  # the exemplars' solutions in the source's layout
-    adapter.tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+    adapter.tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+    )
     try:
         chat = prompts.protocol_task("llada", task, adapter, chat=True).samples[0].prompt
     finally:
         adapter.tokenizer.chat_template = None
     assert chat.count("<user>Question: ") == 5 and chat.count("<assistant>") == 5
     assert prompts.protocol_task("d1", task, adapter, chat=False).samples[0].prompt == task.samples[0].prompt
-    rows = [{"task_id": i, "text": f"Write f{i}.", "code": f"def f{i}():\r\n  return {i}", "test_list": [f"assert f{i}() == {i}"]}
-            for i in range(1, 12)]
+    rows = [
+        {
+            "task_id": i,
+            "text": f"Write f{i}.",
+            "code": f"def f{i}():\r\n  return {i}",
+            "test_list": [f"assert f{i}() == {i}"],
+        }
+        for i in range(1, 12)
+    ]
     mbpp = tmp_path / "mbpp.jsonl"
     mbpp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setenv(DATA_FILES_ENV, str(mbpp))
@@ -161,7 +186,10 @@ def test_llada_poses_gsm8k_four_shot_and_mbpp_with_its_exemplars(monkeypatch, tm
     assert [f"Write f{i}." in text for i in (2, 3, 4, 5)] == [True, True, True, False]
     assert text.endswith("assert f1() == 1  \n[BEGIN]\n") and "[BEGIN]\n 'def f2():\n  return 2' \n[DONE]" in text
     scored = prompts.protocol_task("llada", task, adapter, chat=False)
-    assert readers.READERS["begin_done"]("[BEGIN]\n 'def f1():\n  return 1' \n[DONE]") == "```python\ndef f1():\n  return 1\n```"
+    assert (
+        readers.READERS["begin_done"]("[BEGIN]\n 'def f1():\n  return 1' \n[DONE]")
+        == "```python\ndef f1():\n  return 1\n```"
+    )
     assert scored.verify is not task.verify
     # the reply after the prompt's [BEGIN], in the exemplars' own format, is a correct program (issue 59)
     assert scored.verify(scored.samples[0], " 'def f1():\n  return 1' \n[DONE] \n\n ").status == "correct"
@@ -179,9 +207,31 @@ def tiny_folder(tmp_path_factory):
 def test_every_protocol_runs_on_tiny_and_records_what_explains_a_difference(tmp_path, tiny_folder, capsys):
     data = write_gsm8k(tmp_path / "gsm.jsonl")
     out = tmp_path / "out"
-    assert main(["eval", "--model", str(tiny_folder), "--task", "gsm8k", "--data-file", str(data), "--protocol",
-                 "d1,llada,dare", "--gen-length", "16", "--n", "2", "--batch-size", "2", "--output-dir", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_folder),
+                "--task",
+                "gsm8k",
+                "--data-file",
+                str(data),
+                "--protocol",
+                "d1,llada,dare",
+                "--gen-length",
+                "16",
+                "--n",
+                "2",
+                "--batch-size",
+                "2",
+                "--output-dir",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     for line in ("| d1 | 16 | 2 |", "| llada | 16 | 2 |", "| dare | 16 | 2 |"):
         assert line in printed
@@ -197,19 +247,59 @@ def test_every_protocol_runs_on_tiny_and_records_what_explains_a_difference(tmp_
     assert {"device", "dtype", "batch_size", "cache", "threshold", "seed", "processes", "versions"} <= set(record)
     assert record["versions"]["torch"] == torch.__version__ and record["protocols"]["dare"]["16"]["block_length"] == 8
     assert (out / "summary.csv").read_text().splitlines()[0].startswith("protocol,gen_length")
-    assert main(["eval", "--model", str(tiny_folder), "--task", "gsm8k", "--data-file", str(data), "--protocol",
-                 "llada", "--gen-length", "16", "--n", "2", "--output-dir", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_folder),
+                "--task",
+                "gsm8k",
+                "--data-file",
+                str(data),
+                "--protocol",
+                "llada",
+                "--gen-length",
+                "16",
+                "--n",
+                "2",
+                "--output-dir",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert len((out / "samples.jsonl").read_text().splitlines()) == 6  # resumed: nothing decoded again
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--protocol", "llada", "--cache", "prefix"], "--protocol llada: its source decodes without a KV cache"),
-    (["--protocol", "llada", "--threshold", "0.9"], "without threshold decoding"),
-    (["--protocol", "nope"], "unknown protocol nope"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--protocol", "llada", "--cache", "prefix"], "--protocol llada: its source decodes without a KV cache"),
+        (["--protocol", "llada", "--threshold", "0.9"], "without threshold decoding"),
+        (["--protocol", "nope"], "unknown protocol nope"),
+    ],
+)
 def test_what_a_protocol_does_not_allow_is_one_line(extra, message, tmp_path, capsys):
-    assert main(["eval", "--task", "arithmetic", "--n", "1", "--gen-length", "8", "--output-dir", str(tmp_path),
-                 "--no-progress", *extra]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--task",
+                "arithmetic",
+                "--n",
+                "1",
+                "--gen-length",
+                "8",
+                "--output-dir",
+                str(tmp_path),
+                "--no-progress",
+                *extra,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
 
@@ -223,15 +313,39 @@ def _port() -> int:
 @pytest.mark.slow
 def test_an_evaluation_split_over_two_gloo_processes_writes_the_rows_of_one(tmp_path, tiny_folder):
     data = write_gsm8k(tmp_path / "gsm.jsonl", 5)  # (no --n: torchrun's parser takes --n for one of its own options)
-    args = ["-m", "daca_bench", "eval", "--model", str(tiny_folder), "--task", "gsm8k", "--data-file", str(data),
-            "--gen-length", "8", "--batch-size", "2", "--protocol", "d1,dare", "--no-progress"]
+    args = [
+        "-m",
+        "daca_bench",
+        "eval",
+        "--model",
+        str(tiny_folder),
+        "--task",
+        "gsm8k",
+        "--data-file",
+        str(data),
+        "--gen-length",
+        "8",
+        "--batch-size",
+        "2",
+        "--protocol",
+        "d1,dare",
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     runs = {}
     for nproc in (1, 2):
-        launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                  str(_port())] if nproc == 2 else [sys.executable]
-        done = subprocess.run([*launch, *args, "--output-dir", str(tmp_path / str(nproc))], env=env,
-                              capture_output=True, text=True, timeout=300)
+        launch = (
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_port())]
+            if nproc == 2
+            else [sys.executable]
+        )
+        done = subprocess.run(
+            [*launch, *args, "--output-dir", str(tmp_path / str(nproc))],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         runs[nproc] = sorted((tmp_path / str(nproc) / "samples.jsonl").read_text().splitlines())
     assert len(runs[1]) == 10 and runs[2] == runs[1]
@@ -257,8 +371,10 @@ def test_d1_poses_a_task_as_it_declares_d1_and_the_other_protocols_read_its_bare
     assert [s.prompt for s in d1.samples] == [s.prompt for s in get_task("gsm8k", protocol="d1", n=2).samples]
     assert [s.prompt for s in llada.samples] == [s.prompt for s in get_task("gsm8k", n=2).samples]
     assert [s.id for s in d1.samples] == [s.id for s in llada.samples]  # one item, posed two ways
-    assert all(s.metadata["prefill"] == "<reasoning>" and "prefill" not in t.metadata
-               for s, t in zip(d1.samples, llada.samples))
+    assert all(
+        s.metadata["prefill"] == "<reasoning>" and "prefill" not in t.metadata
+        for s, t in zip(d1.samples, llada.samples)
+    )
     for a in llada.samples:
         assert prompts.fields("gsm8k", a) == {"question": a.prompt.split("Problem: ")[1][:-1]}
     arith = prompts.load_task("d1", "arithmetic", n=2)  # a task declaring no d1 runs as itself

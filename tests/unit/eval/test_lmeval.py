@@ -1,6 +1,7 @@
 """lm-evaluation-harness backend (issue 46): lm_eval model `daca` runs a local generation task and a local
 multiple-choice task on the tiny model, offline; its loglikelihood is LLaDA's Monte Carlo ELBO, checked
 against a hand computation on a fixed seed; stop strings cut the generated text; CFG; one-line errors."""
+
 import json
 import math
 
@@ -17,7 +18,8 @@ from daca_bench.errors import ConfigError  # noqa: E402
 from daca_bench.eval.lmeval import DacaLM, Guided, cut_at_stops, request_key  # noqa: E402
 from daca_bench.rl.sampler import sample  # noqa: E402
 from daca_bench.rl.strata import keyed_generator  # noqa: E402
-from repo_paths import ROOT
+
+from repo_paths import ROOT  # noqa: E402
 
 TASK = """task: {name}
 dataset_path: json
@@ -38,30 +40,68 @@ def write_tasks(folder):
     """A generation task and a multiple-choice task: two YAML files and their JSONL data."""
     gen, mc = folder / "gen.jsonl", folder / "mc.jsonl"
     gen.write_text("".join(json.dumps({"question": f"{i}+{i}=", "answer": str(2 * i)}) + "\n" for i in range(3)))
-    mc.write_text("".join(json.dumps({"question": f"{i}+1=", "choices": [str(i + 1), str(i + 7)], "label": 0}) + "\n"
-                          for i in range(3)))
-    (folder / "gen.yaml").write_text(TASK.format(name="daca_local_gen", data=gen, kind="generate_until",
-                                                 target="{{answer}}", metric="exact_match",
-                                                 extra='generation_kwargs:\n  until: ["\\n"]'))
-    (folder / "mc.yaml").write_text(TASK.format(name="daca_local_mc", data=mc, kind="multiple_choice",
-                                                target="{{label}}", metric="acc",
-                                                extra='doc_to_choice: "{{choices}}"'))
+    mc.write_text(
+        "".join(
+            json.dumps({"question": f"{i}+1=", "choices": [str(i + 1), str(i + 7)], "label": 0}) + "\n"
+            for i in range(3)
+        )
+    )
+    (folder / "gen.yaml").write_text(
+        TASK.format(
+            name="daca_local_gen",
+            data=gen,
+            kind="generate_until",
+            target="{{answer}}",
+            metric="exact_match",
+            extra='generation_kwargs:\n  until: ["\\n"]',
+        )
+    )
+    (folder / "mc.yaml").write_text(
+        TASK.format(
+            name="daca_local_mc",
+            data=mc,
+            kind="multiple_choice",
+            target="{{label}}",
+            metric="acc",
+            extra='doc_to_choice: "{{choices}}"',
+        )
+    )
 
 
 def test_lm_eval_runs_a_local_generation_and_a_multiple_choice_task_on_tiny(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     write_tasks(tmp_path)
     out = tmp_path / "out"
-    assert main(["lm-eval", "--model", "daca", "--model_args", "model=tiny,gen_length=8,steps=8,mc_num=4,mc_batch=8",
-                 "--tasks", "daca_local_gen,daca_local_mc", "--include_path", str(tmp_path), "--batch_size", "4",
-                 "--output_path", str(out), "--log_samples"]) == 0
+    assert (
+        main(
+            [
+                "lm-eval",
+                "--model",
+                "daca",
+                "--model_args",
+                "model=tiny,gen_length=8,steps=8,mc_num=4,mc_batch=8",
+                "--tasks",
+                "daca_local_gen,daca_local_mc",
+                "--include_path",
+                str(tmp_path),
+                "--batch_size",
+                "4",
+                "--output_path",
+                str(out),
+                "--log_samples",
+            ]
+        )
+        == 0
+    )
     results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
     assert set(results) == {"daca_local_gen", "daca_local_mc"}
     assert 0.0 <= results["daca_local_mc"]["acc,none"] <= 1.0
     gen = [json.loads(x) for x in next(out.rglob("samples_daca_local_gen_*.jsonl")).read_text().splitlines()]
     mc = [json.loads(x) for x in next(out.rglob("samples_daca_local_mc_*.jsonl")).read_text().splitlines()]
     assert len(gen) == 3 and all("\n" not in r["resps"][0][0] for r in gen)  # cut at the stop string
-    assert len(mc) == 3 and all(len(r["resps"]) == 2 and float(r["resps"][0][0][0]) < 0 for r in mc)  # an ELBO per choice
+    assert len(mc) == 3 and all(
+        len(r["resps"]) == 2 and float(r["resps"][0][0][0]) < 0 for r in mc
+    )  # an ELBO per choice
 
 
 def test_generate_until_is_the_samplers_text_cut_at_the_first_stop_string():
@@ -69,9 +109,10 @@ def test_generate_until_is_the_samplers_text_cut_at_the_first_stop_string():
     prompts = ["12+5=", "3*4=", "7-2="]
     full = sample(lm.adapter, prompts, lm.sampler, seed=0, record=False).texts
     stops = [full[0][3:5], full[1][1], "never there"]  # strings the completions hold (and one they do not)
-    got = lm.generate_until([Instance("generate_until", {}, (p, {"until": [s, "zzz"]}), i)
-                             for i, (p, s) in enumerate(zip(prompts, stops))])
-    assert got == [full[0][:full[0].index(stops[0])], full[1][:full[1].index(stops[1])], full[2]]
+    got = lm.generate_until(
+        [Instance("generate_until", {}, (p, {"until": [s, "zzz"]}), i) for i, (p, s) in enumerate(zip(prompts, stops))]
+    )
+    assert got == [full[0][: full[0].index(stops[0])], full[1][: full[1].index(stops[1])], full[2]]
     assert cut_at_stops("a;b.c", [".", ";"]) == "a" and cut_at_stops("abc", None) == "abc"
 
 
@@ -79,19 +120,19 @@ def hand_elbo(adapter, context: str, continuation: str, draws: int, seed: int) -
     """LLaDA's ELBO by hand: per draw l ~ U{1..L} continuation tokens masked (the request's keyed
     generator), the masked tokens' log-softmax of the target summed with weight L / l, mean over draws."""
     ctx = adapter.encode([context])[0]
-    cont = adapter.encode([context + continuation])[0][len(ctx):]
+    cont = adapter.encode([context + continuation])[0][len(ctx) :]
     L, total = len(cont), 0.0
     for d in range(draws):
         gen = keyed_generator(seed, "elbo", request_key(context, continuation), d)
-        l = int(torch.randint(1, L + 1, (1,), generator=gen))
-        masked = torch.randperm(L, generator=gen)[:l]
+        n_masked = int(torch.randint(1, L + 1, (1,), generator=gen))
+        masked = torch.randperm(L, generator=gen)[:n_masked]
         noisy = torch.tensor(cont)
         noisy[masked] = adapter.mask_token_id
         ids = torch.cat([torch.tensor(ctx, dtype=torch.long), noisy])[None]
         with torch.no_grad():
-            logits = adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0, len(ctx):].double()
+            logits = adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0, len(ctx) :].double()
         logp = torch.log_softmax(logits, -1)[torch.arange(L), torch.tensor(cont)]
-        total += float((L / l) * logp[masked].sum())
+        total += float((L / n_masked) * logp[masked].sum())
     return total / draws
 
 
@@ -102,7 +143,9 @@ def test_loglikelihood_is_llada_s_elbo_computed_by_hand():
     for (context, cont), (ll, greedy) in zip(reqs, got):
         assert ll == pytest.approx(hand_elbo(lm.adapter, context, cont, 6, 3), abs=1e-5) and greedy is False
     one = DacaLM(model="tiny", mc_num=6, mc_batch=4, seed=3, batch_size=1)  # masks keyed per request, not per batch
-    assert [x for x, _ in one.loglikelihood([Instance("loglikelihood", {}, reqs[1], 0)])] == pytest.approx([got[1][0]], abs=1e-5)
+    assert [x for x, _ in one.loglikelihood([Instance("loglikelihood", {}, reqs[1], 0)])] == pytest.approx(
+        [got[1][0]], abs=1e-5
+    )
     rolling = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, ("hello",), 0)])
     assert rolling == pytest.approx([got[2][0]], abs=1e-5)
 
@@ -113,7 +156,9 @@ def test_classifier_free_guidance_and_the_greedy_check():
     plain = lm.adapter.logits(ids, torch.ones_like(ids))
     assert torch.allclose(Guided(lm.adapter, 2, 0.0).logits(ids, torch.ones_like(ids)), plain, atol=1e-5)
     un = lm.adapter.logits(torch.tensor([[lm.adapter.mask_token_id] * 2 + [7, 8, 9]]), torch.ones_like(ids))
-    assert torch.allclose(Guided(lm.adapter, 2, 1.5).logits(ids, torch.ones_like(ids)), un + 2.5 * (plain - un), atol=1e-4)
+    assert torch.allclose(
+        Guided(lm.adapter, 2, 1.5).logits(ids, torch.ones_like(ids)), un + 2.5 * (plain - un), atol=1e-4
+    )
     guided = DacaLM(model="tiny", mc_num=2, cfg=1.5)
     req = Instance("loglikelihood", {}, ("12+5=", "17"), 0)
     assert guided.loglikelihood([req])[0][0] != lm.loglikelihood([req])[0][0]
@@ -128,8 +173,22 @@ def test_bad_model_args_are_one_line_errors(tmp_path, capsys, monkeypatch):
         DacaLM(model="tiny", colour="red")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     write_tasks(tmp_path)
-    assert main(["lm-eval", "--model", "daca", "--model_args", "model=tiny,mc_num=0", "--tasks", "daca_local_mc",
-                 "--include_path", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "lm-eval",
+                "--model",
+                "daca",
+                "--model_args",
+                "model=tiny,mc_num=0",
+                "--tasks",
+                "daca_local_mc",
+                "--include_path",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("daca-bench lm-eval:") and "mc_num=0 must be at least 1" in err[-1]
 
@@ -151,18 +210,44 @@ def test_two_gloo_processes_give_the_results_of_one(tmp_path):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)] \
-            if nproc == 2 else [sys.executable]
+        launch = (
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)]
+            if nproc == 2
+            else [sys.executable]
+        )
         out = tmp_path / f"out{nproc}"
-        done = subprocess.run([*launch, "-m", "daca_bench", "lm-eval", "--model", "daca", "--model_args",
-                               "model=tiny,gen_length=8,steps=8,mc_num=4", "--tasks", "daca_local_gen,daca_local_mc",
-                               "--include_path", str(tmp_path), "--output_path", str(out), "--log_samples"],
-                              env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                *launch,
+                "-m",
+                "daca_bench",
+                "lm-eval",
+                "--model",
+                "daca",
+                "--model_args",
+                "model=tiny,gen_length=8,steps=8,mc_num=4",
+                "--tasks",
+                "daca_local_gen,daca_local_mc",
+                "--include_path",
+                str(tmp_path),
+                "--output_path",
+                str(out),
+                "--log_samples",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         # each request's first response (lm_eval repeats a request to even out the ranks' counts)
-        samples[nproc] = {p.name.split("_2")[0]: sorted((json.loads(x)["doc_id"], json.dumps([r[0] for r in json.loads(x)["resps"]]))
-                                                        for x in p.read_text().splitlines())
-                          for p in out.rglob("samples_*.jsonl")}
+        samples[nproc] = {
+            p.name.split("_2")[0]: sorted(
+                (json.loads(x)["doc_id"], json.dumps([r[0] for r in json.loads(x)["resps"]]))
+                for x in p.read_text().splitlines()
+            )
+            for p in out.rglob("samples_*.jsonl")
+        }
         samples[nproc]["results"] = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
     assert set(samples[1]) == {"samples_daca_local_gen", "samples_daca_local_mc", "results"}
     assert samples[2] == samples[1] and len(samples[1]["samples_daca_local_mc"]) == 3
@@ -196,7 +281,12 @@ def gen(context: str, **kw) -> Instance:
 def test_gen_kwargs_set_the_canvas_the_temperature_and_the_stops():
     lm = DacaLM(model="tiny", gen_length=16, block_length=8, steps=8, batch_size=2)
     short = lm.request_sampler({"max_gen_toks": 4, "until": "\n"})
-    assert (short[0].gen_length, short[0].block_length, short[0].steps, short[1]) == (4, 4, 2, ["\n"])  # 2 tokens a step
+    assert (short[0].gen_length, short[0].block_length, short[0].steps, short[1]) == (
+        4,
+        4,
+        2,
+        ["\n"],
+    )  # 2 tokens a step
     cfg = lm.request_sampler({"max_gen_toks": 24})[0]
     assert (cfg.gen_length, cfg.block_length, cfg.steps) == (24, 8, 12)
     assert lm.request_sampler({"temperature": 0.9, "do_sample": True})[0].temperature == 0.9
@@ -214,7 +304,9 @@ def test_gen_kwargs_set_the_canvas_the_temperature_and_the_stops():
 
 def test_sampled_rows_do_not_depend_on_the_batch():
     prompts = ["12+5=", "3*4=", "7-2=", "9+9=", "1+1="]
-    reqs = [gen(p, temperature=0.9, do_sample=True) for p in prompts] + [gen(prompts[0], temperature=0.9, do_sample=True)]
+    reqs = [gen(p, temperature=0.9, do_sample=True) for p in prompts] + [
+        gen(prompts[0], temperature=0.9, do_sample=True)
+    ]
     rows = {b: DacaLM(model="tiny", gen_length=8, steps=8, batch_size=b).generate_until(reqs) for b in (1, 4)}
     assert rows[1] == rows[4]
     assert rows[1][0] != rows[1][5] or rows[1][1:5] != [rows[1][0]] * 4  # a repeat of a request draws anew
@@ -236,12 +328,12 @@ def test_contexts_longer_than_the_model_are_left_truncated():
     limit = lm.max_length
     assert limit and limit < 200
     long = "1+2+3+4+5+6+7+8+9=" * 20  # far more tokens than tiny's positions
-    tail = lm.adapter.encode([long])[0][-(limit - 8):]
+    tail = lm.adapter.encode([long])[0][-(limit - 8) :]
     got = lm.generate_until([gen(long)])
     cfg = lm.request_sampler({"until": ["zzz"]})[0]
     expect = sample(lm.adapter, [tail], cfg, seed=[0], record=False).texts[0]  # greedy: the seed does not matter
     assert got == [lm._plain(expect)]
-    (ll, _), = lm.loglikelihood([Instance("loglikelihood", {}, (long, "17"), 0)])
+    ((ll, _),) = lm.loglikelihood([Instance("loglikelihood", {}, (long, "17"), 0)])
     ctx, cont = lm._encode_pair(long, "17")
     assert len(ctx) + len(cont) == limit and math.isfinite(ll)
     small = DacaLM(model="tiny", mc_num=2, max_length=6)
@@ -271,7 +363,24 @@ def test_lm_eval_defaults_to_daca_and_runs_the_shipped_local_tasks_offline(tmp_p
     assert all(r["answer"].endswith(f"#### {r['answer'].split()[-1]}") for r in gsm)
     assert all(r["choices"][r["label"]] == g["answer"].split()[-1] for r, g in zip(mc, gsm))
     out = tmp_path / "out"
-    assert main(["lm-eval", "--model_args", "model=tiny,gen_length=8,steps=8,mc_num=2", "--tasks",
-                 "daca_gsm8k_local,daca_mc_local", "--limit", "3", "--output_path", str(out)]) == 0  # no --model
+    assert (
+        main(
+            [
+                "lm-eval",
+                "--model_args",
+                "model=tiny,gen_length=8,steps=8,mc_num=2",
+                "--tasks",
+                "daca_gsm8k_local,daca_mc_local",
+                "--limit",
+                "3",
+                "--output_path",
+                str(out),
+            ]
+        )
+        == 0
+    )  # no --model
     results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
-    assert set(results) == {"daca_gsm8k_local", "daca_mc_local"} and "exact_match,strict-match" in results["daca_gsm8k_local"]
+    assert (
+        set(results) == {"daca_gsm8k_local", "daca_mc_local"}
+        and "exact_match,strict-match" in results["daca_gsm8k_local"]
+    )

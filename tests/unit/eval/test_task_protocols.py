@@ -1,6 +1,7 @@
 """Protocols declared per task (issue 54 item 3): `gsm8k` and `math500` under protocol `d1` are what the
 retired tasks `gsm8k_d1` / `math500_d1` were, byte for byte: prompts, targets, metadata and d1's rewards
 and verdicts, against tests/fixtures/d1_prompts.json (rendered from those tasks before they were retired)."""
+
 import json
 
 import pytest
@@ -9,6 +10,7 @@ from daca_bench.errors import ConfigError, UnknownTaskError
 from daca_bench.registry import get_task, task_protocols
 
 from repo_paths import FIXTURES as FIX
+
 EXPECTED = json.loads((FIX / "d1_prompts.json").read_text())
 
 
@@ -24,7 +26,9 @@ def test_a_task_under_d1_renders_what_its_retired_d1_copy_rendered(key):
         assert (s.prompt, s.target, s.metadata) == (want["prompt"], want["target"], want["metadata"])
         for scored in want["rewards"]:
             r = task.verify(s, scored["reply"])
-            got = json.loads(json.dumps({"value": r.value, "status": r.status, "details": dict(r.details)}, default=str))
+            got = json.loads(
+                json.dumps({"value": r.value, "status": r.status, "details": dict(r.details)}, default=str)
+            )
             assert got == {k: scored[k] for k in ("value", "status", "details")}, scored["reply"]
 
 
@@ -72,8 +76,12 @@ def test_train_protocol_poses_the_rl_train_and_test_sets_as_the_retired_task_did
 def test_tasks_show_renders_a_task_under_a_protocol(capsys):
     from daca_bench.cli import main
 
-    assert main(["tasks", "--show", "gsm8k", "--protocol", "d1", "--fixture", str(FIX / "gsm8k.jsonl"), "-n", "1",
-                 "--json"]) == 0
+    assert (
+        main(
+            ["tasks", "--show", "gsm8k", "--protocol", "d1", "--fixture", str(FIX / "gsm8k.jsonl"), "-n", "1", "--json"]
+        )
+        == 0
+    )
     row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["prompt"] == EXPECTED["gsm8k_d1/test"][0]["prompt"]
     assert main(["tasks", "--check", "gsm8k", "--protocol", "d1"]) == 2  # --protocol goes with --show

@@ -2,6 +2,7 @@
 t-interval over start means (the start term in, as analysis.budgets.by_start's intervals); with one start
 it is over seeds and the caption says it is conditional on that checkpoint. Synthetic points, a planted
 start effect."""
+
 import numpy as np
 import pandas as pd
 
@@ -15,9 +16,19 @@ def _points(starts: int, seeds: int, start_sd: float, seed_sd: float = 0.01, rng
         shift = rng.normal(0, start_sd)
         for sd in range(seeds):
             for step in (16, 32):
-                rows.append({"task": "sudoku_tiny", "base": "grpo", "variant": "baseline", "start": st, "seed": sd,
-                             "step": step, "test_accuracy": 0.3 + shift + rng.normal(0, seed_sd),
-                             "flops": 1e12 * step, "completions": 64 * step})
+                rows.append(
+                    {
+                        "task": "sudoku_tiny",
+                        "base": "grpo",
+                        "variant": "baseline",
+                        "start": st,
+                        "seed": sd,
+                        "step": step,
+                        "test_accuracy": 0.3 + shift + rng.normal(0, seed_sd),
+                        "flops": 1e12 * step,
+                        "completions": 64 * step,
+                    }
+                )
     return pd.DataFrame(rows)
 
 

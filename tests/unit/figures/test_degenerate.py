@@ -2,19 +2,19 @@
 and the figures say so where their data leave nothing to draw, checked on the drawn matplotlib artists:
 gains.png on two arms at 0 % (a note on the axes, a legend of what is drawn only), curves.png with two
 identical lines (the second dashed, and said), dps.png's title for a task of one's own."""
+
 import json
+from pathlib import Path
 
 from matplotlib.collections import PolyCollection
 
 from daca_bench.cli import main
-from daca_bench.experiments.figures.curves import load_curves, plot_curves
 from daca_bench.experiments.analysis.plan import NO_SPREAD, plan_markdown, plan_table
-from daca_bench.experiments.figures.plots import plot_dps, plot_gains, seed_deltas
 from daca_bench.experiments.analysis.results import load_table
-from pathlib import Path
+from daca_bench.experiments.figures.curves import load_curves, plot_curves
+from daca_bench.experiments.figures.plots import plot_dps, plot_gains, seed_deltas
 
 from repo_paths import ROOT
-
 
 
 def _cells(folder: Path, acc: dict, seeds=2, prompts=6, task="mine4"):
@@ -24,17 +24,27 @@ def _cells(folder: Path, acc: dict, seeds=2, prompts=6, task="mine4"):
         for seed in range(seeds):
             cell = folder / f"variant={variant}_seed={seed}"
             cell.mkdir(parents=True)
-            cfg = {"train": {"task": task, "seed": seed}, "loss": {"base": "grpo"},
-                   "dps": {"enabled": variant != "baseline"}, "sml": {"k": 1 if variant == "baseline" else 4}}
+            cfg = {
+                "train": {"task": task, "seed": seed},
+                "loss": {"base": "grpo"},
+                "dps": {"enabled": variant != "baseline"},
+                "sml": {"k": 1 if variant == "baseline" else 4},
+            }
             (cell / "config.json").write_text(json.dumps(cfg))
             (cell / "axes.json").write_text(json.dumps({"variant": variant}))
-            (cell / "summary.json").write_text(json.dumps({"task": task, "test_accuracy": float(value),
-                                                           "task_record": record}))
+            (cell / "summary.json").write_text(
+                json.dumps({"task": task, "test_accuracy": float(value), "task_record": record})
+            )
             status = "correct" if value else "wrong"
-            (cell / "eval.jsonl").write_text("".join(json.dumps({"id": f"{task}/{i}", "reward": float(value),
-                                                                 "status": status}) + "\n" for i in range(prompts)))
-            (cell / "metrics.jsonl").write_text("".join(json.dumps({"step": k, "reward_mean": 0.0, "kl": 0.0})
-                                                        + "\n" for k in range(1, 5)))
+            (cell / "eval.jsonl").write_text(
+                "".join(
+                    json.dumps({"id": f"{task}/{i}", "reward": float(value), "status": status}) + "\n"
+                    for i in range(prompts)
+                )
+            )
+            (cell / "metrics.jsonl").write_text(
+                "".join(json.dumps({"step": k, "reward_mean": 0.0, "kl": 0.0}) + "\n" for k in range(1, 5))
+            )
 
 
 def test_plan_on_a_comparison_with_no_spread_advises_nothing(tmp_path, capsys):

@@ -3,6 +3,7 @@
 figures a reader can read: bounded in size, facets wrapping after four columns, the legend outside
 the data, no text over another, no variant drawn for a base that does not admit it, the paper's gain
 only beside a shipped task, seeds as bands, evaluations during training, the training panel."""
+
 import json
 import subprocess
 import sys
@@ -18,12 +19,21 @@ from matplotlib.figure import Figure
 
 from daca_bench.cli import main
 from daca_bench.experiments.analysis.cellstore import cells
-from daca_bench.experiments.figures.gold import wrong_tokens_of
-from daca_bench.experiments.figures.plots import (PALETTE, colour, load_curves, plot_curves, plot_dps, plot_gains,
-                                                   plot_training, seed_deltas)
 from daca_bench.experiments.analysis.results import build_table, load_results, load_table
+from daca_bench.experiments.figures.gold import wrong_tokens_of
+from daca_bench.experiments.figures.plots import (
+    PALETTE,
+    colour,
+    load_curves,
+    plot_curves,
+    plot_dps,
+    plot_gains,
+    plot_training,
+    seed_deltas,
+)
 
 from repo_paths import ROOT
+
 CELLS = ROOT / "results" / "tiny-ablation" / "cells"  # every variant of the default's regime
 BASES = ROOT / "results" / "tiny-bases"  # 8 base methods, some admitting +DPS only
 FULL = ROOT / "results" / "tiny-full"  # 4 families: four paper notes side by side
@@ -43,10 +53,18 @@ def test_plots_return_figures_and_draw_on_given_axes():
 
 
 def test_library_leaves_the_matplotlib_backend_alone():
-    code = ("import matplotlib, daca_bench.experiments.figures.plots, daca_bench.experiments.studies.bias, sys;"
-            "print(matplotlib.rcParams._get_backend_or_none(), 'matplotlib.pyplot' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                       env={"PATH": "/usr/bin:/bin", "MPLBACKEND": "svg"})
+    code = (
+        "import matplotlib, daca_bench.experiments.figures.plots, daca_bench.experiments.studies.bias, sys;"
+        "print(matplotlib.rcParams._get_backend_or_none(), 'matplotlib.pyplot' in sys.modules)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "MPLBACKEND": "svg"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["svg", "False"]
 
@@ -54,15 +72,34 @@ def test_library_leaves_the_matplotlib_backend_alone():
 def _gains_table(rows):
     import pandas as pd
 
-    return pd.DataFrame([{"base": "grpo", "family": fam, "task": task, "variant": v, "delta_pp": d, "lo": d - h,
-                          "hi": d + h, "MDE": m} for fam, task, v, d, h, m in rows])
+    return pd.DataFrame(
+        [
+            {
+                "base": "grpo",
+                "family": fam,
+                "task": task,
+                "variant": v,
+                "delta_pp": d,
+                "lo": d - h,
+                "hi": d + h,
+                "MDE": m,
+            }
+            for fam, task, v, d, h, m in rows
+        ]
+    )
 
 
 def test_gains_fit_the_measured_values_and_a_zero_bar_stays_visible():
     """The +36.3 pp paper line of the constraint family would flatten bars of a few pp: the axis fits
     the data, the paper figure is written under the facet's title, and a 0.0 estimate still shows as a dot."""
-    fig = plot_gains(_gains_table([("constraint", "sudoku_tiny", "+DPS", 0.0, 3.0, 4.0),
-                                   ("constraint", "sudoku_tiny", "+SML", -2.6, 4.1, 5.7)]))
+    fig = plot_gains(
+        _gains_table(
+            [
+                ("constraint", "sudoku_tiny", "+DPS", 0.0, 3.0, 4.0),
+                ("constraint", "sudoku_tiny", "+SML", -2.6, 4.1, 5.7),
+            ]
+        )
+    )
     ax = fig.axes[0]
     lo, hi = ax.get_xlim()
     assert hi < 10 and lo < -6.7  # the SML interval's low end fits; nothing near 36
@@ -77,7 +114,9 @@ def test_only_a_shipped_task_of_a_paper_area_gets_the_paper_note():
     """even_length (tests/task_doubles, family math) and a task this install does not know: no paper
     mark, neither drawn nor written, though their family is one the paper measured."""
     for task in ("even_length", "no_such_task"):
-        fig = plot_gains(_gains_table([("math", task, "+DPS", 4.0, 3.0, 4.0), ("constraint", task, "+DACA", 1.0, 2.0, 3.0)]))
+        fig = plot_gains(
+            _gains_table([("math", task, "+DPS", 4.0, 3.0, 4.0), ("constraint", task, "+DACA", 1.0, 2.0, 3.0)])
+        )
         _draw(fig)
         assert not [t for t in _texts(fig) if "paper" in t.get_text()]
         assert not [line for ax in fig.axes for line in ax.lines if line.get_linestyle() == "--"]
@@ -169,8 +208,10 @@ def _texts(fig) -> list:
     out = [fig._suptitle] if fig._suptitle is not None else []
     for ax in fig.axes:
         out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
-        for labels, ticks, (lo, hi) in ((ax.get_xticklabels(), ax.get_xticks(), ax.get_xlim()),
-                                        (ax.get_yticklabels(), ax.get_yticks(), ax.get_ylim())):
+        for labels, ticks, (lo, hi) in (
+            (ax.get_xticklabels(), ax.get_xticks(), ax.get_xlim()),
+            (ax.get_yticklabels(), ax.get_yticks(), ax.get_ylim()),
+        ):
             out += [t for t, v in zip(labels, ticks) if min(lo, hi) - 1e-9 <= v <= max(lo, hi) + 1e-9]
     for legend in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]:
         out += list(legend.get_texts())
@@ -193,19 +234,25 @@ def _assert_readable(fig, name):
 
 def test_figures_are_bounded_keep_the_legend_outside_and_no_text_over_another():
     bases, one = load_curves(BASES / "cells"), load_curves(CELLS)
-    figures = {"gains, 8 bases": plot_gains(pd.read_csv(BASES / "table.csv")),
-               "gains, 4 families with paper notes": plot_gains(pd.read_csv(FULL / "table.csv")),
-               "gains, one facet with seeds": plot_gains(load_table(CELLS), seeds=seed_deltas(CELLS)),
-               "curves, 8 bases": plot_curves(bases), "curves, one facet": plot_curves(one),
-               "training, 8 bases": plot_training(bases), "training, one facet": plot_training(one),
-               "dps": plot_dps(CELLS)}
+    figures = {
+        "gains, 8 bases": plot_gains(pd.read_csv(BASES / "table.csv")),
+        "gains, 4 families with paper notes": plot_gains(pd.read_csv(FULL / "table.csv")),
+        "gains, one facet with seeds": plot_gains(load_table(CELLS), seeds=seed_deltas(CELLS)),
+        "curves, 8 bases": plot_curves(bases),
+        "curves, one facet": plot_curves(one),
+        "training, 8 bases": plot_training(bases),
+        "training, one facet": plot_training(one),
+        "dps": plot_dps(CELLS),
+    }
     for name, fig in figures.items():
         _assert_readable(fig, name)
 
 
 def _columns_rows(fig) -> tuple[int, int]:
-    return (len({round(ax.get_position().x0, 3) for ax in fig.axes}),
-            len({round(ax.get_position().y0, 3) for ax in fig.axes}))
+    return (
+        len({round(ax.get_position().x0, 3) for ax in fig.axes}),
+        len({round(ax.get_position().y0, 3) for ax in fig.axes}),
+    )
 
 
 def test_facets_wrap_after_four_columns():
@@ -243,9 +290,17 @@ def test_curves_draw_seeds_as_bands_and_the_evaluations_during_training(tmp_path
     its seed band; the reward is a mean over 3 seeds with a ± 1 s.d. band; no clip_frac logged: said."""
     for v, lift in (("baseline", 0.0), ("+DACA", 0.1)):
         for seed in range(3):
-            rows = [{"step": k, "reward_mean": 0.3 + lift + 0.01 * seed * k, "kl": 0.01 * k, "completion_length": 8,
-                     "zero_std_groups": 0.1, **({"test_accuracy": 0.2 + lift + 0.02 * seed} if k % 2 == 0 else {})}
-                    for k in range(1, 6)]  # the trainer does not evaluate at its last step
+            rows = [
+                {
+                    "step": k,
+                    "reward_mean": 0.3 + lift + 0.01 * seed * k,
+                    "kl": 0.01 * k,
+                    "completion_length": 8,
+                    "zero_std_groups": 0.1,
+                    **({"test_accuracy": 0.2 + lift + 0.02 * seed} if k % 2 == 0 else {}),
+                }
+                for k in range(1, 6)
+            ]  # the trainer does not evaluate at its last step
             _cell(tmp_path, v, seed, rows, 0.3 + lift + 0.01 * seed)
     curves = load_curves(tmp_path)
     assert curves[~curves["final"] & curves["test_accuracy"].notna()]["step"].unique().tolist() == [2, 4]
@@ -260,7 +315,12 @@ def test_curves_draw_seeds_as_bands_and_the_evaluations_during_training(tmp_path
     assert any("eval_every" in t.get_text() for t in fig.legends[0].get_texts())
     training = plot_training(curves)
     labels = [ax.get_ylabel().replace("\n", " ") for ax in training.axes]
-    assert ["KL" in labels[0], "clip ratio" in labels[1], "completion length" in labels[2], "zero-std" in labels[3]] == [True] * 4
+    assert [
+        "KL" in labels[0],
+        "clip ratio" in labels[1],
+        "completion length" in labels[2],
+        "zero-std" in labels[3],
+    ] == [True] * 4
     assert [t.get_text() for t in training.axes[1].texts] == ["clip_frac not logged"]
     assert all(len(ax.lines) == 2 for ax in (training.axes[0], training.axes[2], training.axes[3]))
 

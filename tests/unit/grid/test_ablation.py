@@ -12,14 +12,28 @@ from daca_bench.experiments.grid.ablation import VARIANTS, expand
 from daca_bench.experiments.grid.executors import _run_cell, run_local
 
 from repo_paths import ROOT
-QUICK = {"train.task": "even_length", "train.steps": 2, "train.prompts_per_step": 2, "train.num_generations": 4,
-         "train.n_eval": 4, "train.init": "", "train.threads": 1, "rollout.block_length": 4, "rollout.steps": 4,
-         "eval.block_length": 4, "eval.steps": 4}
+
+QUICK = {
+    "train.task": "even_length",
+    "train.steps": 2,
+    "train.prompts_per_step": 2,
+    "train.num_generations": 4,
+    "train.n_eval": 4,
+    "train.init": "",
+    "train.threads": 1,
+    "rollout.block_length": 4,
+    "rollout.steps": 4,
+    "eval.block_length": 4,
+    "eval.steps": 4,
+}
 
 
 def test_grid_expands_to_the_cartesian_product_with_named_folders():
-    grid = {"base": "configs/tiny.yaml", "overrides": {"train.steps": 7},
-            "axes": {"variant": list(VARIANTS)[:4], "train.seed": [0, 1], "loss.base": ["grpo", "gspo"]}}
+    grid = {
+        "base": "configs/tiny.yaml",
+        "overrides": {"train.steps": 7},
+        "axes": {"variant": list(VARIANTS)[:4], "train.seed": [0, 1], "loss.base": ["grpo", "gspo"]},
+    }
     cells = expand(grid, ROOT)
     assert len(cells) == 16 and len({c.name for c in cells}) == 16
     daca = next(c for c in cells if c.axes == {"variant": "+DACA", "train.seed": 1, "loss.base": "gspo"})
@@ -72,8 +86,9 @@ def _execute_notebook(results=None):
     if results is not None:
         os.environ["DACA_RESULTS"] = str(results)
     try:
-        NotebookClient(nb, timeout=120, kernel_name="python3",
-                       resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+        NotebookClient(
+            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
+        ).execute()
     finally:
         os.environ.pop("DACA_RESULTS", None)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
@@ -90,8 +105,11 @@ def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo", prompts=None
     cell = folder / f"{base}_{task}_{variant}_{seed}"
     cell.mkdir(parents=True)
     dps, k = {"baseline": (False, 1), "+DPS": (True, 1), "+SML": (False, 4), "+DACA": (True, 4)}[variant]
-    (cell / "config.json").write_text(json.dumps({"train": {"task": task, "seed": seed}, "loss": {"base": base},
-                                                  "dps": {"enabled": dps}, "sml": {"k": k}}))
+    (cell / "config.json").write_text(
+        json.dumps(
+            {"train": {"task": task, "seed": seed}, "loss": {"base": base}, "dps": {"enabled": dps}, "sml": {"k": k}}
+        )
+    )
     (cell / "axes.json").write_text(json.dumps({"variant": variant}))
     (cell / "summary.json").write_text(json.dumps({"test_accuracy": acc}))
     if prompts is not None:
@@ -100,8 +118,9 @@ def _fake_cell(folder: Path, task, variant, seed, acc, base="grpo", prompts=None
 
 def _write_eval(folder: Path, prompts: dict):
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "eval.jsonl").write_text("".join(json.dumps({"id": i, "completion": "", "reward": r, "status": "x"}) + "\n"
-                                               for i, r in prompts.items()))
+    (folder / "eval.jsonl").write_text(
+        "".join(json.dumps({"id": i, "completion": "", "reward": r, "status": "x"}) + "\n" for i, r in prompts.items())
+    )
 
 
 def test_table_paired_by_seed_when_cells_have_no_per_prompt_results(tmp_path):
@@ -137,7 +156,9 @@ def test_table_pairs_by_prompt_and_measures_the_baseline_against_its_start(tmp_p
         b = {i: float(rng.random() < q) for i, q in zip(ids, p)}
         v = {i: float(rng.random() < min(1, q + 0.10)) for i, q in zip(ids, p)}
         b[ids[0]] = None  # an unscorable prompt drops out of every pairing that needs it
-        _fake_cell(tmp_path, "arithmetic", "baseline", seed, np.mean([x for x in b.values() if x is not None]), prompts=b)
+        _fake_cell(
+            tmp_path, "arithmetic", "baseline", seed, np.mean([x for x in b.values() if x is not None]), prompts=b
+        )
         _fake_cell(tmp_path, "arithmetic", "+DPS", seed, np.mean(list(v.values())), prompts=v)
     _write_eval(tmp_path / "start" / "arithmetic", start)
     table, paths = write_tables(tmp_path)
@@ -157,9 +178,12 @@ def test_ray_executor_runs_cells_on_a_local_ray_instance(tmp_path):
     from daca_bench.experiments.grid.executors import init_ray, run_ray
 
     cells = expand({"overrides": QUICK, "axes": {"variant": ["baseline", "+DPS"]}})
-    init_ray(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"DACA_BENCH_TASKS": str(ROOT / "tests" / "task_doubles"),
-                                       "PYTHONPATH": str(ROOT)}})
+    init_ray(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"DACA_BENCH_TASKS": str(ROOT / "tests" / "task_doubles"), "PYTHONPATH": str(ROOT)}},
+    )
     try:
         results = run_ray(cells, tmp_path, progress=False)
     finally:

@@ -1,5 +1,6 @@
 """Learning-rate grids that bracket (issue 48): a dev pick on an edge of its lr grid is extended one
 geometric step beyond that edge, picked again by the same rule, and picks.json records it."""
+
 import json
 
 from daca_bench.experiments.grid.bases_grid import (
@@ -14,8 +15,10 @@ DESIGN = {**TINY_BASES_DESIGN, "bracket": True}  # lr_grid 5e-5, 1e-4, 2e-4
 
 
 def test_edge_picks_are_extended_one_step_and_inner_picks_are_not():
-    picks = {"grpo": {"baseline": {"train.lr": 5e-5}, "+DACA": {"train.lr": 1e-4}},
-             "gspo": {"baseline": {"train.lr": 2e-4}}}
+    picks = {
+        "grpo": {"baseline": {"train.lr": 5e-5}, "+DACA": {"train.lr": 1e-4}},
+        "gspo": {"baseline": {"train.lr": 2e-4}},
+    }
     assert edge_extensions(picks, DESIGN) == {("grpo", "baseline"): 2.5e-5, ("gspo", "baseline"): 4e-4}
     assert edge_extensions(picks, TINY_BASES_DESIGN) == {}  # the committed design never asked for it
 
@@ -32,10 +35,11 @@ def test_the_pick_is_made_again_over_the_extended_grid_and_recorded(tmp_path):
         for seed in (102, 103):
             folder = cells / f"c{i}-{seed}"
             folder.mkdir(parents=True)
-            (folder / "axes.json").write_text(json.dumps({"loss.base": "grpo", "variant_of": "baseline",
-                                                          "train.lr": lr, "train.seed": seed}))
+            (folder / "axes.json").write_text(
+                json.dumps({"loss.base": "grpo", "variant_of": "baseline", "train.lr": lr, "train.seed": seed})
+            )
             (folder / "summary.json").write_text(json.dumps({"test_accuracy": acc}))
-    first = pick_bases({("grpo", "baseline", lr, ()): a for lr, a in [(5e-5, .3), (1e-4, .2), (2e-4, .1)]}, DESIGN)
+    first = pick_bases({("grpo", "baseline", lr, ()): a for lr, a in [(5e-5, 0.3), (1e-4, 0.2), (2e-4, 0.1)]}, DESIGN)
     assert first == {"grpo": {"baseline": {"train.lr": 5e-5}}}
     beyond = edge_extensions(first, DESIGN)
     result = write_picks(cells, tmp_path, DESIGN, [102, 103], beyond)

@@ -1,6 +1,7 @@
 """Issue 48, the pre-registered compute experiment (`tiny-compute`): its step count is the cost
 model's, its seeds and test prompts are fresh, its arms are read at two budgets from one cell, and
 its intervals carry the SFT start as a random effect (tested on synthetic data first)."""
+
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from daca_bench.experiments.grid.cost import arms, matched_steps
 from daca_bench.experiments.grid.pipeline import tiny_cells
 from daca_bench.experiments.grid.presets import PRESETS, comparisons
 from daca_bench.registry import draw_test, prompt_digest
+
 from repo_paths import ROOT
 
 PRESET = PRESETS["tiny-compute"]
@@ -25,7 +27,9 @@ PRESET = PRESETS["tiny-compute"]
 def test_the_matched_step_count_is_the_cost_models():
     got = {v: c for _, v, c in arms("tiny", None)}
     steps, ratio = matched_steps(got["baseline"], got["+DACA"])
-    assert steps == compute_grid.MATCHED_STEPS == PRESET.rl_steps and ratio == pytest.approx(compute_grid.FLOPS_RATIO, abs=0.005)
+    assert steps == compute_grid.MATCHED_STEPS == PRESET.rl_steps and ratio == pytest.approx(
+        compute_grid.FLOPS_RATIO, abs=0.005
+    )
 
 
 def test_a_design_matches_by_the_measure_it_declares():
@@ -47,11 +51,18 @@ def test_every_arm_runs_from_each_start_to_the_matched_budget_and_is_read_at_bot
     tiny = {c.axes["variant"]: c.config for c in tiny_cells(PRESETS["tiny"], {"sudoku": {"folder": "a"}})}
     for c in cells:  # the headline's readings and regime, the longer budget and the fresh test set aside
         ref = tiny[c.axes["variant"]]
-        assert (c.config.dps, c.config.sml, c.config.loss, c.config.rollout) == (ref.dps, ref.sml, ref.loss, ref.rollout)
+        assert (c.config.dps, c.config.sml, c.config.loss, c.config.rollout) == (
+            ref.dps,
+            ref.sml,
+            ref.loss,
+            ref.rollout,
+        )
         assert (c.config.train.lr, c.config.train.mu) == (ref.train.lr, ref.train.mu)
     plan = comparisons(PRESET)
-    assert [(r["variant"], r["vs"]) for r in plan["primary"]] == [("+DACA@32", "grpo baseline@80"),
-                                                                 ("+DACA@80", "grpo baseline@80")]
+    assert [(r["variant"], r["vs"]) for r in plan["primary"]] == [
+        ("+DACA@32", "grpo baseline@80"),
+        ("+DACA@80", "grpo baseline@80"),
+    ]
 
 
 def test_seeds_and_test_prompts_are_fresh_against_every_committed_table(committed_seeds):
@@ -115,19 +126,46 @@ def _cell(root: Path, variant: str, start: int, seed: int, acc: dict, flops: flo
     ids = [f"sudoku_tiny/{i}" for i in range(20)]
     for step in acc:
         name = "eval.jsonl" if step == 4 else f"eval-step{step}.jsonl"
-        (cell / name).write_text("".join(json.dumps({"id": i, "reward": float(k < acc[step]), "status": "ok"}) + "\n"
-                                         for k, i in enumerate(ids)))
-    rows = [{"step": s, "flops_rollout": flops, "flops_likelihood_old": 0, "flops_likelihood": flops,
-             "completions": 8, **({"test_accuracy": acc[2] / 20, "eval_prompts": 20, "flops_eval": 1.0} if s == 2 else {})}
-            for s in (1, 2, 3, 4)]
+        (cell / name).write_text(
+            "".join(
+                json.dumps({"id": i, "reward": float(k < acc[step]), "status": "ok"}) + "\n" for k, i in enumerate(ids)
+            )
+        )
+    rows = [
+        {
+            "step": s,
+            "flops_rollout": flops,
+            "flops_likelihood_old": 0,
+            "flops_likelihood": flops,
+            "completions": 8,
+            **({"test_accuracy": acc[2] / 20, "eval_prompts": 20, "flops_eval": 1.0} if s == 2 else {}),
+        }
+        for s in (1, 2, 3, 4)
+    ]
     (cell / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ledger = {"phases": {p: {"flops": 0, "passes": 0, "tokens": 0, "seconds": 1.0} for p in ("rollout", "eval")},
-              "flops_train": 8 * flops, "completions": 32, "reward_calls": 72}
-    (cell / "summary.json").write_text(json.dumps({"test_accuracy": acc[4] / 20, "steps": 4, "ledger": ledger,
-                                                   "task_record": {"family": "sudoku", "cluster": None}}))
+    ledger = {
+        "phases": {p: {"flops": 0, "passes": 0, "tokens": 0, "seconds": 1.0} for p in ("rollout", "eval")},
+        "flops_train": 8 * flops,
+        "completions": 32,
+        "reward_calls": 72,
+    }
+    (cell / "summary.json").write_text(
+        json.dumps(
+            {
+                "test_accuracy": acc[4] / 20,
+                "steps": 4,
+                "ledger": ledger,
+                "task_record": {"family": "sudoku", "cluster": None},
+            }
+        )
+    )
     (cell / "axes.json").write_text(json.dumps({"variant": variant, "sft_start": start, "budgets": [2, 4]}))
-    cfg = {"train": {"task": "sudoku_tiny", "seed": seed, "lr": 1e-4, "steps": 4}, "loss": {"base": "grpo"},
-           "sml": {"k": 1}, "dps": {"enabled": False}}
+    cfg = {
+        "train": {"task": "sudoku_tiny", "seed": seed, "lr": 1e-4, "steps": 4},
+        "loss": {"base": "grpo"},
+        "sml": {"k": 1},
+        "dps": {"enabled": False},
+    }
     (cell / "config.json").write_text(json.dumps(cfg))
 
 
@@ -167,7 +205,9 @@ def test_the_starts_design_has_fresh_starts_seeds_and_prompts(committed_seeds):
     by = {(c.axes["variant"]): (c.config.train.steps, c.config.train.eval_every, c.axes["budgets"]) for c in cells}
     assert by == {"baseline": (80, 16, [32, 80]), "+DACA": (32, 16, [32])}
     t = cells[0].config.train
-    mine = {prompt_digest(s.prompt) for s in draw_test("sudoku_tiny", "test", t.n_eval, t.test_seed, t.test_exclude).samples}
+    mine = {
+        prompt_digest(s.prompt) for s in draw_test("sudoku_tiny", "test", t.n_eval, t.test_seed, t.test_exclude).samples
+    }
     c = compute_grid.TEST  # tiny-compute's own fresh draw
     theirs = draw_test("sudoku_tiny", "test", c["train.n_eval"], c["train.test_seed"], c["train.test_exclude"])
     assert len(mine) == 256 and not mine & {prompt_digest(s.prompt) for s in theirs.samples}

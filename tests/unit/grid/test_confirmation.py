@@ -2,6 +2,7 @@
 prompts earlier tables scored (registry.draw_test, train.test_exclude), the code a design and a cell
 name (provenance.code_tree), a design committed before its run and registered by it
 (preregister.register), and the replication report against an exploratory run in parts."""
+
 import json
 import subprocess
 from pathlib import Path
@@ -71,28 +72,60 @@ def test_code_tree_is_equal_across_commits_that_change_only_results_and_differs_
     assert code_tree(tmp_path / "nowhere" / "daca_bench") == ""  # not a git checkout
 
 
-DESIGN = {"schema": 1, "preset": "p", "commit": "abc1234", "code_tree": "0123456789abcdef", "alpha": 0.05,
-          "multiplicity": "holm", "bar": "Holm p < 0.05",
-          "families": {"sudoku": {"task": "sudoku_tiny", "seeds": [24, 25], "steps": 32,
-                                  "test": {"split": "test", "size": 8, "seed": 1, "draw": "fresh",
-                                           "exclude": "configs/scored/sudoku_tiny.txt"}}},
-          "comparisons": {"primary": [{"family": "sudoku", "variant": "+DACA", "vs": "baseline"}]}}
+DESIGN = {
+    "schema": 1,
+    "preset": "p",
+    "commit": "abc1234",
+    "code_tree": "0123456789abcdef",
+    "alpha": 0.05,
+    "multiplicity": "holm",
+    "bar": "Holm p < 0.05",
+    "families": {
+        "sudoku": {
+            "task": "sudoku_tiny",
+            "seeds": [24, 25],
+            "steps": 32,
+            "test": {
+                "split": "test",
+                "size": 8,
+                "seed": 1,
+                "draw": "fresh",
+                "exclude": "configs/scored/sudoku_tiny.txt",
+            },
+        }
+    },
+    "comparisons": {"primary": [{"family": "sudoku", "variant": "+DACA", "vs": "baseline"}]},
+}
 
 
 def _cell(seed=24, git="abc1235", tree="0123456789abcdef", exclude="configs/scored/sudoku_tiny.txt"):
-    return {"git": git, "code_tree": tree, "train": {"task": "sudoku_tiny", "seed": seed, "steps": 32, "n_eval": 8,
-                                                      "test_seed": 1, "eval_split": "test", "test_exclude": exclude},
-            "loss": {"base": "grpo"}}
+    return {
+        "git": git,
+        "code_tree": tree,
+        "train": {
+            "task": "sudoku_tiny",
+            "seed": seed,
+            "steps": 32,
+            "n_eval": 8,
+            "test_seed": 1,
+            "eval_split": "test",
+            "test_exclude": exclude,
+        },
+        "loss": {"base": "grpo"},
+    }
 
 
 def test_a_cell_from_a_later_commit_with_the_design_s_code_ran_under_it_and_others_did_not():
     assert disagreements(DESIGN, [_cell(), _cell(seed=25, git="abc1234")]) == []
-    assert disagreements(DESIGN, [_cell(tree="ffffffffffffffff")]) == \
-        ["sudoku: a cell ran from abc1235, the design from abc1234"]
-    assert disagreements(DESIGN, [_cell(git="abc1235-dirty")]) == \
-        ["sudoku: a cell ran from abc1235-dirty, the design from abc1234"]
-    assert disagreements(DESIGN, [_cell(exclude="")]) == \
-        ["sudoku: test exclusion  where the design says configs/scored/sudoku_tiny.txt"]
+    assert disagreements(DESIGN, [_cell(tree="ffffffffffffffff")]) == [
+        "sudoku: a cell ran from abc1235, the design from abc1234"
+    ]
+    assert disagreements(DESIGN, [_cell(git="abc1235-dirty")]) == [
+        "sudoku: a cell ran from abc1235-dirty, the design from abc1234"
+    ]
+    assert disagreements(DESIGN, [_cell(exclude="")]) == [
+        "sudoku: test exclusion  where the design says configs/scored/sudoku_tiny.txt"
+    ]
 
 
 def test_a_run_registers_the_design_committed_before_it_and_refuses_a_stale_one(tmp_path):
@@ -123,8 +156,9 @@ def test_design_only_writes_tiny_full_s_design_and_runs_nothing(tmp_path, capsys
         assert test["seed"] == 1 and test["exclude"] == f"configs/scored/{fams[label]['task']}.txt"
         assert test["excluded"] >= 1024 and len(test["ids_sha256"]) == 16 and "neither among" in test["draw"]
     assert "math" in design["notes"] and {"primary", "secondary"} == set(design["comparisons"])
-    assert {(c["family"], c["variant"], c["vs"]) for c in design["comparisons"]["primary"]} == \
-        {(f, v, vs) for f in fams for v, vs in (("baseline", "start"), ("+DACA", "baseline"))}
+    assert {(c["family"], c["variant"], c["vs"]) for c in design["comparisons"]["primary"]} == {
+        (f, v, vs) for f in fams for v, vs in (("baseline", "start"), ("+DACA", "baseline"))
+    }
 
 
 def test_committed_tiny_full_design_is_what_the_preset_makes(tmp_path):
@@ -133,7 +167,10 @@ def test_committed_tiny_full_design_is_what_the_preset_makes(tmp_path):
     committed = ROOT / "results" / "tiny-full" / "design.json"
     if not committed.is_file():
         pytest.skip("results/tiny-full/design.json is not in this checkout")
-    assert main(["reproduce", "--preset", "tiny-full", "--design-only", "--output-dir", str(tmp_path), "--allow-dirty"]) == 0
+    assert (
+        main(["reproduce", "--preset", "tiny-full", "--design-only", "--output-dir", str(tmp_path), "--allow-dirty"])
+        == 0
+    )
     now, fixed = read_design(tmp_path), read_design(committed.parent)
     loose = ("commit", "code_tree", "written", "date")
     assert {k: v for k, v in now.items() if k not in loose} == {k: v for k, v in fixed.items() if k not in loose}
@@ -151,8 +188,12 @@ def test_a_reference_in_parts_takes_each_task_from_the_last_folder_that_has_it()
     df, start = union(parts)
     steps = {t: set(g["config"].map(lambda c: c["train"]["steps"])) for t, g in df.groupby("task")}
     assert steps == {"python_tiny": {64}, "json_tiny": {32}, "arithmetic_tiny": {64}, "sudoku_tiny": {32}}
-    assert seeds_of(parts) == {"python_tiny": set(range(8)), "json_tiny": set(range(8)),
-                               "arithmetic_tiny": set(range(8)), "sudoku_tiny": set(range(16))}
+    assert seeds_of(parts) == {
+        "python_tiny": set(range(8)),
+        "json_tiny": set(range(8)),
+        "arithmetic_tiny": set(range(8)),
+        "sudoku_tiny": set(range(16)),
+    }
     assert set(start) == set(steps)
     table = load_table(parts)
     row = table[(table["task"] == "sudoku_tiny") & (table["variant"] == "+DACA")].iloc[0]

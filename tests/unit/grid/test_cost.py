@@ -1,6 +1,7 @@
 """`daca-bench cost` (issue 48): the FLOPs it predicts per step from a config alone equal what the
 ledger (rl/ledger.py) counts in a real step, within 5 %, for the tiny preset's baseline and +DACA;
 and it prints the paper presets at LLaDA-8B's shape from the meta device (no weights)."""
+
 import json
 from dataclasses import replace
 

@@ -1,6 +1,7 @@
 """One meaning per variant name (issue 45 item 3): a grid names a preset's cells (`headline:baseline`,
 `headline:+DACA`) instead of spelling their keys, and gets exactly the configs `train --variant` gives,
 the grid's own keys winning as the command line's do; a name with two meanings in one grid is refused."""
+
 import argparse
 import json
 
@@ -21,8 +22,11 @@ def _train(variant: str, *keys: str):
 
 @pytest.mark.parametrize("task", ["sudoku_tiny", "arithmetic"])  # a headline family's task, and any other
 def test_a_grid_cell_named_headline_has_the_config_train_variant_gives(task):
-    grid = {"base": "configs/tiny.yaml", "overrides": OVERRIDES,
-            "axes": {"variant": ["headline:baseline", "headline:+DACA"], "train.task": [task], "train.seed": [0, 3]}}
+    grid = {
+        "base": "configs/tiny.yaml",
+        "overrides": OVERRIDES,
+        "axes": {"variant": ["headline:baseline", "headline:+DACA"], "train.task": [task], "train.seed": [0, 3]},
+    }
     cells = expand(grid)
     assert len(cells) == 4
     for c in cells:
@@ -32,10 +36,20 @@ def test_a_grid_cell_named_headline_has_the_config_train_variant_gives(task):
         assert c.config == _train(name, *keys)
     daca = next(c for c in cells if c.axes["variant"] == "+DACA").config
     # the headline's regime, read from the preset (not restated): the grid's steps win, as on a command line
-    assert (daca.train.mu, daca.loss.beta, daca.loss.epsilon, daca.train.lr, daca.sml.p_mask_prompt) == \
-        (2, 0.04, 0.2, 1e-4, 0.15)
-    assert (daca.sml.k, daca.sml.partition, daca.dps.enabled, daca.dps.score, daca.train.steps) == \
-        (4, "causal", True, "progress", 2)
+    assert (daca.train.mu, daca.loss.beta, daca.loss.epsilon, daca.train.lr, daca.sml.p_mask_prompt) == (
+        2,
+        0.04,
+        0.2,
+        1e-4,
+        0.15,
+    )
+    assert (daca.sml.k, daca.sml.partition, daca.dps.enabled, daca.dps.score, daca.train.steps) == (
+        4,
+        "causal",
+        True,
+        "progress",
+        2,
+    )
     assert [c.name for c in cells][0] == f"variant=headline_baseline_task={task}_seed=0"
 
 
@@ -59,8 +73,10 @@ def test_ablate_dry_run_lists_the_named_cells(tmp_path, capsys):
     grid.write_text('base: configs/tiny.yaml\naxes:\n  variant: [headline:baseline, "headline:+DACA"]\n')
     assert main(["ablate", str(grid), "--dry-run", "--no-start"]) == 0
     assert capsys.readouterr().out.split() == ["variant=headline_baseline", "variant=headline_+DACA"]
-    assert json.loads(json.dumps(expand({"axes": {"variant": ["headline:+DACA"]}})[0].axes)) == \
-        {"variant": "+DACA", "cells_of": "headline"}
+    assert json.loads(json.dumps(expand({"axes": {"variant": ["headline:+DACA"]}})[0].axes)) == {
+        "variant": "+DACA",
+        "cells_of": "headline",
+    }
 
 
 def test_ablate_takes_overrides_over_the_grid_s_as_train_does(tmp_path, capsys):
@@ -74,6 +90,11 @@ def test_ablate_takes_overrides_over_the_grid_s_as_train_does(tmp_path, capsys):
     assert capsys.readouterr().out.split() == ["variant=headline_+DACA"]
     assert main(["ablate", str(grid), "--dry-run", "train.nope=1"]) == 2
     assert "train.nope" in capsys.readouterr().err
-    cfg = expand({"base": "configs/tiny.yaml", "overrides": {"train.steps": 2, "train.lr": 3e-4},
-                  "axes": {"variant": ["headline:+DACA"]}})[0].config
+    cfg = expand(
+        {
+            "base": "configs/tiny.yaml",
+            "overrides": {"train.steps": 2, "train.lr": 3e-4},
+            "axes": {"variant": ["headline:+DACA"]},
+        }
+    )[0].config
     assert cfg == _train("+DACA", "train.steps=2", "learning_rate=3e-4")

@@ -2,25 +2,42 @@
 (issue 45 item 4): `daca-bench ablate` writes OUT/start/<task>/eval.jsonl as reproduce does for
 its SFT starts, so `daca-bench table OUT` has the start row and the baseline's gain over it; and
 `reproduce --tasks-dir DIR --families sort4` runs a task of one's own as a family of its own."""
+
 import json
 
 from daca_bench.cli import main
 from daca_bench.config import ModelConfig, RLConfig, apply
-from daca_bench.experiments.grid.ablation import Cell, start_cells
 from daca_bench.experiments.analysis.results import load_table
+from daca_bench.experiments.grid.ablation import Cell, start_cells
 from daca_bench.models import load_model
 
-QUICK = {"train.steps": 1, "train.prompts_per_step": 2, "train.num_generations": 2, "train.n_eval": 4,
-         "train.threads": 1, "rollout.gen_length": 8, "rollout.block_length": 4, "rollout.steps": 4,
-         "eval.gen_length": 8, "eval.block_length": 4, "eval.steps": 4}
+QUICK = {
+    "train.steps": 1,
+    "train.prompts_per_step": 2,
+    "train.num_generations": 2,
+    "train.n_eval": 4,
+    "train.threads": 1,
+    "rollout.gen_length": 8,
+    "rollout.block_length": 4,
+    "rollout.steps": 4,
+    "eval.gen_length": 8,
+    "eval.block_length": 4,
+    "eval.steps": 4,
+}
 
 
 def test_ablate_scores_the_init_on_the_cells_test_set_and_the_table_has_its_row(tmp_path, capsys):
     init = tmp_path / "init"
     load_model(ModelConfig(seed=3)).save(init)
     grid = tmp_path / "grid.yaml"
-    grid.write_text(json.dumps({"overrides": {**QUICK, "train.task": "arithmetic_tiny", "train.init": str(init)},
-                                "axes": {"variant": ["baseline"]}}))
+    grid.write_text(
+        json.dumps(
+            {
+                "overrides": {**QUICK, "train.task": "arithmetic_tiny", "train.init": str(init)},
+                "axes": {"variant": ["baseline"]},
+            }
+        )
+    )
     out = tmp_path / "out"
     assert main(["ablate", str(grid), "--dry-run"]) == 0
     assert capsys.readouterr().out.split() == ["variant=baseline", "start/arithmetic_tiny"]
@@ -51,10 +68,10 @@ def test_reproduce_families_takes_a_registered_tiny_task_of_one_s_own(tmp_path, 
     from dataclasses import replace
 
     from daca_bench.canvas import check_rl
+    from daca_bench.cli import Parser
     from daca_bench.experiments.commands.scaffold import write
     from daca_bench.experiments.grid.pipeline import tiny_cells
-    from daca_bench.experiments.grid.reproduce import configure, _preset
-    from daca_bench.cli import Parser
+    from daca_bench.experiments.grid.reproduce import _preset, configure
 
     write("sort4", tmp_path / "my_tasks", tmp_path / "my_tests")
     argv = ["reproduce", "--preset", "tiny-quick", "--tasks-dir", str(tmp_path / "my_tasks"), "--families", "sort4"]

@@ -1,5 +1,3 @@
-
-
 def test_workers_and_threads_follow_the_cores_this_process_may_use(monkeypatch):
     from daca_bench.experiments.grid import jobs
 

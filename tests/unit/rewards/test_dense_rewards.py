@@ -1,5 +1,6 @@
 """Dense training rewards (train.reward=dense): partial credit for wrong answers, at most half of
 a correct one, the status unchanged (the test metric stays exact match), unscorable stays unscored."""
+
 import pytest
 
 from daca_bench.config import ConfigError, RLConfig, apply
@@ -9,15 +10,20 @@ from daca_bench.train.trainer import training_task
 
 
 def _pair(name):
-    return get_task(name, split="train", n=4, seed=0, shaping="dense"), get_task(name, split="test", n=1, seed=0).samples[0]
+    return get_task(name, split="train", n=4, seed=0, shaping="dense"), get_task(
+        name, split="test", n=1, seed=0
+    ).samples[0]
 
 
-@pytest.mark.parametrize("name,better,worse", [
-    ("arithmetic", "31", "7"),                        # gold 30: one digit right beats none
-    ("countdown_tiny", "3+4+9", "3*4+99"),            # 9 3 4 -> 21: all numbers, 16 beats a wrong number
-    ("sudoku_tiny", "1234342143122144", "3412213412434321"),  # one cell off beats givens changed
-    ("json_tiny", '{"id":1}', '{"x":1}'),             # the right key beats a wrong one
-])
+@pytest.mark.parametrize(
+    "name,better,worse",
+    [
+        ("arithmetic", "31", "7"),  # gold 30: one digit right beats none
+        ("countdown_tiny", "3+4+9", "3*4+99"),  # 9 3 4 -> 21: all numbers, 16 beats a wrong number
+        ("sudoku_tiny", "1234342143122144", "3412213412434321"),  # one cell off beats givens changed
+        ("json_tiny", '{"id":1}', '{"x":1}'),  # the right key beats a wrong one
+    ],
+)
 def test_closer_wrong_answers_earn_more_and_never_as_much_as_correct(name, better, worse):
     task, sample = _pair(name)
     exact = get_task(name, split="test", n=1, seed=0)

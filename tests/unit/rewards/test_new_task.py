@@ -2,15 +2,16 @@
 its test from the template, `daca-bench tasks --check` runs the task battery (daca_bench/rewards/battery.py,
 the checks tests/unit/rewards/test_tasks_battery.py runs) on it, `--show` prints its prompts as the trainer renders
 them; on a task folder (--tasks-dir) and on an installed plug-in (entry point)."""
+
 import json
 import os
 import subprocess
 import sys
 
-
 from daca_bench import registry
 from daca_bench.cli import main
 from daca_bench.rewards.stock import exact, json_schema, numeric, pattern
+
 from repo_paths import ROOT
 
 
@@ -37,9 +38,14 @@ def test_new_task_check_and_show_on_a_task_folder(tmp_path, fresh, capsys):
 
 def test_the_written_test_passes_and_the_generator_cannot_loop_forever(tmp_path, fresh):
     assert main(["new-task", "sort4", "--dir", str(tmp_path / "t"), "--test-dir", str(tmp_path / "tt")]) == 0
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tt")],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tt")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0 and "6 passed" in r.stdout, r.stdout + r.stderr
     source = (tmp_path / "t" / "sort4.py").read_text()
     assert "for _ in range(MAX_DRAWS * n):" in source and "while" not in source
@@ -48,10 +54,14 @@ def test_the_written_test_passes_and_the_generator_cannot_loop_forever(tmp_path,
 def test_new_task_refuses_what_it_would_break(tmp_path, fresh, capsys):
     assert main(["new-task", "sort4", "--dir", str(tmp_path), "--test-dir", str(tmp_path / "t")]) == 0
     capsys.readouterr()
-    for argv, says in ((["new-task", "sort4", "--dir", str(tmp_path), "--test-dir", str(tmp_path / "u")],
-                        "exists; new-task never overwrites"),
-                       (["new-task", "Sort-4"], "a task name is lower case letters"),
-                       (["new-task", "arithmetic", "--dir", str(tmp_path / "x")], "is registered already")):
+    for argv, says in (
+        (
+            ["new-task", "sort4", "--dir", str(tmp_path), "--test-dir", str(tmp_path / "u")],
+            "exists; new-task never overwrites",
+        ),
+        (["new-task", "Sort-4"], "a task name is lower case letters"),
+        (["new-task", "arithmetic", "--dir", str(tmp_path / "x")], "is registered already"),
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert says in err and "\n" not in err
@@ -60,8 +70,10 @@ def test_new_task_refuses_what_it_would_break(tmp_path, fresh, capsys):
 def test_check_names_each_failing_check_and_exits_1(tmp_path, fresh, capsys):
     main(["new-task", "bad4", "--dir", str(tmp_path), "--test-dir", str(tmp_path / "t")])
     path = tmp_path / "bad4.py"
-    text = path.read_text().replace("return exact(sample.metadata[\"answer\"], completion)",
-                                    "return exact(sample.metadata[\"answer\"][::-1], completion)")
+    text = path.read_text().replace(
+        'return exact(sample.metadata["answer"], completion)',
+        'return exact(sample.metadata["answer"][::-1], completion)',
+    )
     text = text.replace('hash_split(f"{NAME}/{s.metadata[CLUSTER]}") == split', "True")  # every split alike
     path.write_text(text.replace("stable_seed(NAME, split, seed)", "stable_seed(NAME, seed)"))
     capsys.readouterr()
@@ -84,10 +96,18 @@ def test_check_and_show_an_installed_plug_in(tmp_path, fresh):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-sorting\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text(PLUGIN_DIST)
-    env = {**{k: v for k, v in os.environ.items() if k != "DACA_BENCH_TASKS"},
-           "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path / 'site'}"}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "daca_bench", "tasks", *a], cwd=tmp_path,  # noqa: E731
-                                    capture_output=True, text=True, env=env, timeout=300)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "DACA_BENCH_TASKS"},
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path / 'site'}",
+    }
+    run = lambda *a: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "daca_bench", "tasks", *a],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     r = run("--check", "sort4p")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"from {pkg / 'sort4p.py'}" in r.stdout and "sort4p: 9 of 9 checks pass" in r.stdout
@@ -99,8 +119,10 @@ def test_show_renders_prompts_with_the_model_s_chat_template(tmp_path, fresh, ca
     from daca_bench.chars import build_char_tokenizer
 
     tok = build_char_tokenizer()
-    tok.chat_template = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
-                         "{% if add_generation_prompt %}<assistant>{% endif %}")
+    tok.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
     tok.save_pretrained(tmp_path / "tok")
     assert main(["tasks", "--show", "arithmetic_tiny", "-n", "1", "--model", str(tmp_path / "tok"), "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
@@ -110,7 +132,10 @@ def test_show_renders_prompts_with_the_model_s_chat_template(tmp_path, fresh, ca
     out = capsys.readouterr().out
     assert "chat template, one user message plus the prefill, as train.chat_template=true" in out
     assert f"{len(row['prompt'])} prompt tokens" in out  # one token a character
-    assert main(["tasks", "--show", "arithmetic_tiny", "-n", "1", "--model", str(tmp_path / "tok"), "--raw", "--json"]) == 0
+    assert (
+        main(["tasks", "--show", "arithmetic_tiny", "-n", "1", "--model", str(tmp_path / "tok"), "--raw", "--json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["prompt"] == prompt
 
 

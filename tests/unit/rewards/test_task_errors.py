@@ -3,13 +3,13 @@ in two task folders, a task name registered by two files, a task file with a syn
 that fails to import, an unknown task (naming --tasks-dir); `ablate --no-progress`, `ablate --dry-run`
 on a task this machine does not know; `reproduce --list` labels from the code and the tables;
 `train --variant` prints only the preset's keys the command line leaves alone."""
+
 import argparse
 import json
 
-
 from daca_bench.cli import main
 
-TASK = '''
+TASK = """
 from daca_bench.registry import register_task
 from daca_bench.types import Sample, Task
 
@@ -17,7 +17,7 @@ from daca_bench.types import Sample, Task
 @register_task("{name}", family="math", version=1, description="a test task")
 def build(split="test", n=None, seed=0):
     return Task("{name}", "math", 1, [Sample("{name}/0", "1+1=", "2")], lambda s, c: None, split)
-'''
+"""
 
 
 def _one_line(capsys, command: str) -> str:
@@ -32,8 +32,12 @@ def test_a_task_file_name_in_two_folders_names_both(tmp_path, fresh, capsys):
         (tmp_path / folder / "mine.py").write_text(TASK.format(name=name))
     assert main(["tasks", "--tasks-dir", str(tmp_path / "a"), "--tasks-dir", str(tmp_path / "b")]) == 2
     err = _one_line(capsys, "tasks")
-    assert "two task files named mine.py" in err and str(tmp_path / "a" / "mine.py") in err \
-        and str(tmp_path / "b" / "mine.py") in err and "rename one" in err
+    assert (
+        "two task files named mine.py" in err
+        and str(tmp_path / "a" / "mine.py") in err
+        and str(tmp_path / "b" / "mine.py") in err
+        and "rename one" in err
+    )
 
 
 def test_a_task_name_registered_by_two_files_names_both(tmp_path, fresh, capsys):
@@ -88,8 +92,9 @@ def test_reproduce_list_labels_come_from_the_code_and_the_committed_tables(capsy
 def test_train_variant_prints_only_the_keys_the_command_line_leaves(capsys):
     from daca_bench.experiments.commands.train import run_config
 
-    args = argparse.Namespace(config="configs/tiny.yaml", variant="+DACA",
-                              overrides=["train.task=sudoku_tiny", "train.steps=1"])
+    args = argparse.Namespace(
+        config="configs/tiny.yaml", variant="+DACA", overrides=["train.task=sudoku_tiny", "train.steps=1"]
+    )
     assert run_config(args).train.steps == 1
     line = capsys.readouterr().err
     assert "train.steps=32" not in line and "sml.k=4" in line

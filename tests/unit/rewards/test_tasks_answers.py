@@ -1,4 +1,5 @@
 """Answer extraction rules (daca_bench.rewards.answers), table-driven: the anchors' defects included."""
+
 import pytest
 
 from daca_bench.rewards import answers as A
@@ -77,7 +78,7 @@ JSON = [
     ('{"a": 1}', ('{"a": 1}', "value")),
     ('Sure: {"a": "}"} and {"b": 2}', ('{"a": "}"}', "value")),  # the first balanced value, string-aware
     ('text ```json\n{"a": 1}\n``` and ```json\n{"a": 2}\n```', ('{"a": 2}', "fence")),
-    ('<answer>[1, 2]</answer>', ("[1, 2]", "tag+value")),
+    ("<answer>[1, 2]</answer>", ("[1, 2]", "tag+value")),
     ("<answer>not json</answer>", ("not json", "tag")),  # tagged: an answer, just invalid
     ("<answer></answer>", (None, "empty_tag")),
     ("42", ("42", "value")),

@@ -5,17 +5,22 @@ and the tiny families fit a tiny character model. A new task passes this battery
 a task whose data lives on the hub lists its offline fixture in FIXTURE_KW."""
 
 import pytest
-import sandbox_double
 
 from daca_bench.registry import FAMILIES, list_tasks
 from daca_bench.rewards import codecheck
 from daca_bench.rewards.battery import run_check
 
+import sandbox_double
 from repo_paths import FIXTURES as FIX
-FIXTURE_KW = {"gsm8k": {"path": FIX / "gsm8k.jsonl"}, "math500": {"path": FIX / "math500.jsonl"},
-              "mbpp": {"path": FIX / "mbpp.jsonl"},
-              # d1's protocol tasks on files this project wrote in d1's formats (d1's data is not shipped)
-              "sudoku_d1": {"path": FIX / "d1_sudoku.csv"}, "countdown_d1": {"path": FIX / "d1_countdown.jsonl"}}
+
+FIXTURE_KW = {
+    "gsm8k": {"path": FIX / "gsm8k.jsonl"},
+    "math500": {"path": FIX / "math500.jsonl"},
+    "mbpp": {"path": FIX / "mbpp.jsonl"},
+    # d1's protocol tasks on files this project wrote in d1's formats (d1's data is not shipped)
+    "sudoku_d1": {"path": FIX / "d1_sudoku.csv"},
+    "countdown_d1": {"path": FIX / "d1_countdown.jsonl"},
+}
 SPECS = list_tasks()
 
 
@@ -49,8 +54,9 @@ def test_ids_unique_stable_and_metadata_json(spec):
     _check("ids", spec, prefix=spec.name != "even_length")  # the test double's ids are even/<split>/<i>
 
 
-@pytest.mark.parametrize("spec", [s for s in SPECS if s.name not in FIXTURE_KW and len(s.splits) > 1],
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "spec", [s for s in SPECS if s.name not in FIXTURE_KW and len(s.splits) > 1], ids=lambda s: s.name
+)
 def test_splits_share_no_id(spec):
     _check("disjoint", spec, n=16 if spec.name == "sudoku" else 50)  # 9x9 generation is the slow one
 

@@ -1,13 +1,14 @@
 """Code tasks (humaneval, mbpp, python_tiny): program assembly and verdict mapping with a
 host-subprocess test double; the real Docker sandbox in the tests marked `docker`."""
+
 import math
 
 import pytest
-import sandbox_double
 
 from daca_bench.registry import get_task
 from daca_bench.rewards import codecheck
 
+import sandbox_double
 from repo_paths import FIXTURES as FIX
 
 
@@ -33,8 +34,11 @@ HE0 = [  # completions for HumanEval/0 (has_close_elements), status
     ("    return False\n", "wrong"),  # a stub
     ("    pass\n", "wrong"),
     ("    import sys\n    sys.exit(0)\n", "wrong"),  # exiting early is not passing
-    ("```python\nfrom typing import List\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
-     "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n```", "correct"),
+    (
+        "```python\nfrom typing import List\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
+        "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n```",
+        "correct",
+    ),
     ("Here:\n```python\ndef has_close_elements(numbers, threshold):\n    return True\n```", "wrong"),
     ("    while True:\n        pass\n", "timeout"),
     ("", "no_answer"),
@@ -58,8 +62,14 @@ def test_program_assembly():
     assert code.startswith(s.prompt) and code.endswith("return 1\n") and how == "fence+definition"
 
 
-VERDICTS = [("passed", "correct", 1.0), ("failed", "wrong", 0.0), ("memory", "wrong", 0.0),
-            ("output_limit", "wrong", 0.0), ("timeout", "timeout", 0.0), ("sandbox_error", "infra_error", None)]
+VERDICTS = [
+    ("passed", "correct", 1.0),
+    ("failed", "wrong", 0.0),
+    ("memory", "wrong", 0.0),
+    ("output_limit", "wrong", 0.0),
+    ("timeout", "timeout", 0.0),
+    ("sandbox_error", "infra_error", None),
+]
 
 
 @pytest.mark.parametrize("verdict,status,value", VERDICTS)
@@ -107,17 +117,24 @@ def test_mbpp_gold_and_fields(double):
     assert all(task.verify(s, s.target).status == "correct" for s in task.samples)
     assert "assert sum_squares([1, 2, 3]) == 14" in task.samples[0].prompt
     assert task.samples[0].metadata["entry_point"] == "sum_squares"
-    t = get_task("mbpp", records=[{"prompt": "Add one.", "test_list": "assert inc(1) == 2\nassert inc(-1) == 0",
-                                   "test_imports": []}])
+    t = get_task(
+        "mbpp",
+        records=[{"prompt": "Add one.", "test_list": "assert inc(1) == 2\nassert inc(-1) == 0", "test_imports": []}],
+    )
     assert t.verify(t.samples[0], "def inc(x):\n    return x + 1").status == "correct"
     with pytest.raises(KeyError):
         get_task("mbpp", records=[{"text": "no tests"}])
 
 
-PY = [("2*x+1", "correct"), ("x*2+1", "correct"), ("1+x+x", "correct"), ("2*x", "wrong"),
-      ("```python\ndef f(x):\n    return 2 * x + 1\n```", "correct"),
-      ("x if x < 3 else 2*x+1", "wrong"),  # fits some points only
-      ("", "no_answer")]
+PY = [
+    ("2*x+1", "correct"),
+    ("x*2+1", "correct"),
+    ("1+x+x", "correct"),
+    ("2*x", "wrong"),
+    ("```python\ndef f(x):\n    return 2 * x + 1\n```", "correct"),
+    ("x if x < 3 else 2*x+1", "wrong"),  # fits some points only
+    ("", "no_answer"),
+]
 
 
 @pytest.mark.parametrize("completion,status", PY)
@@ -129,8 +146,14 @@ def test_python_tiny(double, completion, status):
     assert task.verify(s, completion).status == status
 
 
-PARTIAL = [("2*x+1", 1.0, "correct"), ("x if x < 3 else 2*x+1", 0.5 * 10 / 13, "wrong"), ("1//x", 0.0, "wrong"),
-           ("2*x", 0.0, "wrong"), ("", 0.0, "no_answer"), ("(", 0.0, "wrong")]
+PARTIAL = [
+    ("2*x+1", 1.0, "correct"),
+    ("x if x < 3 else 2*x+1", 0.5 * 10 / 13, "wrong"),
+    ("1//x", 0.0, "wrong"),
+    ("2*x", 0.0, "wrong"),
+    ("", 0.0, "no_answer"),
+    ("(", 0.0, "wrong"),
+]
 
 
 @pytest.mark.parametrize("completion,value,status", PARTIAL)
@@ -149,7 +172,9 @@ def test_a_counted_line_with_another_total_is_not_read():
     line = codecheck.TESTS_LINE
     assert codecheck.tests_passed(f"noise\n{line} 7 13\n", 13) == 7
     assert codecheck.tests_passed(f"{line} 13 99\n", 13) is None
-    assert codecheck.tests_passed(f"{line} 3 13\n{line} 9 13", 13) == 9  # the last (the harness prints after the program)
+    assert (
+        codecheck.tests_passed(f"{line} 3 13\n{line} 9 13", 13) == 9
+    )  # the last (the harness prints after the program)
     assert codecheck.tests_passed("", 13) is None
 
 
@@ -170,8 +195,11 @@ def test_humaneval_canonical_solutions_all_pass_in_docker():
     rewards = task.verify.batch(task.samples, [s.target for s in task.samples], workers=2)
     if rewards[0].status == "infra_error" and "unavailable" in rewards[0].details.get("error", ""):
         pytest.skip(f"Docker sandbox unavailable: {rewards[0].details['error'][:120]}")
-    bad = [(s.id, r.status, r.details.get("stderr_tail", "")[-200:]) for s, r in zip(task.samples, rewards)
-           if r.status != "correct"]
+    bad = [
+        (s.id, r.status, r.details.get("stderr_tail", "")[-200:])
+        for s, r in zip(task.samples, rewards)
+        if r.status != "correct"
+    ]
     assert not bad
     assert sum(r.value for r in rewards) == 164
 

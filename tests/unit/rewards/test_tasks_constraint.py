@@ -1,4 +1,5 @@
 """Constraint tasks: sudoku / sudoku_tiny and countdown / countdown_tiny, table-driven."""
+
 import sys
 
 import pytest
@@ -58,8 +59,14 @@ def test_a_valid_grid_that_changes_a_given_scores_zero():
 
 
 def test_puzzle_field_forms():
-    forms = [PUZ, PUZ.replace("0", "."), "12.. 34.. ..21 ...3", [int(c) for c in PUZ],
-             [[int(c) for c in PUZ[i:i + 4]] for i in range(0, 16, 4)], list(PUZ.replace("0", "."))]
+    forms = [
+        PUZ,
+        PUZ.replace("0", "."),
+        "12.. 34.. ..21 ...3",
+        [int(c) for c in PUZ],
+        [[int(c) for c in PUZ[i : i + 4]] for i in range(0, 16, 4)],
+        list(PUZ.replace("0", ".")),
+    ]
     for form in forms:
         task, sample = _sudoku(form)
         assert sample.metadata["puzzle"] == PUZ
@@ -81,7 +88,7 @@ def test_9x9():
     assert s.metadata["size"] == 9 and task.verify(s, s.target).status == "correct"
     sol = s.metadata["solution"]
     blank = s.metadata["puzzle"].index("0")
-    wrong = sol[:blank] + str(int(sol[blank]) % 9 + 1) + sol[blank + 1:]
+    wrong = sol[:blank] + str(int(sol[blank]) % 9 + 1) + sol[blank + 1 :]
     assert task.verify(s, wrong).status == "wrong"
     held = get_task("sudoku", records=[{"puzzle": s.metadata["puzzle"]}])  # no solution given: solved
     assert held.verify(held.samples[0], sol).status == "correct"
@@ -157,8 +164,12 @@ def test_countdown_field_forms_and_bad_records():
         assert task.verify(sample, "3*5+7").status == "correct"
     task = get_task("countdown", records=[{"nums": [3, 5, 7], "target": 22}])
     assert task.verify(task.samples[0], "7+5*3").status == "correct"
-    for row in ({"numbers": [3, 5, 7]}, {"numbers": [3], "target": 3}, {"numbers": "x", "target": 1},
-                {"numbers": [1, 2], "target": 1.5}):
+    for row in (
+        {"numbers": [3, 5, 7]},
+        {"numbers": [3], "target": 3},
+        {"numbers": "x", "target": 1},
+        {"numbers": [1, 2], "target": 1.5},
+    ):
         with pytest.raises((KeyError, ValueError, TypeError)):
             get_task("countdown", records=[row])
 

@@ -1,4 +1,5 @@
 """JSON-schema tasks: json_schema (generated levels, JSONSchemaBench-style files), json_tiny."""
+
 import json
 
 import pytest
@@ -7,11 +8,17 @@ from daca_bench.registry import get_task
 from daca_bench.rewards.jsoncheck import score_json
 
 from repo_paths import FIXTURES as FIX
+
 PERSON = {
     "type": "object",
-    "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
-                   "role": {"enum": ["admin", "user"]}, "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}},
-    "required": ["name", "age"], "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "role": {"enum": ["admin", "user"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
 }
 
 PERSON_CASES = [  # completion, status, reason
@@ -44,36 +51,57 @@ def test_person_schema(completion, status, reason):
 
 
 FORMATS = [  # format, valid, invalid
-    ("date", "2024-02-29", "2023-02-29"), ("date-time", "2024-01-02T03:04:05Z", "2024-01-02 03:04"),
-    ("date-time", "2024-01-02T03:04:05.5+01:00", "2024-13-02T03:04:05Z"), ("time", "03:04:05Z", "25:00:00Z"),
-    ("email", "a@b.org", "not-an-email"), ("ipv4", "10.0.0.1", "300.1.1.1"), ("ipv6", "::1", "1:::2"),
-    ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"), ("uri", "https://x.org/a?b=1", "not a uri"),
-    ("hostname", "api.example.com", "-bad-.com"), ("duration", "P3DT4H", "3 days"),
+    ("date", "2024-02-29", "2023-02-29"),
+    ("date-time", "2024-01-02T03:04:05Z", "2024-01-02 03:04"),
+    ("date-time", "2024-01-02T03:04:05.5+01:00", "2024-13-02T03:04:05Z"),
+    ("time", "03:04:05Z", "25:00:00Z"),
+    ("email", "a@b.org", "not-an-email"),
+    ("ipv4", "10.0.0.1", "300.1.1.1"),
+    ("ipv6", "::1", "1:::2"),
+    ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
+    ("uri", "https://x.org/a?b=1", "not a uri"),
+    ("hostname", "api.example.com", "-bad-.com"),
+    ("duration", "P3DT4H", "3 days"),
     ("json-pointer", "/a/b~1c", "a/b"),
     # what a hand-written `scheme:...` regex let through
-    ("uri", "urn:isbn:0451450523", "http:%zz"), ("uri", "mailto:a@b.org", "http://a:b:c/"),
-    ("uri", "http://[::1]:80/", "http://[::1"), ("uri", "https://x.org", "/relative/path"),
-    ("uri-reference", "../x?y#z", "%zz"), ("iri", "https://例え.jp/パス", "http://[x"),
-    ("iri-reference", "パス/x", "a b"), ("email", "first.last+tag@sub.example.co", "a.example.org"),
-    ("ipv4", "255.255.255.255", "01.2.3.4"), ("ipv4", "1.2.3.4", "1.2.3"), ("ipv6", "2001:db8::8a2e:370:7334", "12345::"),
+    ("uri", "urn:isbn:0451450523", "http:%zz"),
+    ("uri", "mailto:a@b.org", "http://a:b:c/"),
+    ("uri", "http://[::1]:80/", "http://[::1"),
+    ("uri", "https://x.org", "/relative/path"),
+    ("uri-reference", "../x?y#z", "%zz"),
+    ("iri", "https://例え.jp/パス", "http://[x"),
+    ("iri-reference", "パス/x", "a b"),
+    ("email", "first.last+tag@sub.example.co", "a.example.org"),
+    ("ipv4", "255.255.255.255", "01.2.3.4"),
+    ("ipv4", "1.2.3.4", "1.2.3"),
+    ("ipv6", "2001:db8::8a2e:370:7334", "12345::"),
     ("uuid", "00000000-0000-0000-0000-000000000000", "123e4567e89b12d3a456426614174000"),
-    ("date", "2000-02-29", "2024-1-2"), ("date-time", "2024-01-02t03:04:05+01:00", "2024-01-02T03:04:05"),
-    ("time", "23:59:59.5-05:00", "03:04"), ("duration", "P1W", "PT"), ("hostname", "localhost", "under_score.com"),
-    ("hostname", "a-b.c", "a..b"), ("idn-hostname", "例え.jp", "-x-.com"), ("relative-json-pointer", "1#", "-1/a"),
-    ("uri-template", "http://x.org/{id}", "http://x.org/{id"), ("regex", "^a+$", "(unclosed"),
+    ("date", "2000-02-29", "2024-1-2"),
+    ("date-time", "2024-01-02t03:04:05+01:00", "2024-01-02T03:04:05"),
+    ("time", "23:59:59.5-05:00", "03:04"),
+    ("duration", "P1W", "PT"),
+    ("hostname", "localhost", "under_score.com"),
+    ("hostname", "a-b.c", "a..b"),
+    ("idn-hostname", "例え.jp", "-x-.com"),
+    ("relative-json-pointer", "1#", "-1/a"),
+    ("uri-template", "http://x.org/{id}", "http://x.org/{id"),
+    ("regex", "^a+$", "(unclosed"),
 ]
 
 
 def test_a_json_string_answer_may_hold_brackets():
     assert score_json({"type": "string", "pattern": "^see"}, '"see [1] and {x}"').status == "correct"
-    assert score_json({"type": "array"}, 'the list: [1, 2] (done)').status == "correct"
+    assert score_json({"type": "array"}, "the list: [1, 2] (done)").status == "correct"
 
 
-@pytest.mark.parametrize("draft,fmt,good,bad", [
-    ("http://json-schema.org/draft-07/schema#", "uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
-    ("http://json-schema.org/draft-04/schema#", "uri-reference", "../x", "%zz"),
-    ("http://json-schema.org/draft-04/schema#", "date", "2024-02-29", "2023-02-29"),
-])
+@pytest.mark.parametrize(
+    "draft,fmt,good,bad",
+    [
+        ("http://json-schema.org/draft-07/schema#", "uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
+        ("http://json-schema.org/draft-04/schema#", "uri-reference", "../x", "%zz"),
+        ("http://json-schema.org/draft-04/schema#", "date", "2024-02-29", "2023-02-29"),
+    ],
+)
 def test_formats_of_newer_drafts_are_asserted_under_older_ones(draft, fmt, good, bad):
     schema = {"$schema": draft, "type": "string", "format": fmt}
     assert score_json(schema, json.dumps(good)).status == "correct"
@@ -105,15 +133,23 @@ def test_formats_are_asserted(fmt, good, bad):
 
 def test_declared_draft_is_used():
     # draft-04 exclusiveMaximum is a boolean; under 2020-12 it would be a number (bad schema)
-    d4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "maximum": 5, "exclusiveMaximum": True}
+    d4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "integer",
+        "maximum": 5,
+        "exclusiveMaximum": True,
+    }
     assert score_json(d4, "4").status == "correct"
     assert score_json(d4, "5").status == "wrong"
     assert score_json({k: v for k, v in d4.items() if k != "$schema"}, "4").status == "bad_input"
 
 
 def test_refs_and_defs():
-    schema = {"$defs": {"P": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
-              "type": "array", "items": {"$ref": "#/$defs/P"}}
+    schema = {
+        "$defs": {"P": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
+        "type": "array",
+        "items": {"$ref": "#/$defs/P"},
+    }
     assert score_json(schema, '[{"x": 1}, {"x": 2.5}]').status == "correct"
     assert score_json(schema, '[{"x": 1}, {"y": 2}]').status == "wrong"
     assert score_json({"$ref": "https://unreachable.invalid/s.json"}, "1").status == "bad_input"

@@ -1,4 +1,5 @@
 """Math tasks (gsm8k, math500, arithmetic) and the equivalence checker, table-driven."""
+
 import threading
 
 import pytest
@@ -9,16 +10,36 @@ from daca_bench.rewards.mathcheck import MathTimeout, as_number, equivalent
 from repo_paths import FIXTURES as FIX
 
 EQUIVALENT = [
-    ("72", "72.0", True), ("72", "$72", True), ("72", "72.", True), ("72", "73", False),
-    ("1,000", "1000", True), ("6,250", "6250", True), ("0.5", "1/2", True), ("-3", "\u22123", True),
-    (r"\frac{14}{3}", "14/3", True), (r"\frac{14}{3}", "4.67", False),
-    (r"\frac{1}{2}", r"\dfrac{1}{2}", True), (r"\sqrt{2}", "2^{1/2}", True), (r"\sqrt{2}", "1.414", False),
-    (r"\left( 3, \frac{\pi}{2} \right)", r"(3, \pi/2)", True), (r"\left( 3, \frac{\pi}{2} \right)", r"(3, \pi)", False),
-    (r"5\sqrt{2}", r"\sqrt{50}", True), ("2x+1", "1+2x", True), ("x=5", "5", True),
-    (r"\text{A}", "A", True), (r"\text{(C)}", "C", True), (r"\text{(C)}", "D", False),
-    ("72", "The answer is 72.", True), ("72", "72 dollars", True), ("2", "2, 3", False),
-    ("3, -3", "-3, 3", True), ("18", "**18**", True), ("18", "18 km/h", True), ("18", "17 km/h", False),
-    ("18", "18 apples and 3 pears", False), ("18", "18,000", False),
+    ("72", "72.0", True),
+    ("72", "$72", True),
+    ("72", "72.", True),
+    ("72", "73", False),
+    ("1,000", "1000", True),
+    ("6,250", "6250", True),
+    ("0.5", "1/2", True),
+    ("-3", "\u22123", True),
+    (r"\frac{14}{3}", "14/3", True),
+    (r"\frac{14}{3}", "4.67", False),
+    (r"\frac{1}{2}", r"\dfrac{1}{2}", True),
+    (r"\sqrt{2}", "2^{1/2}", True),
+    (r"\sqrt{2}", "1.414", False),
+    (r"\left( 3, \frac{\pi}{2} \right)", r"(3, \pi/2)", True),
+    (r"\left( 3, \frac{\pi}{2} \right)", r"(3, \pi)", False),
+    (r"5\sqrt{2}", r"\sqrt{50}", True),
+    ("2x+1", "1+2x", True),
+    ("x=5", "5", True),
+    (r"\text{A}", "A", True),
+    (r"\text{(C)}", "C", True),
+    (r"\text{(C)}", "D", False),
+    ("72", "The answer is 72.", True),
+    ("72", "72 dollars", True),
+    ("2", "2, 3", False),
+    ("3, -3", "-3, 3", True),
+    ("18", "**18**", True),
+    ("18", "18 km/h", True),
+    ("18", "17 km/h", False),
+    ("18", "18 apples and 3 pears", False),
+    ("18", "18,000", False),
 ]
 
 
@@ -140,8 +161,15 @@ def test_d1_shaping_is_opt_in():
         get_task("gsm8k", path=FIX / "gsm8k.jsonl", shaping="d2")
 
 
-ARITHMETIC = [("13", "correct"), ("<answer>13</answer>", "correct"), ("= 13", "correct"),
-              ("14", "wrong"), ("-13", "wrong"), ("", "no_answer"), ("x", "no_answer")]
+ARITHMETIC = [
+    ("13", "correct"),
+    ("<answer>13</answer>", "correct"),
+    ("= 13", "correct"),
+    ("14", "wrong"),
+    ("-13", "wrong"),
+    ("", "no_answer"),
+    ("x", "no_answer"),
+]
 
 
 @pytest.mark.parametrize("completion,status", ARITHMETIC)

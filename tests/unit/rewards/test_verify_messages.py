@@ -1,4 +1,5 @@
 """`daca-bench verify`'s closing line says plainly when there was nothing to score."""
+
 import json
 
 from daca_bench.cli import main

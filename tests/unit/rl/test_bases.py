@@ -1,6 +1,7 @@
 """The field's methods as bases (rl/bases/): each loss against a hand-computed case, each
 estimator against its formula on a model whose log-probs are known, the ratio at lr 0, and the
 gradient's sign on a planted two-completion group."""
+
 import math
 
 import pytest
@@ -14,6 +15,7 @@ from daca_bench.rl.bases.map import map_logprobs
 from daca_bench.rl.bases.spg import spg_logprobs, spg_masks
 from daca_bench.rl.losses import ADVANTAGES, LOSSES
 from daca_bench.rl.lossparts import advantages_rloo
+
 from repo_paths import ROOT
 
 RATIO_BASED = ("espo", "coupled_grpo", "map")
@@ -58,8 +60,15 @@ def test_wd1_weights_are_the_difference_of_two_group_softmaxes():
 # ---- losses against hand-computed cases -----------------------------------------------------
 def test_wd1_loss_is_the_weighted_token_sum():
     logp = torch.tensor([[-1.0, -2.0], [-0.5, -0.5]])
-    loss, _ = LOSSES["wd1"](logp, None, None, torch.tensor([0.9, -0.9]), torch.ones(2, 2, dtype=torch.bool),
-                            torch.tensor([[2.0, 0.0], [1.0, 1.0]]), LossConfig(base="wd1"))
+    loss, _ = LOSSES["wd1"](
+        logp,
+        None,
+        None,
+        torch.tensor([0.9, -0.9]),
+        torch.ones(2, 2, dtype=torch.bool),
+        torch.tensor([[2.0, 0.0], [1.0, 1.0]]),
+        LossConfig(base="wd1"),
+    )
     assert loss.item() == pytest.approx(-(0.9 * -2.0 + -0.9 * -1.0) / 2)
 
 
@@ -69,8 +78,15 @@ def test_spg_loss_takes_the_lower_bound_for_positive_and_the_upper_for_negative_
     u = torch.tensor([[-9.0, -9.0, 0.0], [-2.0, -4.0, 0.0]])
     has = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
     valid = torch.tensor([[True, True, False], [True, True, False]])
-    loss, st = LOSSES["spg"](torch.stack([e, u, has], -1), None, None, torch.tensor([1.0, -1.0]), valid,
-                             torch.ones(2, 3), LossConfig(base="spg", spg_mode=mode))
+    loss, st = LOSSES["spg"](
+        torch.stack([e, u, has], -1),
+        None,
+        None,
+        torch.tensor([1.0, -1.0]),
+        valid,
+        torch.ones(2, 3),
+        LossConfig(base="spg", spg_mode=mode),
+    )
     # ELBO_0 = mean(-1, -3) = -2; row 1: ELBO -1.5, EUBO mean(-2, -4) = -3; both lengths 2
     assert loss.item() == pytest.approx(-(1.0 * 2 * -2.0 + -1.0 * 2 * neg) / 4)
     assert st["elbo"] == pytest.approx((-2.0 - 1.5) / 2)
@@ -79,13 +95,22 @@ def test_spg_loss_takes_the_lower_bound_for_positive_and_the_upper_for_negative_
 def test_spg_guards_stop_on_a_nan_bound_and_stop_pushing_a_collapsed_token_down():
     valid = torch.ones(1, 2, dtype=torch.bool)
     logp = torch.tensor([[[-1.0, -30.0, 1.0], [-1.0, -2.0, 1.0]]], requires_grad=True)
-    loss, st = LOSSES["spg"](logp, None, None, torch.tensor([-1.0]), valid, torch.ones(1, 2),
-                             LossConfig(base="spg", spg_mode="eubo", spg_floor=-20.0))
+    loss, st = LOSSES["spg"](
+        logp,
+        None,
+        None,
+        torch.tensor([-1.0]),
+        valid,
+        torch.ones(1, 2),
+        LossConfig(base="spg", spg_mode="eubo", spg_floor=-20.0),
+    )
     loss.backward()
     assert logp.grad[0, 0, 1] == 0 and logp.grad[0, 1, 1] > 0 and st["spg_floored"] == 0.5
     bad = torch.tensor([[[-1.0, math.nan, 1.0], [-1.0, -2.0, 1.0]]])
     with pytest.raises(FloatingPointError, match="spg_mode=mix"):
-        LOSSES["spg"](bad, None, None, torch.tensor([-1.0]), valid, torch.ones(1, 2), LossConfig(base="spg", spg_mode="eubo"))
+        LOSSES["spg"](
+            bad, None, None, torch.tensor([-1.0]), valid, torch.ones(1, 2), LossConfig(base="spg", spg_mode="eubo")
+        )
 
 
 def test_espo_ratio_is_the_elbo_difference_over_the_canvas_length_with_k2_kl():
@@ -112,7 +137,9 @@ def test_map_loss_adds_lambda_times_the_position_gspo():
     pos = torch.tensor([[-0.5, 0.0]])
     logp, old = torch.stack([tok, pos], -1), torch.stack([tok - 0.2, pos], -1)
     cfg = LossConfig(base="map", epsilon_seq=1.0, map_lambda=0.5)
-    loss, _ = LOSSES["map"](logp, old, None, torch.tensor([2.0]), torch.ones(1, 2, dtype=torch.bool), torch.ones(1, 2), cfg)
+    loss, _ = LOSSES["map"](
+        logp, old, None, torch.tensor([2.0]), torch.ones(1, 2, dtype=torch.bool), torch.ones(1, 2), cfg
+    )
     assert loss.item() == pytest.approx(-2.0 * math.exp(0.2) - 0.5 * 2.0)
 
 
@@ -193,14 +220,22 @@ def test_map_position_term_competes_with_the_later_blocks_largest_logits():
     table[3] = torch.tensor([0.0, 0.0, 3.0, 0.0])
     comp = torch.tensor([[1, 1, 2]])
     commit = torch.tensor([[1, 2, 3]])
-    out = map_logprobs(Fixed(table), torch.ones(1, P, dtype=torch.long), torch.ones(1, P, dtype=torch.long), comp,
-                       commit_step=commit, blocks=3)
+    out = map_logprobs(
+        Fixed(table),
+        torch.ones(1, P, dtype=torch.long),
+        torch.ones(1, P, dtype=torch.long),
+        comp,
+        commit_step=commit,
+        blocks=3,
+    )
     z = [0.0, 1.0, 3.0]  # logit of each o_k
     c = [2.0, 1.0, 3.0]  # largest logit at each position
     pi0 = z[0] - math.log(math.exp(z[0]) + math.exp(c[1]) + math.exp(c[2]))
     pi1 = z[1] - math.log(math.exp(z[1]) + math.exp(c[2]))
     assert out[0, :, 1].tolist() == pytest.approx([pi0, pi1, 0.0], abs=1e-5)
-    assert out[0, :, 0].tolist() == pytest.approx(torch.log_softmax(table[1:], -1)[[0, 1, 2], [1, 1, 2]].tolist(), abs=1e-5)
+    assert out[0, :, 0].tolist() == pytest.approx(
+        torch.log_softmax(table[1:], -1)[[0, 1, 2], [1, 1, 2]].tolist(), abs=1e-5
+    )
 
 
 # ---- the gradient's sign on a planted two-completion group -----------------------------------
@@ -225,11 +260,23 @@ def test_gradient_raises_the_rewarded_completion_and_lowers_the_other(base):
 
 # ---- the trainer: ratio exactly 1 at lr 0, no old passes for ratio-free bases ------------------
 def _cfg(base, **over):
-    cfg = {"train": {"task": "even_length", "steps": 1, "prompts_per_step": 2, "num_generations": 4, "n_eval": 4,
-                     "lr": 0.0, "save_every": 1, "threads": 1, "mu": 3},
-           "rollout": {"gen_length": 8, "block_length": 4, "steps": 4, "temperature": 1.0},
-           "eval": {"gen_length": 8, "block_length": 4, "steps": 4},
-           "sml": {"p_mask_prompt": 0.15}, "loss": {"base": base, "beta": 0.0}}
+    cfg = {
+        "train": {
+            "task": "even_length",
+            "steps": 1,
+            "prompts_per_step": 2,
+            "num_generations": 4,
+            "n_eval": 4,
+            "lr": 0.0,
+            "save_every": 1,
+            "threads": 1,
+            "mu": 3,
+        },
+        "rollout": {"gen_length": 8, "block_length": 4, "steps": 4, "temperature": 1.0},
+        "eval": {"gen_length": 8, "block_length": 4, "steps": 4},
+        "sml": {"p_mask_prompt": 0.15},
+        "loss": {"base": base, "beta": 0.0},
+    }
     return apply(apply(RLConfig(), cfg), over)
 
 
@@ -258,8 +305,15 @@ def test_a_ratio_free_base_runs_no_old_passes(tmp_path, base):
     assert phases["likelihood_old"]["passes"] == 0 and phases["likelihood"]["passes"] > 0
 
 
-@pytest.mark.parametrize("base, over, msg", [("spg", {"sml.k": 4}, "own likelihood"), ("map", {"sml.k": 2}, "own likelihood"),
-                                             ("wd1", {"loss.beta": 0.04}, "no KL"), ("spg", {"loss.spg_mode": "up"}, "choose from")])
+@pytest.mark.parametrize(
+    "base, over, msg",
+    [
+        ("spg", {"sml.k": 4}, "own likelihood"),
+        ("map", {"sml.k": 2}, "own likelihood"),
+        ("wd1", {"loss.beta": 0.04}, "no KL"),
+        ("spg", {"loss.spg_mode": "up"}, "choose from"),
+    ],
+)
 def test_a_variant_the_base_does_not_admit_is_one_clear_error(base, over, msg):
     with pytest.raises(ConfigError, match=msg):
         check(_cfg(base, **over))
@@ -277,8 +331,10 @@ def _cells(tmp_path, per_step):
         for seed in (0, 1):
             cell = tmp_path / f"base=grpo_task=sudoku_tiny_variant={variant}_seed={seed}"
             cell.mkdir()
-            rows = [{"seconds_rollout": secs[0], "seconds_likelihood_old": secs[1], "seconds_update": secs[2] + seed}
-                    for _ in range(3)]
+            rows = [
+                {"seconds_rollout": secs[0], "seconds_likelihood_old": secs[1], "seconds_update": secs[2] + seed}
+                for _ in range(3)
+            ]
             (cell / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return tmp_path
 
@@ -310,9 +366,11 @@ def test_the_tiny_bases_design_is_disjoint_from_every_committed_seed_and_admits_
         BASE_KEYS,
         BASE_VARIANTS,
         DACA_ROW,
-        TINY_BASES_DESIGN as D,
         confirmatory_arms,
         selection_arms,
+    )
+    from daca_bench.experiments.grid.bases_grid import (
+        TINY_BASES_DESIGN as D,
     )
     from daca_bench.experiments.grid.presets import PICKS
 
@@ -337,8 +395,11 @@ def test_a_base_pick_overrides_the_shared_reading_and_unswept_rows_inherit_it():
     from daca_bench.experiments.grid.bases_grid import base_arms
     from daca_bench.experiments.grid.presets import PICKS
 
-    picks = {**PICKS, "gspo": {"baseline": {"train.lr": 2e-4}, "+DACA": {"train.lr": 5e-5}},
-             "spg": {"baseline": {"train.lr": 5e-5}, "+DPS": {"train.lr": 2e-4, "loss.spg_mix": 0.25}}}
+    picks = {
+        **PICKS,
+        "gspo": {"baseline": {"train.lr": 2e-4}, "+DACA": {"train.lr": 5e-5}},
+        "spg": {"baseline": {"train.lr": 5e-5}, "+DPS": {"train.lr": 2e-4, "loss.spg_mix": 0.25}},
+    }
     gspo = {name: keys for _, name, _, keys, _ in base_arms("gspo", picks)}
     assert gspo["+DPS"]["train.lr"] == 2e-4 and gspo["+DPS"]["dps.score"] == "progress"  # the baseline's lr
     assert gspo["+SML"]["train.lr"] == 5e-5 and gspo["+SML"]["sml.partition"] == "causal"  # +DACA's lr

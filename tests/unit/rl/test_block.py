@@ -2,6 +2,7 @@
 per-block reference, the two-stream likelihood against per-block canvases and the sampler's record, the
 exact block cache against the uncached block decode, SFT's block objective, DPS's scope, the errors, and a
 short `daca-bench train` with model.block_size=4."""
+
 import json
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ from daca_bench.rl.credit import dps_weights
 from daca_bench.rl.likelihood import sml_logprobs
 from daca_bench.rl.sampler import pad_prompts, sample
 from daca_bench.train.sft import sft_loss
+
 from repo_paths import ROOT
 
 B = 4
@@ -52,11 +54,11 @@ def _reference_forward(model, ids, mask, block):
         for lo, hi in zip(starts, ends):
             for r in range(ids.shape[0]):
                 keys = mask[r, :hi].bool()
-                qq, kk, vv = q[r:r + 1, :, lo:hi], k[r:r + 1, :, :hi][:, :, keys], v[r:r + 1, :, :hi][:, :, keys]
+                qq, kk, vv = q[r : r + 1, :, lo:hi], k[r : r + 1, :, :hi][:, :, keys], v[r : r + 1, :, :hi][:, :, keys]
                 if kk.shape[2] == 0:  # a block of padding only: its rows are never read
                     continue
-                w = (qq @ kk.transpose(-1, -2) / hd ** 0.5).softmax(-1)
-                out[r:r + 1, :, lo:hi] = w @ vv
+                w = (qq @ kk.transpose(-1, -2) / hd**0.5).softmax(-1)
+                out[r : r + 1, :, lo:hi] = w @ vv
         a = layer.attention.output(out.transpose(1, 2).reshape(h.shape), h)
         h = layer.output(layer.intermediate(a), a)
     return model.cls(h)
@@ -65,8 +67,14 @@ def _reference_forward(model, ids, mask, block):
 def test_block_index_counts_back_from_the_end():
     assert block_index(10, 4).tolist() == [-3, -3, -2, -2, -2, -2, -1, -1, -1, -1]
     allowed = block_allowed(block_index(6, 2), torch.zeros(6, dtype=torch.bool), torch.ones(1, 6))[0]
-    assert allowed.int().tolist() == [[1, 1, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0],
-                                      [1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]
+    assert allowed.int().tolist() == [
+        [1, 1, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 1, 1],
+        [1, 1, 1, 1, 1, 1],
+    ]
 
 
 def test_forward_with_the_block_mask_equals_a_per_block_reference(block):
@@ -96,11 +104,11 @@ def test_two_streams_equal_one_canvas_per_block(block):
     noisy = torch.where(hide, torch.full_like(y, block.mask_token_id), y)
     attn = torch.cat([mask, torch.ones_like(y)], dim=1)
     with torch.no_grad():
-        two = block.logits(torch.cat([ids, noisy], 1), attn, clean=y)[:, ids.shape[1]:]
+        two = block.logits(torch.cat([ids, noisy], 1), attn, clean=y)[:, ids.shape[1] :]
         for j in range(0, y.shape[1], B):
-            canvas = torch.cat([y[:, :j], noisy[:, j:j + B], torch.full_like(y[:, j + B:], block.mask_token_id)], 1)
-            one = block.logits(torch.cat([ids, canvas], 1), attn)[:, ids.shape[1]:]
-            assert torch.allclose(two[:, j:j + B], one[:, j:j + B], atol=1e-5), j
+            canvas = torch.cat([y[:, :j], noisy[:, j : j + B], torch.full_like(y[:, j + B :], block.mask_token_id)], 1)
+            one = block.logits(torch.cat([ids, canvas], 1), attn)[:, ids.shape[1] :]
+            assert torch.allclose(two[:, j : j + B], one[:, j : j + B], atol=1e-5), j
 
 
 def test_the_block_likelihood_factorises_and_the_step_merged_one_is_the_record(block):
@@ -111,13 +119,20 @@ def test_the_block_likelihood_factorises_and_the_step_merged_one_is_the_record(b
     y, P = batch.completion_ids, batch.prompt_ids.shape[1]
     with torch.no_grad():
         k1 = sml_logprobs(block, batch.prompt_ids, batch.prompt_mask, y, k=1)
-        step = sml_logprobs(block, batch.prompt_ids, batch.prompt_mask, y, k=B, partition="causal",
-                            commit_step=batch.trajectory.commit_step)
+        step = sml_logprobs(
+            block,
+            batch.prompt_ids,
+            batch.prompt_mask,
+            y,
+            k=B,
+            partition="causal",
+            commit_step=batch.trajectory.commit_step,
+        )
         total = torch.zeros(len(PROMPTS))
         for j in range(0, 12, B):  # brute force: one canvas per block
             canvas = torch.cat([batch.prompt_ids, y[:, :j], torch.full_like(y[:, j:], block.mask_token_id)], 1)
-            logits = block.logits(canvas, torch.cat([batch.prompt_mask, torch.ones_like(y)], 1))[:, P + j:P + j + B]
-            total += logits.log_softmax(-1).gather(-1, y[:, j:j + B, None]).squeeze(-1).sum(-1)
+            logits = block.logits(canvas, torch.cat([batch.prompt_mask, torch.ones_like(y)], 1))[:, P + j : P + j + B]
+            total += logits.log_softmax(-1).gather(-1, y[:, j : j + B, None]).squeeze(-1).sum(-1)
     assert torch.allclose(k1.sum(-1), total, atol=1e-4)
     assert torch.allclose(step, batch.trajectory.commit_logp, atol=1e-5)
     assert not torch.allclose(k1, step, atol=1e-3)
@@ -132,8 +147,9 @@ def test_the_cached_block_decode_is_the_uncached_one(block, temperature, thresho
     a, b = plain.trajectory, cached.trajectory
     assert torch.equal(a.commit_step, b.commit_step) and plain.forward_passes == cached.forward_passes
     assert torch.allclose(a.commit_logp, b.commit_logp, atol=1e-5)
-    assert torch.equal(a.conf.isnan(), b.conf.isnan()) and torch.allclose(a.conf.nan_to_num(), b.conf.nan_to_num(),
-                                                                          atol=1e-5)
+    assert torch.equal(a.conf.isnan(), b.conf.isnan()) and torch.allclose(
+        a.conf.nan_to_num(), b.conf.nan_to_num(), atol=1e-5
+    )
     # the record per block: a step's confidences are its own block's, and the block index is recorded
     assert torch.equal(a.block, (torch.arange(12) // B).expand(3, -1))
     seen = ~a.conf.isnan()  # (N, T, L)
@@ -153,10 +169,10 @@ def test_sft_loss_is_the_block_objective(block):
     noisy = torch.where(masked, torch.full_like(y, block.mask_token_id), y)
     ref = 0.0
     for j in range(0, y.shape[1], B):
-        canvas = torch.cat([ids, y[:, :j], noisy[:, j:j + B], noisy[:, j + B:]], 1)
-        logits = block.logits(canvas, torch.cat([mask, torch.ones_like(y)], 1))[:, ids.shape[1] + j:][:, :B]
-        ce = F.cross_entropy(logits.transpose(1, 2), y[:, j:j + B], reduction="none")
-        ref = ref + (ce * masked[:, j:j + B] / t[:, None]).sum()
+        canvas = torch.cat([ids, y[:, :j], noisy[:, j : j + B], noisy[:, j + B :]], 1)
+        logits = block.logits(canvas, torch.cat([mask, torch.ones_like(y)], 1))[:, ids.shape[1] + j :][:, :B]
+        ce = F.cross_entropy(logits.transpose(1, 2), y[:, j : j + B], reduction="none")
+        ref = ref + (ce * masked[:, j : j + B] / t[:, None]).sum()
     assert torch.allclose(loss, ref / y.numel(), atol=1e-5)
     loss.backward()
     assert block.model.bert.embeddings.word_embeddings.weight.grad.abs().sum() > 0
@@ -168,8 +184,12 @@ def test_dps_scope_block_normalises_each_block():
 
     g = torch.Generator().manual_seed(0)
     n, L = 4, 8
-    traj = Trajectory(torch.randint(1, 9, (n, L), generator=g), -torch.rand(n, L, generator=g),
-                      torch.rand(n, 8, L, generator=g), block=(torch.arange(L) // B).expand(n, -1))
+    traj = Trajectory(
+        torch.randint(1, 9, (n, L), generator=g),
+        -torch.rand(n, L, generator=g),
+        torch.rand(n, 8, L, generator=g),
+        block=(torch.arange(L) // B).expand(n, -1),
+    )
     valid = torch.ones(n, L, dtype=torch.bool)
     valid[0, 6:] = False
     for score in ("surprise", "commit_time"):
@@ -177,8 +197,8 @@ def test_dps_scope_block_normalises_each_block():
         whole = dps_weights(traj, valid, cfg)
         per = dps_weights(traj, valid, replace(cfg, scope="block"))
         for j in range(0, L, B):
-            v = valid[:, j:j + B]
-            means = (per[:, j:j + B] * v).sum(1) / v.sum(1)
+            v = valid[:, j : j + B]
+            means = (per[:, j : j + B] * v).sum(1) / v.sum(1)
             assert torch.allclose(means, torch.ones(n), atol=1e-5)
         assert not torch.allclose(whole, per)
         assert torch.allclose((whole * valid).sum(1) / valid.sum(1), torch.ones(n), atol=1e-5)
@@ -208,11 +228,34 @@ def test_daca_bench_train_runs_a_block_model_end_to_end(tmp_path):
     from daca_bench.cli import main
 
     out = tmp_path / "run"
-    rc = main(["train", "--output-dir", str(out), "--no-progress", "model.block_size=4", "train.task=even_length",
-               "train.steps=2", "train.prompts_per_step=2", "train.num_generations=2", "train.n_eval=4",
-               "train.threads=1", "train.mu=2", "rollout.gen_length=8", "rollout.block_length=4", "rollout.steps=4",
-               "rollout.cache=block", "eval.gen_length=8", "eval.block_length=4", "eval.steps=4", "eval.cache=block",
-               "dps.enabled=true", "dps.scope=block", "sml.k=2", "sml.partition=causal"])
+    rc = main(
+        [
+            "train",
+            "--output-dir",
+            str(out),
+            "--no-progress",
+            "model.block_size=4",
+            "train.task=even_length",
+            "train.steps=2",
+            "train.prompts_per_step=2",
+            "train.num_generations=2",
+            "train.n_eval=4",
+            "train.threads=1",
+            "train.mu=2",
+            "rollout.gen_length=8",
+            "rollout.block_length=4",
+            "rollout.steps=4",
+            "rollout.cache=block",
+            "eval.gen_length=8",
+            "eval.block_length=4",
+            "eval.steps=4",
+            "eval.cache=block",
+            "dps.enabled=true",
+            "dps.scope=block",
+            "sml.k=2",
+            "sml.partition=causal",
+        ]
+    )
     assert rc == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all(r["loss"] == r["loss"] for r in rows)
@@ -240,7 +283,10 @@ def test_the_tiny_block_preset_is_fresh_and_its_committed_design_is_what_it_make
             assert c.config.rollout.block_length == fam.block and c.config.rollout.cache == "block"
             assert c.config.dps.scope == "block" and c.config.train.test_seed == 4
     committed = ROOT / "results" / "tiny-block" / "design.json"
-    assert main(["reproduce", "--preset", "tiny-block", "--design-only", "--output-dir", str(tmp_path), "--allow-dirty"]) == 0
+    assert (
+        main(["reproduce", "--preset", "tiny-block", "--design-only", "--output-dir", str(tmp_path), "--allow-dirty"])
+        == 0
+    )
     now, fixed = read_design(tmp_path), read_design(committed.parent)
     loose = ("commit", "code_tree", "written", "date")
     assert {k: v for k, v in now.items() if k not in loose} == {k: v for k, v in fixed.items() if k not in loose}

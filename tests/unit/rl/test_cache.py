@@ -1,6 +1,7 @@
 """`sampler.cache` (none | prefix | dual): the KV-cached pass of the tiny model and the native
 LLaDA and Dream classes, the sampler with the cache on (record complete, the gap to the causal
 likelihood), and `cache=none` still decoding token for token as before (tests/support/sampler_golden.py)."""
+
 import sys
 
 import pytest
@@ -10,8 +11,8 @@ from daca_bench.archs.common import KVCache
 from daca_bench.config import SamplerConfig
 from daca_bench.errors import ConfigError
 from daca_bench.rl.sampler import pad_prompts, replay_commit_logp, sample
-from repo_paths import ROOT
 
+from repo_paths import ROOT
 from sampler_golden import CASES, FIXTURE, PROMPTS, run_cases, small_model  # tests/support
 
 FAMILIES = ["tiny", "llada", "dream"]
@@ -31,7 +32,7 @@ def adapters(tiny, tmp_path_factory):
 def _canvas(adapter, n_masks=12):
     ids, mask = pad_prompts(adapter, ["12+5=", "3-1+20=", "7="])  # left-padded rows
     x = torch.cat([ids, torch.full((len(ids), n_masks), adapter.mask_token_id)], dim=1)
-    x[:, ids.shape[1]:ids.shape[1] + 3] = ids[:, -3:]  # a few committed completion tokens
+    x[:, ids.shape[1] : ids.shape[1] + 3] = ids[:, -3:]  # a few committed completion tokens
     return x, torch.cat([mask, torch.ones((len(ids), n_masks), dtype=torch.long)], dim=1)
 
 
@@ -62,8 +63,8 @@ def test_a_window_reads_the_cached_keys_not_the_current_canvas(adapters, family)
         changed = x.clone()
         changed[:, S - 12] = adapter.encode(["9"])[0][0]  # outside the window: its keys stay the cached ones
         stale = adapter.forward_cached(changed, attn, cache, window=(S - 8, S))
-        fresh = adapter.logits(changed, attn)[:, S - 8:]
-        before = adapter.logits(x, attn)[:, S - 8:]
+        fresh = adapter.logits(changed, attn)[:, S - 8 :]
+        before = adapter.logits(x, attn)[:, S - 8 :]
     assert torch.allclose(stale, before, atol=1e-5)
     assert not torch.allclose(stale, fresh, atol=1e-5)  # the check can fail
 
@@ -178,7 +179,7 @@ def test_commit_entropy_is_the_entropy_at_the_commit_step(tiny):
         for t in range(1, 9):
             canvas = torch.where(traj.commit_step < t, batch.completion_ids, tiny.mask_token_id)
             ids = torch.cat([batch.prompt_ids, canvas], 1)
-            logp = tiny.logits(ids, batch.attention_mask)[:, batch.prompt_ids.shape[1]:].float().log_softmax(-1)
+            logp = tiny.logits(ids, batch.attention_mask)[:, batch.prompt_ids.shape[1] :].float().log_softmax(-1)
             want = -(logp.exp() * logp).sum(-1)  # (N, L)
             here = traj.commit_step == t
             assert torch.allclose(traj.commit_entropy[here], want[here], atol=1e-4)
@@ -212,7 +213,11 @@ def test_tiny_cache_s_cells_differ_only_in_their_rollouts_and_name_their_setting
     for (setting, variant, seed), c in by.items():
         cache, _, th = setting.partition(" th=")
         assert (c.config.rollout.cache, c.config.rollout.threshold) == (cache, float(th) if th else None)
-        assert c.config.eval == plain.eval and c.config.eval.cache == "none" and f"setting={setting.replace(' ', '_')}" in c.name
+        assert (
+            c.config.eval == plain.eval
+            and c.config.eval.cache == "none"
+            and f"setting={setting.replace(' ', '_')}" in c.name
+        )
         same = by[("none", variant, seed)].config  # the uncached cell of its arm: equal but for the rollouts
         assert replace(c.config, rollout=same.rollout) == same
 
@@ -226,8 +231,16 @@ def test_the_table_gives_each_setting_its_own_block(tmp_path):
         for variant, k in (("baseline", 1), ("+DACA", 4)):
             cell = tmp_path / f"{setting}_{variant}"
             cell.mkdir()
-            (cell / "config.json").write_text(json.dumps({"train": {"task": "json_tiny", "seed": 0}, "loss": {"base": "grpo"},
-                                                          "dps": {"enabled": k == 4}, "sml": {"k": k}}))
+            (cell / "config.json").write_text(
+                json.dumps(
+                    {
+                        "train": {"task": "json_tiny", "seed": 0},
+                        "loss": {"base": "grpo"},
+                        "dps": {"enabled": k == 4},
+                        "sml": {"k": k},
+                    }
+                )
+            )
             (cell / "axes.json").write_text(json.dumps({"variant": variant, "setting": setting}))
             (cell / "summary.json").write_text(json.dumps({"test_accuracy": 0.5}))
     df = load_results(tmp_path)

@@ -59,15 +59,21 @@ def test_random_control_has_mean_one_the_requested_spread_and_no_information():
         # ranks of L distinct draws: std lam * sqrt(1 - 1/L^2) exactly, whatever the draws
         assert torch.allclose(w.std(1, unbiased=False), torch.full((N,), lam * (1 - 1 / L**2) ** 0.5), atol=1e-4)
         # the same spread as a real reading under the same normalisation
-        real = dps_weights(traj, valid, DPSConfig(enabled=True, score="surprise", norm="rank", lam=lam, w_min=0.0,
-                                                  w_max=10.0))
+        real = dps_weights(
+            traj, valid, DPSConfig(enabled=True, score="surprise", norm="rank", lam=lam, w_min=0.0, w_max=10.0)
+        )
         assert torch.allclose(real.std(1, unbiased=False), w.std(1, unbiased=False), atol=1e-4)
     # no information: uncorrelated with the commit step, and keyed by the sequence id, not the batch
     w = dps_weights(traj, valid, DPSConfig(enabled=True, score="random"), seq_ids=range(N), seed=1)
     r = torch.corrcoef(torch.stack([w.flatten(), traj.commit_step.flatten().float()]))[0, 1]
     assert abs(r) < 0.1
-    again = dps_weights(Trajectory(traj.commit_step[5:7], traj.commit_logp[5:7], traj.conf[5:7]), valid[5:7],
-                        DPSConfig(enabled=True, score="random"), seq_ids=[5, 6], seed=1)
+    again = dps_weights(
+        Trajectory(traj.commit_step[5:7], traj.commit_logp[5:7], traj.conf[5:7]),
+        valid[5:7],
+        DPSConfig(enabled=True, score="random"),
+        seq_ids=[5, 6],
+        seed=1,
+    )
     assert torch.equal(again, w[5:7])
 
 
@@ -95,8 +101,9 @@ def test_zero_variance_group_contributes_no_gradient(base):
     adv = ADVANTAGES[base](torch.ones(1, 4), LossConfig(base=base))
     if base == "reinforce_pp":
         assert (adv == 0).all()
-    loss, _ = LOSSES[base](logp, logp.detach(), None, adv, torch.ones(4, 5, dtype=torch.bool), torch.ones(4, 5),
-                           LossConfig(base=base))
+    loss, _ = LOSSES[base](
+        logp, logp.detach(), None, adv, torch.ones(4, 5, dtype=torch.bool), torch.ones(4, 5), LossConfig(base=base)
+    )
     loss.backward()
     assert torch.count_nonzero(logp.grad) == 0
 
@@ -107,8 +114,9 @@ def test_on_policy_gradient_is_advantage_weighted_log_prob_gradient(base):
     logp = torch.zeros(2, 3, requires_grad=True)
     adv = torch.tensor([1.0, -1.0])
     w = torch.tensor([[2.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
-    loss, stats = LOSSES[base](logp, logp.detach(), None, adv, torch.ones(2, 3, dtype=torch.bool), w,
-                               LossConfig(base=base))
+    loss, stats = LOSSES[base](
+        logp, logp.detach(), None, adv, torch.ones(2, 3, dtype=torch.bool), w, LossConfig(base=base)
+    )
     loss.backward()
     g = logp.grad
     assert (g[0, :2] < 0).all() and g[0, 2] == 0 and (g[1] > 0).all()  # descent raises logp where A > 0
@@ -131,7 +139,9 @@ def test_clip_frac_counts_only_where_the_clip_binds_for_the_advantage_sign():
     valid = torch.ones(2, 2, dtype=torch.bool)
     _, st = LOSSES["grpo"](logp, old, None, torch.tensor([1.0, -1.0]), valid, torch.ones(2, 2), LossConfig(epsilon=0.2))
     assert st["clip_frac"] == 0.5 and st["clip_frac_any"] == 1.0  # row 0 high (A > 0), row 1 low (A < 0)
-    _, none = LOSSES["grpo"](logp, old, None, torch.tensor([1.0, -1.0]) * 0, valid, torch.ones(2, 2), LossConfig(epsilon=0.2))
+    _, none = LOSSES["grpo"](
+        logp, old, None, torch.tensor([1.0, -1.0]) * 0, valid, torch.ones(2, 2), LossConfig(epsilon=0.2)
+    )
     assert none["clip_frac"] == 0.0 and none["clip_frac_any"] == 1.0
 
 

@@ -23,7 +23,7 @@ def _direct(tiny, p, m, comp, hide):
     canvas = torch.where(hide, torch.full_like(comp, tiny.mask_token_id), comp)
     ids = torch.cat([p, canvas], 1)
     attn = torch.cat([m, torch.ones_like(comp)], 1)
-    logp = torch.log_softmax(tiny.logits(ids, attn)[:, p.shape[1]:], -1)
+    logp = torch.log_softmax(tiny.logits(ids, attn)[:, p.shape[1] :], -1)
     return logp.gather(-1, comp[..., None]).squeeze(-1)
 
 
@@ -39,7 +39,9 @@ def test_k_equals_l_is_the_pseudo_likelihood(tiny, data):
     L = comp.shape[1]
     with torch.no_grad():
         got = sml_logprobs(tiny, p, m, comp, k=L, partition="strided")
-        want = torch.stack([_direct(tiny, p, m, comp, torch.arange(L)[None].expand(3, -1) == k)[:, k] for k in range(L)], 1)
+        want = torch.stack(
+            [_direct(tiny, p, m, comp, torch.arange(L)[None].expand(3, -1) == k)[:, k] for k in range(L)], 1
+        )
     assert torch.allclose(got, want, atol=1e-5)
 
 
@@ -105,8 +107,15 @@ def test_causal_with_one_stratum_per_step_is_the_recorded_commit_logp(tiny, roll
     traj = rollout.trajectory
     T = int(traj.commit_step.max())
     with torch.no_grad():
-        got = sml_logprobs(tiny, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, k=T,
-                           partition="causal", commit_step=traj.commit_step)
+        got = sml_logprobs(
+            tiny,
+            rollout.prompt_ids,
+            rollout.prompt_mask,
+            rollout.completion_ids,
+            k=T,
+            partition="causal",
+            commit_step=traj.commit_step,
+        )
     assert torch.allclose(got, traj.commit_logp, atol=1e-5), (got - traj.commit_logp).abs().max()
 
 
@@ -158,9 +167,9 @@ def test_causal_with_k_above_the_steps_warns_and_builds_no_empty_stratum(tiny, d
         s = assign_strata(3, 6, 4, "causal", [0, 1, 2], 0, commit_step=commit)
     assert s.unique().tolist() == [0, 1]
     calls = []
-    handle = tiny.model.register_forward_pre_hook(lambda mod, args, kw: calls.append(args[0].shape[0] if args else
-                                                                                    kw["input_ids"].shape[0]),
-                                                  with_kwargs=True)
+    handle = tiny.model.register_forward_pre_hook(
+        lambda mod, args, kw: calls.append(args[0].shape[0] if args else kw["input_ids"].shape[0]), with_kwargs=True
+    )
     try:
         with pytest.warns(UserWarning):
             clamped = sml_logprobs(tiny, p, m, comp, k=4, partition="causal", commit_step=commit)

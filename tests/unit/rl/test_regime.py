@@ -1,12 +1,14 @@
 """The regime DACA is tested in: several inner updates whose ratio starts at exactly 1 (dropout
 included), a dev split disjoint from the test split for choosing readings, and the rule that
 picks them without the test set."""
+
 import json
 
 import pytest
 
 from daca_bench.config import RLConfig, apply
-from daca_bench.experiments.analysis.cellstore import cells as committed_cells, is_run
+from daca_bench.experiments.analysis.cellstore import cells as committed_cells
+from daca_bench.experiments.analysis.cellstore import is_run
 from daca_bench.experiments.grid import readings
 from daca_bench.registry import get_task
 
@@ -14,11 +16,23 @@ from repo_paths import ROOT
 
 
 def _cfg(**over):
-    base = {"train": {"task": "even_length", "steps": 1, "prompts_per_step": 4, "num_generations": 4, "n_eval": 4,
-                      "lr": 1e-3, "save_every": 1, "threads": 1, "mu": 3},
-            "rollout": {"gen_length": 8, "block_length": 4, "steps": 4, "temperature": 1.0},
-            "eval": {"gen_length": 8, "block_length": 4, "steps": 4},
-            "sml": {"p_mask_prompt": 0.15}, "loss": {"beta": 0.04}}
+    base = {
+        "train": {
+            "task": "even_length",
+            "steps": 1,
+            "prompts_per_step": 4,
+            "num_generations": 4,
+            "n_eval": 4,
+            "lr": 1e-3,
+            "save_every": 1,
+            "threads": 1,
+            "mu": 3,
+        },
+        "rollout": {"gen_length": 8, "block_length": 4, "steps": 4, "temperature": 1.0},
+        "eval": {"gen_length": 8, "block_length": 4, "steps": 4},
+        "sml": {"p_mask_prompt": 0.15},
+        "loss": {"beta": 0.04},
+    }
     return apply(apply(RLConfig(), base), over)
 
 
@@ -80,15 +94,28 @@ def test_dev_split_shares_no_puzzle_with_test(task, key):
 
 
 def test_the_rule_picks_by_dev_accuracy_and_builds_daca_and_the_control():
-    acc = {("baseline", 5e-5): 0.20, ("baseline", 1e-4): 0.22,
-           ("+DPS:progress", 5e-5): 0.21, ("+DPS:surprise", 1e-4): 0.25, ("+DPS:random", 1e-4): 0.30,
-           ("+SML:random", 5e-5): 0.19, ("+SML:causal", 5e-5): 0.23, ("+SML:strided", 1e-4): 0.23}
+    acc = {
+        ("baseline", 5e-5): 0.20,
+        ("baseline", 1e-4): 0.22,
+        ("+DPS:progress", 5e-5): 0.21,
+        ("+DPS:surprise", 1e-4): 0.25,
+        ("+DPS:random", 1e-4): 0.30,
+        ("+SML:random", 5e-5): 0.19,
+        ("+SML:causal", 5e-5): 0.23,
+        ("+SML:strided", 1e-4): 0.23,
+    }
     out = readings.pick(acc)["picks"]
     assert out["baseline"]["train.lr"] == 1e-4
     assert out["+DPS"]["reading"] == "+DPS:surprise"  # the random control is never picked
     assert out["+SML"]["reading"] == "+SML:strided"  # a tie goes to the one listed first
-    assert out["+DACA"] == {"reading": "+DPS:surprise with +SML:strided", "train.lr": 1e-4, "dps.score": "surprise",
-                            "dps.norm": "rank", "sml.partition": "strided", "sml.k": 4}
+    assert out["+DACA"] == {
+        "reading": "+DPS:surprise with +SML:strided",
+        "train.lr": 1e-4,
+        "dps.score": "surprise",
+        "dps.norm": "rank",
+        "sml.partition": "strided",
+        "sml.k": 4,
+    }
     assert out["+DPS-random"]["dps.score"] == "random" and out["+DPS-random"]["train.lr"] == 1e-4
 
 
@@ -157,8 +184,10 @@ def test_one_old_and_reference_pass_when_every_inner_iteration_sees_the_same_can
     tr.train(cfg, tmp_path / "shared", progress=False)
     monkeypatch.setattr(tr, "same_masks", lambda c: False)
     tr.train(cfg, tmp_path / "separate", progress=False)
-    rows = {name: [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines() if x.strip()]
-            for name in ("shared", "separate")}
+    rows = {
+        name: [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        for name in ("shared", "separate")
+    }
     for a, b in zip(rows["shared"], rows["separate"]):
         for key in ("loss", "kl", "clip_frac", "reward_mean"):
             if key in a:

@@ -2,6 +2,7 @@
 reads (`logits_to_keep`), the KV cache written in place, the prepared mask, and the sampler's pass
 loop (per-row draws into reused buffers, no read-back to the host, the record from one pass over the
 vocabulary) give what the code before them gave. tests/unit/rl/test_cache.py holds the golden rollouts."""
+
 import pytest
 import torch
 
@@ -76,7 +77,7 @@ def test_the_in_place_cache_and_the_kept_head_give_the_logits_read_before(adapte
     with torch.no_grad():
         for lo in (0, 4, 8):  # three blocks
             hi = lo + b
-            want = adapter.forward_cached(x, attn, old)[:, p + lo:]
+            want = adapter.forward_cached(x, attn, old)[:, p + lo :]
             got = adapter.forward_cached(x, prepared, new, keep=(p + lo, S))
             torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
             for step in range(3):
@@ -85,8 +86,13 @@ def test_the_in_place_cache_and_the_kept_head_give_the_logits_read_before(adapte
                 want = adapter.forward_cached(x, attn, old, window=(p + lo, end))
                 for keep in ((p + lo, end), (p + lo, p + hi)):
                     got = adapter.forward_cached(x, prepared, new, window=(p + lo, end), keep=keep)
-                    torch.testing.assert_close(got, want[:, keep[0] - p - lo:keep[1] - p - lo], rtol=0, atol=1e-5,
-                                               msg=(family, kind, lo, step, keep))
+                    torch.testing.assert_close(
+                        got,
+                        want[:, keep[0] - p - lo : keep[1] - p - lo],
+                        rtol=0,
+                        atol=1e-5,
+                        msg=(family, kind, lo, step, keep),
+                    )
 
 
 def test_a_model_that_cannot_take_logits_to_keep_is_sliced_after(tiny):
@@ -109,7 +115,9 @@ def test_a_model_that_cannot_take_logits_to_keep_is_sliced_after(tiny):
     with torch.no_grad():
         want = tiny.logits(ids)[:, 2:5]
         for cls in (Plain, Suffix):
-            other = ModelAdapter(cls(tiny.model), tiny.tokenizer, tiny.mask_token_id, tiny.eos_token_id, tiny.pad_token_id)
+            other = ModelAdapter(
+                cls(tiny.model), tiny.tokenizer, tiny.mask_token_id, tiny.eos_token_id, tiny.pad_token_id
+            )
             torch.testing.assert_close(other.logits(ids, keep=(2, 5)), want, rtol=0, atol=1e-6)
         assert other.model.asked == ids.shape[1] - 2
 
@@ -123,7 +131,12 @@ def test_a_row_decodes_the_same_whatever_rows_share_its_batch(adapters, family, 
     seeds = [101, 202, 303, 404]
     cfg = SamplerConfig(gen_length=8, block_length=4, steps=8, temperature=0.9, cache=cache)
     whole = sample(adapter, PROMPTS, cfg, seed=seeds)
-    parts = [([2, 3], cfg), ([3, 0], cfg), ([1], cfg), ([0, 1, 2, 3], SamplerConfig(**{**cfg.__dict__, "batch_size": 1}))]
+    parts = [
+        ([2, 3], cfg),
+        ([3, 0], cfg),
+        ([1], cfg),
+        ([0, 1, 2, 3], SamplerConfig(**{**cfg.__dict__, "batch_size": 1})),
+    ]
     for rows, c in parts:
         got = sample(adapter, [PROMPTS[r] for r in rows], c, seed=[seeds[r] for r in rows])
         assert torch.equal(got.completion_ids, whole.completion_ids[rows]), (family, cache, rows)
@@ -150,20 +163,35 @@ def _read_backs(monkeypatch, run) -> int:
     return count[0]
 
 
-@pytest.mark.parametrize("family,cache", [("llada", "none"), ("llada", "prefix"), ("llada", "dual"),
-                                          ("dream", "dual"), ("tiny", "prefix"), ("tiny", "dual")])
+@pytest.mark.parametrize(
+    "family,cache",
+    [
+        ("llada", "none"),
+        ("llada", "prefix"),
+        ("llada", "dual"),
+        ("dream", "dual"),
+        ("tiny", "prefix"),
+        ("tiny", "dual"),
+    ],
+)
 def test_the_pass_loop_reads_nothing_back_to_the_host(adapters, monkeypatch, family, cache):
     """Twice the steps (twice the passes, the same blocks) reads back no more: none per pass. With a
     threshold, one per pass (whether the block is done)."""
     adapter = adapters[family]
 
     def run(steps, threshold=None):
-        cfg = SamplerConfig(gen_length=8, block_length=4, steps=steps, temperature=0.9, cache=cache, threshold=threshold)
+        cfg = SamplerConfig(
+            gen_length=8, block_length=4, steps=steps, temperature=0.9, cache=cache, threshold=threshold
+        )
         return _read_backs(monkeypatch, lambda: sample(adapter, PROMPTS, cfg, seed=[1, 2, 3, 4]))
 
     assert run(4) == run(8)
-    passes = sample(adapter, PROMPTS, SamplerConfig(gen_length=8, block_length=4, steps=8, temperature=0.9, cache=cache,
-                                                    threshold=0.5), seed=[1, 2, 3, 4]).forward_passes
+    passes = sample(
+        adapter,
+        PROMPTS,
+        SamplerConfig(gen_length=8, block_length=4, steps=8, temperature=0.9, cache=cache, threshold=0.5),
+        seed=[1, 2, 3, 4],
+    ).forward_passes
     assert run(8, threshold=0.5) == run(4) + passes
 
 

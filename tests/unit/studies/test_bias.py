@@ -1,4 +1,5 @@
 """The bias study's mathematics on models small enough to enumerate; never which estimator wins."""
+
 import itertools
 import json
 import math
@@ -17,13 +18,15 @@ from daca_bench.rl.strata import assign_strata
 @pytest.fixture(scope="module")
 def toy(tiny):
     p, m = pad_prompts(tiny, ["1+2=", "9-4="])
-    comp = torch.tensor([tiny.encode(["3ab"])[0] + [tiny.eos_token_id], tiny.encode(["5"])[0] + [tiny.eos_token_id] * 3])
+    comp = torch.tensor(
+        [tiny.encode(["3ab"])[0] + [tiny.eos_token_id], tiny.encode(["5"])[0] + [tiny.eos_token_id] * 3]
+    )
     return p, m, comp  # L = 4 positions
 
 
 def _logp_given_hidden(tiny, p, m, comp, hide):
     canvas = torch.where(hide, torch.full_like(comp, tiny.mask_token_id), comp)
-    logits = tiny.logits(torch.cat([p, canvas], 1), torch.cat([m, torch.ones_like(comp)], 1))[:, p.shape[1]:]
+    logits = tiny.logits(torch.cat([p, canvas], 1), torch.cat([m, torch.ones_like(comp)], 1))[:, p.shape[1] :]
     return torch.log_softmax(logits, -1).gather(-1, comp[..., None]).squeeze(-1)  # (N, L)
 
 
@@ -77,8 +80,24 @@ def test_summary_statistics_on_known_values():
 @pytest.mark.parametrize("reference", ["trajectory", "elbo"])
 def test_command_runs_end_to_end_on_the_tiny_model(tmp_path, capsys, reference):
     out = tmp_path / "bias.json"
-    code = main(["likelihood-bias", "--model", "tiny", "--task", "arithmetic", "--n", "6", "--draws", "2",
-                 "--reference", reference, "--no-progress", "--json", str(out)])
+    code = main(
+        [
+            "likelihood-bias",
+            "--model",
+            "tiny",
+            "--task",
+            "arithmetic",
+            "--n",
+            "6",
+            "--draws",
+            "2",
+            "--reference",
+            reference,
+            "--no-progress",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     table = capsys.readouterr().out
     assert "mean-field (K=1)" in table and "MC ELBO" in table
@@ -89,8 +108,33 @@ def test_command_runs_end_to_end_on_the_tiny_model(tmp_path, capsys, reference):
 
 def test_command_honours_model_and_sampler_overrides(tmp_path, capsys):
     out = tmp_path / "bias.json"
-    assert main(["likelihood-bias", "--task", "arithmetic", "--n", "4", "--draws", "1", "--gen-length", "4",
-                 "sampler.steps=2", "model.hidden_size=32", "--no-progress", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "likelihood-bias",
+                "--task",
+                "arithmetic",
+                "--n",
+                "4",
+                "--draws",
+                "1",
+                "--gen-length",
+                "4",
+                "sampler.steps=2",
+                "model.hidden_size=32",
+                "--no-progress",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     config = json.loads(out.read_text())["meta"]["config"]
-    assert config["sampler"] == {**config["sampler"], "gen_length": 4, "block_length": 4, "steps": 2, "temperature": 0.9}
+    assert config["sampler"] == {
+        **config["sampler"],
+        "gen_length": 4,
+        "block_length": 4,
+        "steps": 2,
+        "temperature": 0.9,
+    }
     assert config["model"]["hidden_size"] == 32

@@ -1,5 +1,6 @@
 """The estimator study (`daca-bench estimators`): its statistics on planted cases and one small
 end-to-end run on real tiny models; never which estimator wins."""
+
 import csv
 import json
 
@@ -30,9 +31,13 @@ def sft_arithmetic(tmp_path_factory):
     from daca_bench.train.sft import train_sft
 
     out = tmp_path_factory.mktemp("sft")
-    cfg = apply(RunConfig(), {"sampler": {"gen_length": 4, "block_length": 4, "steps": 2},
-                              "sft": {"n_train": 512, "n_eval": 8, "batch_size": 32, "steps": 80, "lr": 2e-3,
-                                      "save_every": 1000}})
+    cfg = apply(
+        RunConfig(),
+        {
+            "sampler": {"gen_length": 4, "block_length": 4, "steps": 2},
+            "sft": {"n_train": 512, "n_eval": 8, "batch_size": 32, "steps": 80, "lr": 2e-3, "save_every": 1000},
+        },
+    )
     train_sft(cfg, out, progress=False)
     return out / "final"
 
@@ -40,19 +45,47 @@ def sft_arithmetic(tmp_path_factory):
 @pytest.fixture(scope="module")
 def study(sft_arithmetic, tmp_path_factory):
     out = tmp_path_factory.mktemp("est") / "out"
-    code = main(["estimators", "--tasks", "arithmetic", "sudoku_tiny", "--sft-dir", "",
-                 "--model", f"arithmetic:sft={sft_arithmetic}", "--model", "sudoku_tiny=tiny",
-                 "--prompts", "4", "--group", "4", "--draws", "2", "--mu", "1", "--lr", "1e-3", "--gen-length", "4",
-                 "--workers", "2",
-                 "--no-progress", "--output-dir", str(out)])
+    code = main(
+        [
+            "estimators",
+            "--tasks",
+            "arithmetic",
+            "sudoku_tiny",
+            "--sft-dir",
+            "",
+            "--model",
+            f"arithmetic:sft={sft_arithmetic}",
+            "--model",
+            "sudoku_tiny=tiny",
+            "--prompts",
+            "4",
+            "--group",
+            "4",
+            "--draws",
+            "2",
+            "--mu",
+            "1",
+            "--lr",
+            "1e-3",
+            "--gen-length",
+            "4",
+            "--workers",
+            "2",
+            "--no-progress",
+            "--output-dir",
+            str(out),
+        ]
+    )
     assert code == 0
     return out
 
 
 def test_command_writes_every_table(study):
     data = json.loads((study / "estimators.json").read_text())
-    assert [(s["meta"]["task"], s["meta"]["model"]) for s in data["studies"]] == [("arithmetic", "sft"),
-                                                                               ("sudoku_tiny", "tiny")]
+    assert [(s["meta"]["task"], s["meta"]["model"]) for s in data["studies"]] == [
+        ("arithmetic", "sft"),
+        ("sudoku_tiny", "tiny"),
+    ]
     want = [e.name for e in estimators(4, 2)]
     for s in data["studies"]:
         assert [r["estimator"] for r in s["gradients"]] == want
@@ -61,7 +94,9 @@ def test_command_writes_every_table(study):
     rows = list(csv.DictReader(open(study / "gradients.csv")))
     assert len(rows) == 2 * len(want) and {"cosine_lo", "cosine_hi", "logratio_corr", "seconds"} <= set(rows[0])
     credit = list(csv.DictReader(open(study / "credit.csv")))
-    assert len(credit) == 2 * len(SCORES) and {"auc_lo", "auc_within_step", "cosine_weighted_vs_plain"} <= set(credit[0])
+    assert len(credit) == 2 * len(SCORES) and {"auc_lo", "auc_within_step", "cosine_weighted_vs_plain"} <= set(
+        credit[0]
+    )
     assert "| estimator |" in (study / "estimators.md").read_text()
     assert (study / "gradients.png").stat().st_size > 5000
 
@@ -80,11 +115,27 @@ def test_exact_row_has_cosine_one(study):
 
 
 def test_bad_model_spec_and_missing_model_end_in_one_line(capsys, tmp_path):
-    assert main(["estimators", "--tasks", "arithmetic", "--sft-dir", "", "--model", "nonsense",
-                 "--output-dir", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "estimators",
+                "--tasks",
+                "arithmetic",
+                "--sft-dir",
+                "",
+                "--model",
+                "nonsense",
+                "--output-dir",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert "TASK[:LABEL]=PATH" in capsys.readouterr().err
-    assert main(["estimators", "--tasks", "arithmetic", "--sft-dir", str(tmp_path), "--output-dir",
-                 str(tmp_path / "o")]) == 2
+    assert (
+        main(["estimators", "--tasks", "arithmetic", "--sft-dir", str(tmp_path), "--output-dir", str(tmp_path / "o")])
+        == 2
+    )
     assert "no model for arithmetic" in capsys.readouterr().err
 
 
@@ -107,8 +158,14 @@ def test_gradients_of_the_exact_estimator_against_themselves(sft_arithmetic):
 
     tiny = load_model(ModelConfig(name=str(sft_arithmetic)))
     task = get_task("arithmetic", split="train", n=3)
-    ro = rollouts(tiny, list(task.samples), task, SamplerConfig(gen_length=4, block_length=4, steps=2,
-                                                                temperature=0.9), group=3, seed=0)
+    ro = rollouts(
+        tiny,
+        list(task.samples),
+        task,
+        SamplerConfig(gen_length=4, block_length=4, steps=2, temperature=0.9),
+        group=3,
+        seed=0,
+    )
     ro.adv = torch.randn(len(ro.samples), generator=torch.Generator().manual_seed(1))
     table = [Estimator("mean field", "mean field", 1, False, 1, "strided"), exact_estimator(ro.T)]
     rows, kept = gradient_rows(tiny, ro, table, draws=2)
@@ -133,8 +190,10 @@ def test_auc_on_planted_scores():
     step = np.tile(np.arange(10), (60, 1))
     late = rng.random(wrong.shape) < step / 10
     assert auc_with_interval(step.astype(float), late, valid)[0] > 0.8
-    assert np.isnan(auc_with_interval(step.astype(float), late, valid, groups=step)[0]) or \
-        auc_with_interval(step.astype(float), late, valid, groups=step)[0] == 0.5
+    assert (
+        np.isnan(auc_with_interval(step.astype(float), late, valid, groups=step)[0])
+        or auc_with_interval(step.astype(float), late, valid, groups=step)[0] == 0.5
+    )
 
 
 def test_gold_canvas_is_the_answer_then_eos(tiny):

@@ -1,5 +1,6 @@
 """Collapse guards (daca_bench/train/guards.py): the columns from a hand-made record, the bounds,
 and a threshold training run whose planted collapse trips the guard, which stops it with a checkpoint."""
+
 import json
 import math
 
@@ -8,26 +9,36 @@ import torch
 
 from daca_bench.config import GuardConfig, RLConfig, SamplerConfig, load_config
 from daca_bench.errors import ConfigError
-from daca_bench.train.guards import Guard, collapse_stats, fallback_steps
 from daca_bench.rl.sampler import RolloutBatch, Trajectory, sample
+from daca_bench.train.guards import Guard, collapse_stats, fallback_steps
 
 
 def _batch(commit_step, commit_logp, entropy, ids):
     commit_step, ids = torch.tensor(commit_step), torch.tensor(ids)
     n, L = commit_step.shape
-    traj = Trajectory(commit_step, torch.tensor(commit_logp).log(), torch.zeros(n, int(commit_step.max()), L),
-                      torch.tensor(entropy))
-    return RolloutBatch(torch.zeros(n, 1, dtype=torch.long), torch.ones(n, 1, dtype=torch.long), ids,
-                        torch.ones(n, L, dtype=torch.bool), [""] * n, traj, int(commit_step.max()))
+    traj = Trajectory(
+        commit_step, torch.tensor(commit_logp).log(), torch.zeros(n, int(commit_step.max()), L), torch.tensor(entropy)
+    )
+    return RolloutBatch(
+        torch.zeros(n, 1, dtype=torch.long),
+        torch.ones(n, 1, dtype=torch.long),
+        ids,
+        torch.ones(n, L, dtype=torch.bool),
+        [""] * n,
+        traj,
+        int(commit_step.max()),
+    )
 
 
 def test_columns_from_a_hand_made_record():
     # row 0: step 1 commits two tokens above 0.5, step 2 one forced token (p 0.3), step 3 one above (p 0.9)
     # row 1: every step one forced token
-    batch = _batch([[1, 1, 2, 3], [1, 2, 3, 4]],
-                   [[0.8, 0.7, 0.3, 0.9], [0.2, 0.4, 0.1, 0.3]],
-                   [[0.5, 0.5, 2.0, 0.1], [3.0, 3.0, 3.0, 3.0]],
-                   [[5, 6, 7, 8], [5, 6, 7, 8]])
+    batch = _batch(
+        [[1, 1, 2, 3], [1, 2, 3, 4]],
+        [[0.8, 0.7, 0.3, 0.9], [0.2, 0.4, 0.1, 0.3]],
+        [[0.5, 0.5, 2.0, 0.1], [3.0, 3.0, 3.0, 3.0]],
+        [[5, 6, 7, 8], [5, 6, 7, 8]],
+    )
     forced, ran = fallback_steps(batch.trajectory.commit_step, batch.trajectory.commit_logp, 0.5)
     assert forced.tolist() == [[False, True, False, False], [True, True, True, True]]
     assert ran.tolist() == [[True, True, True, False], [True] * 4]
@@ -49,8 +60,9 @@ def test_the_sampler_records_what_the_fallback_column_reads(tiny):
 
 
 def test_bounds_warn_then_stop_after_patience(capsys):
-    guard = Guard(GuardConfig(action="stop", patience=2, max_fallback_frac=0.5, min_distinct_frac=0.3,
-                              max_fallback_entropy=None))
+    guard = Guard(
+        GuardConfig(action="stop", patience=2, max_fallback_frac=0.5, min_distinct_frac=0.3, max_fallback_entropy=None)
+    )
     assert not guard.tripped({"guard_fallback_frac": 0.4, "guard_distinct_frac": 0.9}, 1)
     assert not guard.tripped({"guard_fallback_frac": 0.6, "guard_distinct_frac": 0.9}, 2)  # streak 1 of 2
     assert not guard.tripped({"guard_fallback_frac": 0.1, "guard_distinct_frac": 0.9}, 3)  # streak reset
@@ -70,10 +82,22 @@ def test_a_planted_collapse_trips_the_guard_and_stops_the_run_with_a_checkpoint(
     only its forced token (fallback fraction 1), a collapse the guard must catch at once."""
     from daca_bench.train.trainer import train
 
-    cfg = load_config("configs/tiny.yaml", ["train.init=", "train.steps=5", "train.n_eval=4", "train.save_every=100",
-                                            "train.prompts_per_step=2", "train.num_generations=4",
-                                            "rollout.threshold=0.99", "guard.action=stop", "guard.patience=2",
-                                            "guard.max_fallback_frac=0.9"], RLConfig)
+    cfg = load_config(
+        "configs/tiny.yaml",
+        [
+            "train.init=",
+            "train.steps=5",
+            "train.n_eval=4",
+            "train.save_every=100",
+            "train.prompts_per_step=2",
+            "train.num_generations=4",
+            "rollout.threshold=0.99",
+            "guard.action=stop",
+            "guard.patience=2",
+            "guard.max_fallback_frac=0.9",
+        ],
+        RLConfig,
+    )
     out = train(cfg, tmp_path, progress=False)
     assert out["stopped"] and out["step"] == 2 and "guard_fallback_frac=1.000" in out["guard"]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

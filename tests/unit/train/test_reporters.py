@@ -3,11 +3,11 @@ import struct
 import time
 
 import pytest
+from test_trainer import _cfg
 
 from daca_bench.config import ConfigError
 from daca_bench.train.reporters import reporter_names
 from daca_bench.train.trainer import train
-from test_trainer import _cfg
 
 
 def test_report_to_takes_none_one_name_or_a_list():
@@ -29,10 +29,10 @@ def _wandb_records(path):
         if block - pos % block < 7:  # the tail of a block too short for a chunk header is padding
             pos += block - pos % block
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if pos + 7 + length > len(data):  # a chunk still being written
             break
-        parts += data[pos + 7:pos + 7 + length]
+        parts += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):
             rec = Record()

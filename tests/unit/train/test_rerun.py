@@ -1,15 +1,29 @@
 """A rerun of `train` or `sft` in a folder that holds a run: under another config it is refused in
 one line naming the changed keys and --fresh (nothing relabelled, nothing resumed); with --fresh
 the earlier run is set aside, never deleted; summary.json always agrees with config.json."""
+
 import json
 
 import pytest
 
 from daca_bench.cli import main
 
-TRAIN = ["train", "--no-progress", "train.task=even_length", "train.init=", "train.steps=2", "train.save_every=1",
-         "train.prompts_per_step=2", "train.num_generations=4", "train.n_eval=4", "train.threads=1",
-         "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4"]
+TRAIN = [
+    "train",
+    "--no-progress",
+    "train.task=even_length",
+    "train.init=",
+    "train.steps=2",
+    "train.save_every=1",
+    "train.prompts_per_step=2",
+    "train.num_generations=4",
+    "train.n_eval=4",
+    "train.threads=1",
+    "rollout.block_length=4",
+    "rollout.steps=4",
+    "eval.block_length=4",
+    "eval.steps=4",
+]
 SFT = ["sft", "--no-progress", "sft.steps=2", "sft.n_eval=4", "sft.save_every=1", "sft.batch_size=8", "sft.n_train=64"]
 
 
@@ -20,8 +34,13 @@ def _read(folder, name):
 def _agree(folder):
     """summary.json says what config.json says (the keys it reports)."""
     cfg, s = _read(folder, "config.json"), _read(folder, "summary.json")
-    assert (s["dps"], s["sml_k"], s["dps_score"], s["sml_partition"], s["steps"]) == \
-           (cfg["dps"]["enabled"], cfg["sml"]["k"], cfg["dps"]["score"], cfg["sml"]["partition"], cfg["train"]["steps"])
+    assert (s["dps"], s["sml_k"], s["dps_score"], s["sml_partition"], s["steps"]) == (
+        cfg["dps"]["enabled"],
+        cfg["sml"]["k"],
+        cfg["dps"]["score"],
+        cfg["sml"]["partition"],
+        cfg["train"]["steps"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +50,13 @@ def finished(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("change,named", [(["dps.enabled=true", "sml.k=4"], ["dps.enabled: False -> True", "sml.k: 1 -> 4"]),
-                                          (["train.lr=1e-3"], ["train.lr: 5e-05 -> 0.001"])])
+@pytest.mark.parametrize(
+    "change,named",
+    [
+        (["dps.enabled=true", "sml.k=4"], ["dps.enabled: False -> True", "sml.k: 1 -> 4"]),
+        (["train.lr=1e-3"], ["train.lr: 5e-05 -> 0.001"]),
+    ],
+)
 def test_a_train_rerun_under_another_config_is_refused_in_one_line(finished, capsys, change, named):
     before = {f: (finished / f).read_bytes() for f in ("config.json", "summary.json", "metrics.jsonl")}
     capsys.readouterr()
@@ -59,8 +83,9 @@ def test_fresh_sets_the_earlier_train_run_aside_and_relabels_nothing(tmp_path, c
     assert main([*TRAIN, "--output-dir", str(out)]) == 0
     old = (out / "summary.json").read_bytes()
     capsys.readouterr()
-    assert main([*TRAIN, "--output-dir", str(out), "--fresh", "dps.enabled=true", "sml.k=2",
-                 "sml.partition=causal"]) == 0
+    assert (
+        main([*TRAIN, "--output-dir", str(out), "--fresh", "dps.enabled=true", "sml.k=2", "sml.partition=causal"]) == 0
+    )
     captured = capsys.readouterr()
     assert f"set aside in {out / '.stale' / '0'}" in captured.err
     assert (out / ".stale" / "0" / "summary.json").read_bytes() == old  # kept, not deleted

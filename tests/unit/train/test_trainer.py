@@ -15,10 +15,20 @@ from repo_paths import ROOT
 
 
 def _cfg(**over):
-    base = {"train": {"task": "even_length", "steps": 3, "prompts_per_step": 4, "num_generations": 4, "n_eval": 8,
-                      "lr": 1e-3, "save_every": 1, "threads": 1},
-            "rollout": {"gen_length": 8, "block_length": 4, "steps": 4, "temperature": 1.0},
-            "eval": {"gen_length": 8, "block_length": 4, "steps": 4}}
+    base = {
+        "train": {
+            "task": "even_length",
+            "steps": 3,
+            "prompts_per_step": 4,
+            "num_generations": 4,
+            "n_eval": 8,
+            "lr": 1e-3,
+            "save_every": 1,
+            "threads": 1,
+        },
+        "rollout": {"gen_length": 8, "block_length": 4, "steps": 4, "temperature": 1.0},
+        "eval": {"gen_length": 8, "block_length": 4, "steps": 4},
+    }
     cfg = apply(RLConfig(), base)
     return apply(cfg, over)
 
@@ -77,13 +87,26 @@ def test_a_step_changes_the_parameters():
 
 @pytest.mark.parametrize("base", ["grpo", "gspo", "reinforce_pp"])
 def test_every_base_trains_with_daca_and_logs(tmp_path, base):
-    cfg = _cfg(**{"loss.base": base, "dps.enabled": True, "sml.k": 2, "loss.beta": 0.04, "train.mu": 2,
-                  "train.steps": 2})
+    cfg = _cfg(
+        **{"loss.base": base, "dps.enabled": True, "sml.k": 2, "loss.beta": 0.04, "train.mu": 2, "train.steps": 2}
+    )
     summary = train(cfg, tmp_path, progress=False)
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
-    for key in ("reward_mean", "zero_std_groups", "infra_failures", "loss", "kl", "clip_frac", "grad_norm",
-                "dps_w_mean", "completion_length", "seconds_rollout", "tokens_per_s", "passes_rollout"):
+    for key in (
+        "reward_mean",
+        "zero_std_groups",
+        "infra_failures",
+        "loss",
+        "kl",
+        "clip_frac",
+        "grad_norm",
+        "dps_w_mean",
+        "completion_length",
+        "seconds_rollout",
+        "tokens_per_s",
+        "passes_rollout",
+    ):
         assert key in rows[0]
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["loss"]["base"] == base and "versions" in config
@@ -106,8 +129,16 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
 
 
 def test_lora_trains_with_the_adapter_disabled_base_as_reference(tmp_path):
-    cfg = _cfg(**{"train.lora": True, "train.lora_r": 4, "train.lora_alpha": 8, "loss.beta": 0.04, "train.mu": 2,
-                  "train.steps": 2})
+    cfg = _cfg(
+        **{
+            "train.lora": True,
+            "train.lora_r": 4,
+            "train.lora_alpha": 8,
+            "loss.beta": 0.04,
+            "train.mu": 2,
+            "train.steps": 2,
+        }
+    )
     train(cfg, tmp_path / "a", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["kl"] > 0  # the policy has moved away from the base model
@@ -152,9 +183,24 @@ def test_sigterm_checkpoints_and_the_rerun_resumes(tmp_path):
     import signal
     import time
 
-    args = [sys.executable, "-m", "daca_bench", "train", "--no-progress", "--output-dir", str(tmp_path),
-            "train.task=even_length", "train.steps=400", "train.save_every=1000", "train.threads=1", "train.n_eval=4",
-            "rollout.block_length=4", "rollout.steps=4", "eval.block_length=4", "eval.steps=4"]
+    args = [
+        sys.executable,
+        "-m",
+        "daca_bench",
+        "train",
+        "--no-progress",
+        "--output-dir",
+        str(tmp_path),
+        "train.task=even_length",
+        "train.steps=400",
+        "train.save_every=1000",
+        "train.threads=1",
+        "train.n_eval=4",
+        "rollout.block_length=4",
+        "rollout.steps=4",
+        "eval.block_length=4",
+        "eval.steps=4",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / "metrics.jsonl"
@@ -203,12 +249,15 @@ def test_cpu_flags_are_read_from_the_machine_and_decide_bf16():
     assert runtime.bf16_is_fast(cpu) == bool({"amx_bf16", "avx512_bf16"} & flags)
 
 
-@pytest.mark.parametrize("precision, flags, rollout, update", [
-    ("auto", BF16_CPU, "bf16", "fp32"),   # bf16 hardware: rollouts in bf16, log-probs and updates in fp32
-    ("auto", PLAIN_CPU, "fp32", "fp32"),  # none: everything in fp32
-    ("fp32", BF16_CPU, "fp32", "fp32"),
-    ("bf16", PLAIN_CPU, "bf16", "bf16"),
-])
+@pytest.mark.parametrize(
+    "precision, flags, rollout, update",
+    [
+        ("auto", BF16_CPU, "bf16", "fp32"),  # bf16 hardware: rollouts in bf16, log-probs and updates in fp32
+        ("auto", PLAIN_CPU, "fp32", "fp32"),  # none: everything in fp32
+        ("fp32", BF16_CPU, "fp32", "fp32"),
+        ("bf16", PLAIN_CPU, "bf16", "bf16"),
+    ],
+)
 def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypatch, precision, flags, rollout, update):
     import daca_bench.train.trainer as tr
     from daca_bench.engine import runtime
@@ -217,14 +266,16 @@ def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypat
     seen = {"rollout": set(), "likelihood": set()}
 
     def state():
-        return "bf16" if torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16 \
-            else "fp32"
+        return (
+            "bf16" if torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16 else "fp32"
+        )
 
     def spy(name, real):
         def wrapped(*a, **k):
             if name != "rollout" or isinstance(k.get("seed"), list):  # not the few DPS examples drawn for the plot
                 seen[name].add(state())
             return real(*a, **k)
+
         return wrapped
 
     monkeypatch.setattr(tr, "sample", spy("rollout", tr.sample))
@@ -232,7 +283,12 @@ def test_each_pass_runs_in_the_precision_config_json_records(tmp_path, monkeypat
     train(_cfg(**{"train.steps": 1, "train.mu": 2, "train.precision": precision}), tmp_path, progress=False)
     assert seen == {"rollout": {rollout}, "likelihood": {update}}  # mu = 2: old log-probs and updates both seen
     used = json.loads((tmp_path / "config.json").read_text())["precision_used"]
-    assert (used["setting"], used["rollout"], used["old_logprobs"], used["update"]) == (precision, rollout, update, update)
+    assert (used["setting"], used["rollout"], used["old_logprobs"], used["update"]) == (
+        precision,
+        rollout,
+        update,
+        update,
+    )
     assert used["device"] == "cpu" and used["cpu_bf16_flags"] == sorted(flags & {"amx_bf16", "avx512_bf16"})
     assert used["cpu"]
 
@@ -243,14 +299,20 @@ def test_train_variant_runs_what_the_headline_cell_ran(variant, capsys):
     (the default, tiny, runs the same cells of baseline and +DACA but for its larger test set)."""
     import argparse
 
+    from daca_bench.experiments.commands.train import run_config
     from daca_bench.experiments.grid.pipeline import tiny_cells
     from daca_bench.experiments.grid.presets import PRESETS
-    from daca_bench.experiments.commands.train import run_config
 
-    (cell,) = [c for c in tiny_cells(PRESETS["tiny-ablation"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])
-               if c.axes["variant"] == variant]
-    args = argparse.Namespace(config="configs/tiny.yaml", variant=variant, overrides=[
-        "train.task=sudoku_tiny", "train.init=runs/x/final", "train.seed=3"])
+    (cell,) = [
+        c
+        for c in tiny_cells(PRESETS["tiny-ablation"], {"sudoku": {"folder": "runs/x"}}, seeds=[3])
+        if c.axes["variant"] == variant
+    ]
+    args = argparse.Namespace(
+        config="configs/tiny.yaml",
+        variant=variant,
+        overrides=["train.task=sudoku_tiny", "train.init=runs/x/final", "train.seed=3"],
+    )
     assert run_config(args) == cell.config
     line = capsys.readouterr().err
     assert f"--variant {variant} (the tiny-ablation preset's cell): " in line and "train.mu=2" in line
@@ -273,7 +335,9 @@ def test_eval_reads_an_rl_checkpoint_as_the_policy_at_that_step(tmp_path):
     config.json and loads the step's weights (LoRA merged); at the last step that is final/'s model."""
     from daca_bench.engine.policy import load_trained
 
-    cfg = _cfg(**{"train.lora": True, "train.lora_r": 4, "train.lora_alpha": 8, "train.steps": 2, "train.save_every": 2})
+    cfg = _cfg(
+        **{"train.lora": True, "train.lora_r": 4, "train.lora_alpha": 8, "train.steps": 2, "train.save_every": 2}
+    )
     train(cfg, tmp_path / "run", progress=False)
     at_step = load_trained(str(tmp_path / "run" / "checkpoint-2")).model.state_dict()
     final = _weights(tmp_path / "run")
@@ -282,5 +346,20 @@ def test_eval_reads_an_rl_checkpoint_as_the_policy_at_that_step(tmp_path):
     from daca_bench.cli import main
 
     out = tmp_path / "eval"
-    assert main(["eval", "--model", str(tmp_path / "run" / "checkpoint-2"), "--task", "even_length", "--n", "4",
-                 "--output-dir", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tmp_path / "run" / "checkpoint-2"),
+                "--task",
+                "even_length",
+                "--n",
+                "4",
+                "--output-dir",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
