@@ -5,7 +5,9 @@ field in config.py, else from HELP below (keyed `Section.field`)."""
 from __future__ import annotations
 
 import inspect
-import re
+import io
+import textwrap
+import tokenize
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -54,10 +56,20 @@ HELP = {
 def field_help(cls) -> dict[str, str]:
     """Each field's help: its comment in the dataclass source, else HELP[`Class.field`]."""
     out = {f.name: HELP.get(f"{cls.__name__}.{f.name}", "") for f in fields(cls)}
-    for line in inspect.getsource(cls).splitlines():
-        m = re.match(r"\s+(\w+): [^#]*#\s*(.*)", line)
-        if m and m.group(1) in out:
-            out[m.group(1)] = m.group(2).strip()
+    # a field's comment is the first one inside its statement, wherever the formatter put it: on the
+    # `name: type = value` line or inside a value wrapped in parentheses over several lines
+    source = textwrap.dedent(inspect.getsource(cls))
+    name, start, seen = None, True, False
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            name, start, seen = None, True, False
+            continue
+        if start and tok.type == tokenize.NAME:
+            name = tok.string
+        elif tok.type == tokenize.COMMENT and name in out and not seen:
+            out[name], seen = tok.string.lstrip("#").strip(), True
+        if tok.type not in (tokenize.NL, tokenize.COMMENT):
+            start = False
     return out
 
 
