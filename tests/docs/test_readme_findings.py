@@ -66,6 +66,25 @@ def test_readme_quotes_tiny_bases_and_tiny_compute_as_their_tables_have_them():
     assert f"{cells[4]} {cells[6]}, MDE {cells[7]}" in FOUND
 
 
+def test_readme_quotes_tiny_compute_starts_as_its_table_has_it():
+    t = _rows("tiny-compute-starts")
+    planned = {
+        ("+DACA@32", "grpo baseline@80"): "",
+        ("+DACA@32", "grpo baseline@32"): "",
+        ("baseline@80", "grpo baseline@32"): "",
+    }
+    for variant, vs in planned:
+        row = t[(t["variant"] == variant) & (t["vs"] == vs)].iloc[0]
+        quoted = _fmt(row)
+        if row["sig"] in (True, "True"):
+            quoted = quoted.replace(" *", "** *").replace(f"{row['delta_pp']:+.1f}", f"**{row['delta_pp']:+.1f}", 1)
+        else:
+            quoted = f"**{quoted}**"
+        assert quoted in FOUND, (variant, vs, quoted)
+    primary = t[(t["variant"] == "+DACA@32") & (t["vs"] == "grpo baseline@80")].iloc[0]
+    assert f"MDE {primary['MDE']:.1f} (no difference" in FOUND
+
+
 def test_the_stale_sentences_are_gone():
     for path in ("README.md", "docs/reproducing.md", "scripts/main.sh"):
         assert "whole ablation" not in (ROOT / path).read_text(), path
