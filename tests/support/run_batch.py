@@ -9,6 +9,7 @@ written to `codes.json` (rank 0); the process group is kept between lines and le
 
 import json
 import sys
+import traceback
 from pathlib import Path
 
 
@@ -22,7 +23,11 @@ def main(spec: str) -> int:
     try:
         for argv in json.loads(Path(spec).read_text()):
             print(f"=== {' '.join(argv)}", file=sys.stderr, flush=True)
-            codes.append(daca_main(argv))
+            try:
+                codes.append(daca_main(argv))
+            except Exception:  # noqa: BLE001 - the line fails, the batch goes on (the test names it)
+                traceback.print_exc()
+                codes.append(1)
     finally:
         if rank_and_world()[0] == 0:
             Path(spec).with_name(Path(spec).stem + ".codes.json").write_text(json.dumps(codes))
