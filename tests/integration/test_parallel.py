@@ -77,7 +77,7 @@ def _env() -> dict:
 
 
 def _run(nproc: int, out: Path, *extra, ok: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(_command(nproc, out, extra), env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(_command(nproc, out, extra), env=_env(), capture_output=True, text=True, timeout=600)
     if ok:
         assert done.returncode == 0, done.stderr[-3000:]
     return done
