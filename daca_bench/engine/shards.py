@@ -1,4 +1,5 @@
-"""Start-up and the final save without a whole copy of the model on any one device (issue 56 item 5).
+"""Start-up and the final save with no whole copy of the model on any one device: a meta-device start-up where each
+rank reads only its own shards, and a streamed final save (issue 56 item 5).
 
     folder = empty_source(name, par, lora)                 # a save_pretrained folder to start from, or None
     adapter = load_pretrained(folder, empty=True)          # weights on the meta device: nothing held, nothing read
