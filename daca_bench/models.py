@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -112,12 +113,32 @@ def _remote_class(config, name: str, key: str):
     return cls
 
 
+@contextmanager
+def empty_weights():
+    """Parameters created inside are placed on the meta device (shapes, no memory, no reading); buffers stay
+    real (they are small, and a rotary table or position ids are computed, not stored). The engine then
+    materialises each rank's shards only (engine/shards.py)."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        register(module, name, param)
+        if param is not None and param.device.type != "meta":
+            module._parameters[name] = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
 def load_pretrained(
-    name: str, trust_remote_code: bool = False, dtype: str = "float32", quantization_config=None
+    name: str, trust_remote_code: bool = False, dtype: str = "float32", quantization_config=None, empty: bool = False
 ) -> ModelAdapter:
     """A local save_pretrained folder or a hub id: masked LMs; LLaDA and Dream through the native
     classes (daca_bench.archs) unless trust_remote_code asks for their own code. `quantization_config`
-    (bitsandbytes 4-bit, train.load_in_4bit) goes to from_pretrained."""
+    (bitsandbytes 4-bit, train.load_in_4bit) goes to from_pretrained. `empty`: the model built from its
+    config with its weights on the meta device, nothing read (not for remote code)."""
     from transformers import AutoConfig, AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
@@ -160,7 +181,11 @@ def load_pretrained(
     stored = json.loads(extra.read_text()) if (extra := Path(name) / "daca_adapter.json").exists() else {}
     shift = stored.get("shift_logits", shift)
     auto_map = getattr(config, "auto_map", None) or {}
-    if native:
+    if empty and not auto_map:
+        with empty_weights():  # in eval mode, as from_pretrained returns it
+            build = native._from_config if native else AutoModelForMaskedLM.from_config
+            model = build(config, dtype=torch_dtype).eval()
+    elif native:
         model = native.from_pretrained(name, config=config, dtype=torch_dtype, **quant)
     else:
         if auto_map and not trust_remote_code:
@@ -251,7 +276,8 @@ def default_device() -> torch.device:
     )
 
 
-def load_model(cfg: ModelConfig) -> ModelAdapter:
+def load_model(cfg: ModelConfig, empty: bool = False) -> ModelAdapter:
+    """The model `cfg` names (tiny, a folder, a hub id); `empty`: a folder's weights left on the meta device."""
     if cfg.block_size < 0:  # the tiny model: a block model when > 0; a folder: its own block size (daca_adapter.json)
         raise ConfigError(f"model.block_size={cfg.block_size} must be 0 (full attention) or a block length")
     if cfg.name == "tiny":
@@ -260,7 +286,7 @@ def load_model(cfg: ModelConfig) -> ModelAdapter:
         return ModelAdapter(
             model, tok, tok.mask_token_id, tok.eos_token_id, tok.pad_token_id, source="tiny", block_size=cfg.block_size
         )
-    adapter = load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype)
+    adapter = load_pretrained(cfg.name, cfg.trust_remote_code, cfg.dtype, empty=empty)
     if cfg.block_size and cfg.block_size != adapter.block_size:  # 0: the folder's own
         raise ConfigError(f"model.block_size={cfg.block_size}, but {cfg.name} has block size {adapter.block_size}")
     return adapter

@@ -81,7 +81,10 @@ ROWS = ("lora-none", "lora-replicate", "full-shard", "full-shard-offload")
 def memory_terms(row: str, n: int, m: dict = LLADA_8B) -> dict[str, float]:
     """GB (10^9 bytes) per GPU of each term at n processes; `host` terms are host memory per process. The
     update's terms and the rollout's copy are added although they never coexist (an upper bound); `startup`,
-    the whole policy in fp32 on every GPU before FSDP2 shards it, is a peak of its own."""
+    the GPU's peak while the policy is loaded, is a peak of its own: with the sharded start-up (engine/shards.py:
+    built on the meta device, each rank reading only its slices) a rank's fp32 shards, 4 bytes per parameter / N,
+    where loading whole and then sharding held the whole policy in fp32 on every GPU (4 bytes per parameter).
+    Under train.offload the shards are materialised on the host (inside `host state`): none on the GPU."""
     P, R, gb = m["params"], m["lora"], 1e9
     if row.startswith("lora"):
         terms = {
@@ -94,8 +97,8 @@ def memory_terms(row: str, n: int, m: dict = LLADA_8B) -> dict[str, float]:
     sharded = {"state": 16 * P / gb / n, "reference": 2 * P / gb / n, "AdamW step temporary": 4 * P / gb / n}
     gpu = {"rollout copy": 2 * P / gb, "root gather": 2 * m["root"] / gb, "activations": m["activations"]}
     if row == "full-shard-offload":
-        return {**gpu, **{f"host {k}": v for k, v in sharded.items()}, "startup": 4 * P / gb}
-    return {**sharded, **gpu, "startup": 4 * P / gb}
+        return {**gpu, **{f"host {k}": v for k, v in sharded.items()}, "startup": 0.0}
+    return {**sharded, **gpu, "startup": 4 * P / gb / n}
 
 
 def memory_bound(terms: dict[str, float]) -> float:

@@ -2,6 +2,11 @@
 a checkpoint, wrapped with LoRA (peft) and, as d1 loads it, on a 4-bit NF4 base; dropout off.
 
     adapter = load_policy(cfg, ckpt)   # ckpt None: the policy before RL
+    adapter = start_policy(cfg, ckpt, par, device, prepare)   # the same under the engine: loaded and wrapped
+    reference = start_reference(cfg, par, device)             # a full fine-tune's frozen reference, sharded too
+
+Under the engine a full fine-tune from a save_pretrained folder starts sharded (engine/shards.py): built on the meta
+device, each rank reading only its shards; otherwise the policy is loaded whole, moved to the device and wrapped.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from ..adapter import ModelAdapter
 from ..config import ConfigError, RLConfig, apply
 from ..models import load_checkpoint, load_model, load_pretrained
 from .checkpoint import is_sharded, load_sharded
+from .parallel import Parallel
+from .shards import empty_source, start_sharded
 
 
 def disable_dropout(model) -> None:
@@ -29,12 +36,13 @@ def disable_dropout(model) -> None:
                 setattr(m, attr, 0.0)
 
 
-def load_initial(cfg: RLConfig):
+def load_initial(cfg: RLConfig, empty: bool = False):
     """The policy before RL: train.init (e.g. an SFT run's final/) or model.name (tiny is rebuilt from its seed);
-    with train.load_in_4bit, a LoRA base quantised to 4-bit NF4 as d1 loads it."""
+    with train.load_in_4bit, a LoRA base quantised to 4-bit NF4 as d1 loads it. `empty`: a folder's weights on
+    the meta device (a sharded start-up)."""
     name = cfg.train.init or cfg.model.name
     if not cfg.train.load_in_4bit:
-        return load_model(replace(cfg.model, name=name))
+        return load_model(replace(cfg.model, name=name), empty=empty)
     return load_pretrained(name, cfg.model.trust_remote_code, cfg.model.dtype, quantization_config=nf4_config(cfg))
 
 
@@ -102,6 +110,39 @@ def load_policy(cfg: RLConfig, ckpt):
             ),
         )
     return replace(base, model=model)
+
+
+def start_policy(cfg: RLConfig, ckpt, par: Parallel, device, prepare=lambda model: None):
+    """The policy to train on `device`, wrapped by the engine (`par.wrap`), `prepare(model)` applied before the
+    wrap (gradient checkpointing, dropout). A full fine-tune under the engine from a save_pretrained folder (the
+    initial policy, or an older checkpoint) starts sharded: no rank holds the whole policy, nor reads it."""
+    t = cfg.train
+    name = ckpt if ckpt and not is_sharded(ckpt) else (t.init or cfg.model.name)
+    source = None if t.load_in_4bit else empty_source(name, par, t.lora)
+    if source is None:
+        adapter = load_policy(cfg, None if is_sharded(ckpt) else ckpt)
+        adapter.model.to(device)
+        prepare(adapter.model)
+        par.wrap(adapter.model)  # fp32 trainable weights; FSDP2 units under the engine
+        return adapter
+    adapter = load_model(replace(cfg.model, name=str(source)), empty=True)
+    prepare(adapter.model)
+    start_sharded(adapter.model, source, par, device)  # a DCP checkpoint's weights are read over these (resume)
+    return adapter
+
+
+def start_reference(cfg: RLConfig, par: Parallel, device):
+    """A full fine-tune's frozen reference (the initial policy), sharded as the policy is (no fp32 cast); started
+    sharded from its folder where start_policy would."""
+    source = None if cfg.train.load_in_4bit else empty_source(cfg.train.init or cfg.model.name, par)
+    reference = load_initial(cfg, empty=source is not None)
+    reference.model.eval().requires_grad_(False)
+    if source is None:
+        reference.model.to(device)
+        par.wrap(reference.model, trainable=False)
+    else:
+        start_sharded(reference.model, source, par, device, trainable=False)
+    return reference
 
 
 def load_trained(name: str, trust_remote_code: bool = False, dtype: str = "float32", base: str = "") -> ModelAdapter:

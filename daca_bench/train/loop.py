@@ -36,6 +36,7 @@ from ..engine.checkpoint import (
 )
 from ..engine.parallel import Parallel
 from ..engine.runtime import is_main_thread
+from ..engine.shards import stream_save
 from ..errors import CheckpointError
 from ..runfolder import refuse_changed
 from .reporters import open_reporters
@@ -228,9 +229,10 @@ class Loop:
             self.bar.refresh()
         return None
 
-    def finish(self, summary: dict, fresh: Callable[[], Any], export: Callable = as_held) -> dict:
-        """final/ and summary.json (rank 0, atomically); every rank calls it and gets the summary."""
-        write_final(self.out / "final", self.adapter, self.par, fresh, export)
+    def finish(self, summary: dict, fresh: Callable[[], Any], export: Callable = as_held, stream=None) -> dict:
+        """final/ and summary.json (rank 0, atomically); every rank calls it and gets the summary. `stream`: the
+        dtype final/ holds, where `export` is no more than that cast (write_final streams it under the engine)."""
+        write_final(self.out / "final", self.adapter, self.par, fresh, export, stream)
         if self.main:
             tmp = self.out / "summary.json.tmp"
             tmp.write_text(json.dumps(summary, indent=2) + "\n")
@@ -238,9 +240,16 @@ class Loop:
         return summary
 
 
-def write_final(path: Path, adapter, par: Parallel, fresh: Callable[[], Any], export: Callable = as_held) -> None:
-    """final/: a plain save_pretrained folder of `export(model, live)`. Under the engine every rank hands its
-    shards over and rank 0 loads them into `fresh()`, a CPU copy of the model, so the GPU model is never copied."""
+def write_final(
+    path: Path, adapter, par: Parallel, fresh: Callable[[], Any], export: Callable = as_held, stream=None
+) -> None:
+    """final/: a plain save_pretrained folder of `export(model, live)`. Under the engine with `stream` (a dtype: a
+    full fine-tune) the weights are gathered one by one and written file by file in that dtype (engine/shards.py:
+    no whole copy on any host); else every rank hands its shards over and rank 0 loads them into `fresh()`, a CPU
+    copy of the model (LoRA merges into it; remote-code models copy their code beside it)."""
+    if par.engine and stream is not None and not getattr(adapter.model.config, "auto_map", None):
+        stream_save(path, adapter, par, stream)
+        return
     if par.engine:
         full = par.full_state(adapter.model)
         if par.rank == 0:

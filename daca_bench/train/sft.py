@@ -34,7 +34,7 @@ from ..config import ConfigError, RunConfig, to_dict
 from ..engine.checkpoint import is_sharded
 from ..engine.parallel import Parallel
 from ..eval.evaluate import evaluate, mean_reward_beside
-from ..models import default_device, load_model, load_pretrained
+from ..models import DTYPES, default_device, load_model, load_pretrained
 from ..rl.sampler import pad_prompts
 from ..runfolder import RESUMABLE_SFT
 from .loop import Loop
@@ -159,7 +159,7 @@ def train_sft(cfg: RunConfig, out_dir: str | Path, resume: bool = True, progress
             "resumed_from_step": loop.start_step,
             **({"world_size": par.world} if par.world > 1 else {}),
         }
-        return loop.finish(summary, fresh=lambda: load_model(cfg.model))
+        return loop.finish(summary, fresh=lambda: load_model(cfg.model), stream=DTYPES.get(cfg.model.dtype))
 
 
 def _split_dev(samples: list, n_dev: int, task: str) -> tuple[list, list]:

@@ -25,10 +25,9 @@ import torch
 
 from ..canvas import check_rl
 from ..config import ConfigError, RLConfig, pick, to_dict
-from ..engine.checkpoint import is_sharded
 from ..engine.memory import enable_gradient_checkpointing, out_of_memory, sml_chunk
 from ..engine.parallel import Parallel, rank_and_world
-from ..engine.policy import disable_dropout, load_initial, load_policy
+from ..engine.policy import disable_dropout, load_policy, start_policy, start_reference
 from ..engine.runtime import PRECISIONS, autocast, git_describe, precision_record, versions
 from ..eval.evaluate import eval_task, evaluate, mean_reward_beside, score, write_eval_records
 from ..eval.prompts import task_prompts
@@ -85,19 +84,17 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
     loop = Loop.open(cfg, "train", out_dir, resume, RESUMABLE_RL, par, progress, sharded=True, frozen=not t.lora)
     rank, world, out = par.rank, par.world, loop.out
     device = default_device()
-    adapter = load_policy(cfg, None if is_sharded(loop.ckpt) else loop.ckpt)
-    adapter.model.to(device)
-    if t.gradient_checkpointing:
-        enable_gradient_checkpointing(adapter.model)
-    if t.disable_dropout:  # old, current and reference passes then agree: the first inner ratio is exactly 1
-        disable_dropout(adapter.model)
-    par.wrap(adapter.model)  # fp32 trainable weights; FSDP2 units under the engine
+
+    def prepare(model) -> None:
+        if t.gradient_checkpointing:
+            enable_gradient_checkpointing(model)
+        if t.disable_dropout:  # old, current and reference passes then agree: the first inner ratio is exactly 1
+            disable_dropout(model)
+
+    adapter = start_policy(cfg, loop.ckpt, par, device, prepare)  # under the engine, sharded from the start
     reference = None
     if cfg.loss.beta > 0:  # with LoRA the reference is the adapter-disabled base model
-        reference = adapter if t.lora else load_initial(cfg)
-        if reference is not adapter:
-            reference.model.to(device).eval().requires_grad_(False)
-            par.wrap(reference.model, trainable=False)  # full fine-tuning: the reference sharded too
+        reference = adapter if t.lora else start_reference(cfg, par, device)  # full fine-tuning: sharded too
     counter = Ledger(adapter.model)  # compute per phase: FLOPs (FlopCounterMode), canvases, tokens
     if reference is not None and reference is not adapter:
         counter.watch(reference.model)
@@ -188,7 +185,10 @@ def train(cfg: RLConfig, out_dir: str | Path, resume: bool = True, progress: boo
             if rank == 0:
                 write_dps_examples(adapter, cfg, samples[:4], train_task, out / "dps_examples.json")
         return loop.finish(
-            summary, fresh=lambda: load_policy(cfg, None), export=lambda model, live: final_model(model, cfg, live)
+            summary,
+            fresh=lambda: load_policy(cfg, None),
+            export=lambda model, live: final_model(model, cfg, live),
+            stream=None if t.lora else DTYPES.get(cfg.model.dtype),  # full fine-tuning: streamed under the engine
         )
 
 

@@ -312,7 +312,7 @@ def test_the_frozen_base_is_held_once_under_replicate_as_the_memory_table_says()
 
 def test_the_memory_table_is_its_formula_term_by_term():
     """docs/trainer.md's memory table is memory_table()'s rows, each the sum of memory_terms (every term: the root
-    gather, AdamW's step temporary, the fp32 start-up copy among them), recomputed here from the parameter counts."""
+    gather, AdamW's step temporary, the sharded start-up among them), recomputed here from the parameter counts."""
     from daca_bench.engine.memory import LLADA_8B, memory_bound, memory_table, memory_terms
 
     text = (ROOT / "docs" / "trainer.md").read_text()
@@ -324,7 +324,8 @@ def test_the_memory_table_is_its_formula_term_by_term():
         full = memory_terms("full-shard", n)
         assert {"root gather", "AdamW step temporary", "startup", "rollout copy", "state", "reference"} <= set(full)
         want = (16 + 2 + 4) * P / n / 1e9 + 2 * P / 1e9 + 2 * root / 1e9 + LLADA_8B["activations"]
-        assert memory_bound(full) == pytest.approx(max(want, 4 * P / 1e9))
+        assert memory_bound(full) == pytest.approx(max(want, 4 * P / n / 1e9))  # the sharded start-up: its shards
+        assert full["startup"] == pytest.approx(4 * P / n / 1e9)
         off = memory_terms("full-shard-offload", n)
         assert memory_bound(off) == pytest.approx(2 * P / 1e9 + 2 * root / 1e9 + LLADA_8B["activations"])
         assert sum(v for k, v in off.items() if k.startswith("host")) == pytest.approx(22 * P / n / 1e9)

@@ -7,6 +7,7 @@ tensors; ranks that decode unequal numbers of passes never wait on each other.""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -70,10 +71,13 @@ def _command(nproc: int, out: Path, extra) -> list[str]:
     return [*launch, "-m", "daca_bench", *BASE, *extra, "--output-dir", str(out)]
 
 
+def _env() -> dict:
+    # the watchdog: a collective waiting 120 s fails the run (torch.distributed's timeout)
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DACA_BENCH_DIST_TIMEOUT_S": "120"}
+
+
 def _run(nproc: int, out: Path, *extra, ok: bool = True) -> subprocess.CompletedProcess:
-    # the watchdog: a collective waiting 120 s fails the run (torch.distributed's timeout) well inside the 300 s
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DACA_BENCH_DIST_TIMEOUT_S": "120"}
-    done = subprocess.run(_command(nproc, out, extra), env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(_command(nproc, out, extra), env=_env(), capture_output=True, text=True, timeout=600)
     if ok:
         assert done.returncode == 0, done.stderr[-3000:]
     return done
@@ -102,70 +106,157 @@ def assert_same_run(a: Path, b: Path, atol: float = 1e-5, skip: tuple = ()) -> N
     assert (a / "eval.jsonl").read_text() == (b / "eval.jsonl").read_text()
 
 
-@pytest.fixture(scope="module")
-def singles(tmp_path_factory):
-    """One-process runs, made once per (LoRA or full, loss) and shared by the parametrized cases."""
-    made = {}
-
-    def get(lora: bool, loss: str) -> Path:
-        key = (lora, loss)
-        if key not in made:
-            out = tmp_path_factory.mktemp(f"one-{'lora' if lora else 'full'}-{loss}")
-            _run(1, out, *(LORA if lora else []), *LOSSES[loss])
-            made[key] = out
-        return made[key]
-
-    return get
-
-
-@pytest.mark.parametrize("loss", list(LOSSES))
-@pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
-@pytest.mark.parametrize("mode", ["replicate", "shard"])
-def test_two_processes_equal_one(tmp_path, singles, mode, lora, loss):
-    two = tmp_path / "two"
-    _run(2, two, *(LORA if lora else []), *LOSSES[loss], f"train.parallel={mode}")
-    assert json.loads((two / "config.json").read_text())["parallel_used"] == mode
-    assert_same_run(singles(lora, loss), two)
+def _tag(lora: bool, loss: str) -> str:
+    return f"{'lora' if lora else 'full'}-{loss}"
 
 
 # the tiny model decodes a row in 2-6 passes at this threshold; one block, since the sampler advances every row to the
 # next block together (a row that finished early idles, and its later draws shift): several blocks are split-dependent
 THRESHOLD = ["rollout.threshold=0.011", "rollout.block_length=8", "sml.k=8", "sml.partition=causal"]
+SFT = [
+    "sft",
+    "--no-progress",
+    "--config",
+    str(ROOT / "configs/tiny_sft.yaml"),
+    "sft.steps=4",
+    "sft.batch_size=8",
+    "sft.save_every=2",
+    "sft.n_eval=8",
+    "sft.threads=1",
+    "sft.eval_every=2",
+    "sft.n_dev=8",
+]
+INIT = "train.init={one-full-grpo}/final"  # a save_pretrained folder: under the engine, a sharded start-up
+# Every run of the module that needs no launch of its own, by name: one launch per process count runs them all, in
+# order (tests/support/run_batch.py: starting python, torch and a process group costs more than one of these runs).
+# A line is `train` with BASE and these settings, or a whole command line (SFT); a tuple's first item is a run
+# copied into the folder first (a resume, --fresh); {name} in a setting is a one-process run's folder.
+ONE = {
+    **{
+        f"one-{_tag(lora, loss)}": [*(LORA if lora else []), *LOSSES[loss]] for lora in (True, False) for loss in LOSSES
+    },
+    "threshold-one": THRESHOLD,
+    "accum": [*LOSSES["bnpo"], "train.grad_accum=2"],
+    "rows-one": [*LOSSES["bnpo"], "loss.norm_rows=8"],
+    "straight": ["train.steps=4"],
+    "init-one": [INIT],
+    "sft-one": SFT,
+    "bf16": ["model.dtype=bfloat16", "train.lr=3e-6", "train.parallel=shard"],  # last: it starts a process group
+}
+TWO = {
+    **{
+        f"two-{mode}-{_tag(lora, loss)}": [*(LORA if lora else []), *LOSSES[loss], f"train.parallel={mode}"]
+        for mode in ("replicate", "shard")
+        for lora in (True, False)
+        for loss in LOSSES
+    },
+    "threshold-two": [*THRESHOLD, "train.parallel=shard"],
+    "rows-two": [*LOSSES["bnpo"], "loss.norm_rows=8"],
+    "init-two": [INIT, "train.parallel=shard"],
+    "resume-1-2": ("one-full-grpo", ["train.steps=4"]),  # one process's checkpoint-2 resumed at 2 processes
+    "fresh": ("one-full-grpo", ["train.steps=1", "--fresh"]),  # a finished one-process run set aside
+    "sft-two": SFT,
+}
 
 
-def test_causal_strata_under_threshold_decoding_equal_one_process(tmp_path):
+class Batch:
+    """The runs of ONE and TWO, each table launched once, when a test first asks for one of its runs (TWO after
+    ONE: it copies and starts from ONE's runs). A failed line fails the tests that use it, with its own stderr."""
+
+    def __init__(self, root: Path):
+        self.root, self.done = root, {}
+
+    def _argv(self, name: str, table: dict) -> list[str]:
+        spec = table[name]
+        copy, extra = spec if isinstance(spec, tuple) else (None, spec)
+        if copy:
+            shutil.copytree(self.root / copy, self.root / name)
+        extra = [a.format(**{k: self.root / k for k in ONE}) for a in extra]
+        argv = extra if extra[:1] == ["sft"] else [*BASE, *extra]
+        return [*argv, "--output-dir", str(self.root / name)]
+
+    def _launch(self, nproc: int) -> tuple[list[int], str]:
+        table = ONE if nproc == 1 else TWO
+        spec = self.root / f"lines-{nproc}.json"
+        spec.write_text(json.dumps([self._argv(name, table) for name in table]))
+        launch = (
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_port())]
+            if nproc > 1
+            else [sys.executable]
+        )
+        done = subprocess.run(
+            [*launch, str(ROOT / "tests" / "support" / "run_batch.py"), str(spec)],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
+        codes = spec.with_name(spec.stem + ".codes.json")
+        return (json.loads(codes.read_text()) if codes.exists() else []), done.stderr
+
+    def __call__(self, name: str) -> Path:
+        nproc = 1 if name in ONE else 2
+        if nproc == 2 and 1 not in self.done:
+            self(next(iter(ONE)))
+        if nproc not in self.done:
+            self.done[nproc] = self._launch(nproc)
+        codes, err = self.done[nproc]
+        i = list(ONE if nproc == 1 else TWO).index(name)
+        if len(codes) <= i or codes[i] != 0:
+            mine = next((x for x in err.split("=== ") if f"--output-dir {self.root / name}\n" in x), err)
+            pytest.fail(f"{name} failed (exit codes {codes}):\n{mine[-3000:]}")
+        return self.root / name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Batch:
+    return Batch(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+@pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
+@pytest.mark.parametrize("mode", ["replicate", "shard"])
+def test_two_processes_equal_one(runs, mode, lora, loss):
+    two = runs(f"two-{mode}-{_tag(lora, loss)}")
+    assert json.loads((two / "config.json").read_text())["parallel_used"] == mode
+    assert_same_run(runs(f"one-{_tag(lora, loss)}"), two)  # full fine-tuning: final/ streamed (engine/shards.py)
+
+
+def test_a_sharded_start_from_a_folder_equals_one_process(runs):
+    """Issue 56 item 5: a full fine-tune from a save_pretrained folder starts on the meta device under the engine,
+    each rank reading its own shards (tests/integration/test_sharded_start.py counts the bytes): the same run."""
+    assert_same_run(runs("init-one"), runs("init-two"))
+
+
+def test_causal_strata_under_threshold_decoding_equal_one_process(runs):
     """Issue 56: threshold rollouts take unequal steps, so each rank's own fewest steps differed (a hang under
     shard; under replicate, other numbers: 32 likelihood canvases against one process's 48 here); K and the
     passes now come from every rank's rows. `replicate` is covered by the likelihood matrix below."""
-    one, two = tmp_path / "one", tmp_path / "two"
-    _run(1, one, *THRESHOLD)
-    _run(2, two, *THRESHOLD, "train.parallel=shard")
-    assert_same_run(one, two, skip=("passes_rollout",))  # each rank decodes until its own rows are done
+    assert_same_run(runs("threshold-one"), runs("threshold-two"), skip=("passes_rollout",))  # each rank decodes
+    # until its own rows are done
 
 
-def test_bnpo_grad_accum_equals_two_processes_and_d1s_granularity_is_a_setting(tmp_path, singles):
-    accum = tmp_path / "accum"
-    _run(1, accum, *LOSSES["bnpo"], "train.grad_accum=2")
-    assert_same_run(singles(False, "bnpo"), accum, skip=("passes_",))  # 2 micro-batches: 2 module calls
+def test_bnpo_grad_accum_equals_two_processes_and_d1s_granularity_is_a_setting(runs):
+    assert_same_run(runs("one-full-bnpo"), runs("accum"), skip=("passes_",))  # 2 micro-batches: 2 module calls
     # loss.norm_rows=8: a token mean per 8 rows (d1's per-device batch), the same at any process count
-    rows1, rows2 = tmp_path / "rows1", tmp_path / "rows2"
-    _run(1, rows1, *LOSSES["bnpo"], "loss.norm_rows=8")
-    _run(2, rows2, *LOSSES["bnpo"], "loss.norm_rows=8")
+    rows1, rows2 = runs("rows-one"), runs("rows-two")
     assert_same_run(rows1, rows2)
     g1 = [m["grad_norm"] for m in _metrics(rows1)]
-    g0 = [m["grad_norm"] for m in _metrics(singles(False, "bnpo"))]
+    g0 = [m["grad_norm"] for m in _metrics(runs("one-full-bnpo"))]
     assert g1 != pytest.approx(g0, rel=1e-6)  # a different aggregation, not a no-op
 
 
-@pytest.mark.parametrize("first,then", [(2, 1), (1, 2)])
-def test_a_checkpoint_resumes_at_another_process_count(tmp_path, first, then):
-    straight, split = tmp_path / "straight", tmp_path / "split"
-    _run(1, straight, "train.steps=4", "train.parallel=none" if then == 1 else "train.parallel=auto")
-    _run(first, split, "train.steps=2")
-    assert (split / "checkpoint-2" / "dcp").is_dir() and damage(split / "checkpoint-2") is None
-    _run(then, split, "train.steps=4")
-    assert [m["step"] for m in _metrics(split)] == [1, 2, 3, 4]
-    assert_same_run(straight, split)
+def test_a_checkpoint_resumes_at_another_process_count(tmp_path, runs):
+    """2 -> 1 (a 2-process run's checkpoint-2 resumed at one process, here) and 1 -> 2 (TWO's resume-1-2): the
+    straight 4-step run's weights and metrics."""
+    for first in ("two-shard-full-grpo", "one-full-grpo"):
+        assert (runs(first) / "checkpoint-2" / "dcp").is_dir() and damage(runs(first) / "checkpoint-2") is None
+    split = tmp_path / "split"
+    shutil.copytree(runs("two-shard-full-grpo"), split)
+    _run(1, split, "train.steps=4", "train.parallel=none")
+    for resumed in (split, runs("resume-1-2")):
+        assert [m["step"] for m in _metrics(resumed)] == [1, 2, 3, 4]
+        assert_same_run(runs("straight"), resumed)
 
 
 def test_sigterm_to_one_rank_checkpoints_every_rank_and_resumes(tmp_path):
@@ -203,22 +294,20 @@ def test_sigterm_to_one_rank_checkpoints_every_rank_and_resumes(tmp_path):
     assert (out / "summary.json").exists()
 
 
-def test_fresh_under_torchrun_sets_exactly_one_folder_aside(tmp_path):
-    out = tmp_path / "run"
-    _run(1, out, "train.steps=1")
-    done = _run(2, out, "train.steps=1", "--fresh")
-    assert [p.name for p in (out / ".stale").iterdir()] == ["0"], done.stderr
+def test_fresh_under_torchrun_sets_exactly_one_folder_aside(runs):
+    out = runs("fresh")  # a finished one-process run, rerun with --fresh at 2 processes
+    assert [p.name for p in (out / ".stale").iterdir()] == ["0"]
     assert (out / ".stale" / "0" / "summary.json").exists() and (out / "summary.json").exists()
+    assert [m["step"] for m in _metrics(out)] == [1]
 
 
-def test_a_bf16_stored_full_fine_tune_moves_its_weights_at_lr_3e_6(tmp_path):
+def test_a_bf16_stored_full_fine_tune_moves_its_weights_at_lr_3e_6(runs):
     """fp32 master weights: AdamW's steps of ~lr are kept, where bf16 weights (8 bits of mantissa) lose them."""
     from daca_bench.config import ModelConfig
     from daca_bench.engine.checkpoint import load_sharded
     from daca_bench.models import load_model
 
-    out = tmp_path / "run"
-    _run(1, out, "model.dtype=bfloat16", "train.lr=3e-6", "train.parallel=shard")
+    out = runs("bf16")
     start = load_model(ModelConfig(dtype="bfloat16")).model
     moved = load_model(ModelConfig()).model
     opt = torch.optim.AdamW(moved.parameters())
@@ -472,7 +561,7 @@ def test_likelihood_passes_agree_across_ranks_and_equal_one_process(tmp_path, wo
     assert len(got[0][2]["causal-threshold-shard"]) == 2 == len(got[0][2]["causal-schedule-shard"]) // 2  # k=2 steps
 
 
-def test_a_grid_cell_given_two_gpus_runs_as_two_processes(tmp_path, singles):
+def test_a_grid_cell_given_two_gpus_runs_as_two_processes(tmp_path, runs):
     """`ablate --executor ray --gpus-per-cell 2`: the cell is one torchrun job of 2 processes (here gloo)."""
     from daca_bench.config import RLConfig, load_config
     from daca_bench.experiments.grid.executors import train_cell
@@ -480,51 +569,21 @@ def test_a_grid_cell_given_two_gpus_runs_as_two_processes(tmp_path, singles):
     cell = tmp_path / "cell"
     train_cell(load_config(None, [a for a in BASE if "=" in a], RLConfig), cell, resume=False, gpus=2)
     assert json.loads((cell / "config.json").read_text())["world_size"] == 2
-    assert_same_run(singles(False, "grpo"), cell)
+    assert_same_run(runs("one-full-grpo"), cell)
 
 
-def test_sft_under_two_processes_equals_one(tmp_path):
+def test_sft_under_two_processes_equals_one(runs):
     """`torchrun -m daca_bench sft`: each rank scores batch_size / 2 rows of the same masks, FSDP2 shard."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    args = [
-        "sft",
-        "--no-progress",
-        "--config",
-        str(ROOT / "configs/tiny_sft.yaml"),
-        "sft.steps=4",
-        "sft.batch_size=8",
-        "sft.save_every=2",
-        "sft.n_eval=8",
-        "sft.threads=1",
-        "sft.eval_every=2",
-        "sft.n_dev=8",
-    ]
-    runs = {}
-    for n in (1, 2):
-        out = tmp_path / f"sft{n}"
-        launch = (
-            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_port())]
-            if n > 1
-            else [sys.executable]
-        )
-        done = subprocess.run(
-            [*launch, "-m", "daca_bench", *args, "--output-dir", str(out)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        runs[n] = out
-    assert (runs[2] / "checkpoint-4" / "dcp").is_dir() and damage(runs[2] / "checkpoint-4") is None
-    wa, wb = _weights(runs[1]), _weights(runs[2])
+    one, two = runs("sft-one"), runs("sft-two")
+    assert (two / "checkpoint-4" / "dcp").is_dir() and damage(two / "checkpoint-4") is None
+    wa, wb = _weights(one), _weights(two)
     assert max((wa[k] - wb[k]).abs().max().item() for k in wa) <= 1e-5
-    for ra, rb in zip(_metrics(runs[1]), _metrics(runs[2])):
+    for ra, rb in zip(_metrics(one), _metrics(two)):
         assert ra.keys() == rb.keys()
         for k in ra:
             if k != "elapsed_s":
                 assert ra[k] == pytest.approx(rb[k], rel=1e-4), (k, ra[k], rb[k])
-    s1, s2 = (json.loads((r / "summary.json").read_text()) for r in (runs[1], runs[2]))
+    s1, s2 = (json.loads((r / "summary.json").read_text()) for r in (one, two))
     assert s1["accuracy"] == s2["accuracy"] and s2["world_size"] == 2
 
 
