@@ -67,13 +67,15 @@ def protocol(
     return cfg
 
 
-def decoding(cfg: SamplerConfig, rule=None) -> str:
-    """The settings a cached row was decoded with (batch size aside, which changes no completion)."""
+def decoding(cfg: SamplerConfig, rule=None, seed: int = 0) -> str:
+    """The settings a cached row was decoded with (batch size aside, which changes no completion: each row
+    draws its own noise, evaluate.py); the seed where the decoding draws any (temperature > 0, random remasking)."""
     keys = ("gen_length", "block_length", "steps", "temperature", "remasking", "threshold") + (
         ("cache",) if cfg.cache != "none" else ()
     )  # uncached rows keep the key they were stored under
     extra = {"never": list(rule.never), "late": list(rule.late)} if rule else {}
-    return json.dumps({**{k: getattr(cfg, k) for k in keys}, **extra}, sort_keys=True)
+    drawn = {"seed": seed} if cfg.temperature > 0 or cfg.remasking == "random" else {}  # greedy keys as before
+    return json.dumps({**{k: getattr(cfg, k) for k in keys}, **extra, **drawn}, sort_keys=True)
 
 
 def _decoder(adapter, how: str):
@@ -112,14 +114,20 @@ def evaluate_lengths(
     adapter.model.eval()
     for L, cfg in cfgs.items():
         rule = protocols.suppress(name, task.name, adapter, cfg.cache)
-        key = decoding(cfg, rule)
+        key = decoding(cfg, rule, seed)
         todo = [posed[str(s.id)] for s in samples if (name, L, key, str(s.id)) not in done]
         bar = tqdm(total=len(todo), desc=f"eval {task.name} {name} L={L}", disable=not progress or rank)
         step = cfg.batch_size * world
         for i in range(0, len(todo), step):
             part = todo[i : i + step]
             res = evaluate(
-                adapter, replace(ptask, samples=part), cfg, par=par, rule=rule, decode=_decoder(adapter, row_of.decode)
+                adapter,
+                replace(ptask, samples=part),
+                cfg,
+                seed=seed,
+                par=par,
+                rule=rule,
+                decode=_decoder(adapter, row_of.decode),
             )
             rows = []
             for s, text, r, steps in zip(part, res["completions"], res["rewards"], res["step_maps"]):
@@ -144,7 +152,7 @@ def evaluate_lengths(
             bar.update(len(part))
         bar.close()
     ids = {str(s.id) for s in samples}
-    keys = {L: decoding(cfg, protocols.suppress(name, task.name, adapter, cfg.cache)) for L, cfg in cfgs.items()}
+    keys = {L: decoding(cfg, protocols.suppress(name, task.name, adapter, cfg.cache), seed) for L, cfg in cfgs.items()}
     table = summarise(
         [r for (p, L, key, sid), r in done.items() if p == name and sid in ids and L in cfgs and key == keys[L]],
         cfgs,
@@ -261,7 +269,7 @@ def run_eval(
     }
     record = {
         "protocols": {
-            m: {L: json.loads(decoding(c, rules[m][L])) for L, c in cfgs.items()} for m, cfgs in plans.items()
+            m: {L: json.loads(decoding(c, rules[m][L], seed)) for L, c in cfgs.items()} for m, cfgs in plans.items()
         },
         "task": task,
         "split": split,

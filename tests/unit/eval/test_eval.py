@@ -143,3 +143,44 @@ def test_decode_and_template_axes_write_a_grid_with_paired_intervals(tmp_path, c
         axes.parse("protocol,beam", axes.DECODES, "--decode")
     with pytest.raises(Exception, match="names no run"):
         axes.overrides("rollout", "tiny", 18)
+
+
+def test_sampled_eval_rows_do_not_depend_on_the_batch_or_the_rank(tiny, tmp_path):
+    """issue 59: at temperature 1 each sample draws its noise from (seed, its id), so batch 1 and batch 4
+    give the same rows, and a rank's share (samples 1::2) the rows of one process; greedy is untouched."""
+    from dataclasses import replace
+
+    from daca_bench.config import SamplerConfig
+    from daca_bench.eval.evaluate import evaluate
+    from daca_bench.eval.runner import run_eval
+    from daca_bench.registry import get_task
+
+    task = get_task("sudoku_tiny", split="test", n=4)
+    cfg = SamplerConfig(gen_length=16, block_length=16, steps=8, temperature=1.0)
+    one = evaluate(tiny, task, replace(cfg, batch_size=1))["completions"]
+    four = evaluate(tiny, task, replace(cfg, batch_size=4))["completions"]
+    assert one == four
+    share = replace(task, samples=list(task.samples)[1::2])
+    assert evaluate(tiny, share, replace(cfg, batch_size=4))["completions"] == one[1::2]
+    assert evaluate(tiny, task, replace(cfg, batch_size=4), seed=1)["completions"] != one  # the seed is in effect
+    greedy = evaluate(tiny, task, replace(cfg, temperature=0.0))["completions"]
+    assert greedy != one and evaluate(tiny, task, replace(cfg, temperature=0.0), seed=5)["completions"] == greedy
+
+    def rows(batch):  # the command's path: samples.jsonl rows at temperature 1
+        out = tmp_path / f"b{batch}"
+        run_eval(
+            "tiny",
+            "sudoku_tiny",
+            ["d1"],
+            n=4,
+            gen_lengths=[16],
+            batch_size=batch,
+            temperature=1.0,
+            output_dir=str(out),
+            progress=False,
+        )
+        return [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+
+    b1, b4 = rows(1), rows(4)
+    assert [(r["id"], r["completion"]) for r in b1] == [(r["id"], r["completion"]) for r in b4]
+    assert json.loads(b1[0]["decoding"])["seed"] == 0  # a sampled row's key names its seed
