@@ -23,11 +23,13 @@ from tqdm.auto import tqdm
 from ..canvas import check, check_fits, gold_lengths
 from ..config import SamplerConfig
 from ..engine.policy import load_trained
+from ..errors import ConfigError
 from ..models import run_canvas
 from . import protocols
 from .evaluate import evaluate
 from .prompts import load_task, protocol_task
 from .records import (
+    chat_words,
     claim,
     default_output,
     describe,
@@ -192,6 +194,19 @@ def canvases(
     return {cfg.gen_length: cfg for cfg in cfgs}
 
 
+def chat_used(adapter, model: str, requested: str) -> bool:
+    """Whether the prompts go through the chat template: `on` needs one (else one ConfigError line, as the
+    trainer's train.chat_template=true), `off` never, `auto` where the tokenizer has one (record.json and the
+    summary say which it was)."""
+    has = bool(getattr(adapter.tokenizer, "chat_template", None))
+    if requested == "on" and not has:
+        raise ConfigError(
+            f"--chat-template on (--templates chat): {model}'s tokenizer has no chat template; "
+            "use --chat-template off or auto (--templates plain)"
+        )
+    return requested == "on" or (requested == "auto" and has)
+
+
 def run_eval(
     model: str,
     task: str,
@@ -232,8 +247,7 @@ def run_eval(
     chosen = {name: list(t.samples)[:n] if n else list(t.samples) for name, t in tasks.items()}
     adapter = load_trained(model, trust_remote_code, dtype, base)
     adapter.model.to(default_device())
-    has_template = bool(getattr(adapter.tokenizer, "chat_template", None))
-    chat = chat_template == "on" or (chat_template == "auto" and has_template)
+    chat = chat_used(adapter, model, chat_template)
     posed = {
         name: protocol_task(name, replace(t, samples=chosen[name]), adapter, chat, seed) for name, t in tasks.items()
     }
@@ -274,6 +288,7 @@ def run_eval(
         "task": task,
         "split": split,
         "n": len(next(iter(chosen.values()))),
+        "ids": {m: [str(s.id) for s in chosen[m]] for m in plans},  # the prompts the summary counts
         "model": model,
         "device": str(adapter.device),
         "dtype": dtype,
@@ -283,12 +298,13 @@ def run_eval(
         "threshold": threshold,
         "temperature": temperature,
         "seed": seed,
-        "chat_template": chat,
+        "chat_template": chat,  # what the prompts were built with
+        "chat_template_requested": chat_template,
         "versions": versions(),
     }
     if rank == 0:
         write_summary(out, table, record)
-        print(f"{task} ({split}, {record['n']} samples), model {model}, chat template {'on' if chat else 'off'}")
+        print(f"{task} ({split}, {record['n']} samples), model {model}, {chat_words(record)}")
         print(markdown(table))
         print(describe(record))
         print(f"wrote {out / 'samples.jsonl'}, {out / 'summary.md'}, {out / 'summary.csv'}, {out / 'record.json'}")

@@ -184,3 +184,29 @@ def test_sampled_eval_rows_do_not_depend_on_the_batch_or_the_rank(tiny, tmp_path
     b1, b4 = rows(1), rows(4)
     assert [(r["id"], r["completion"]) for r in b1] == [(r["id"], r["completion"]) for r in b4]
     assert json.loads(b1[0]["decoding"])["seed"] == 0  # a sampled row's key names its seed
+
+
+def test_a_chat_template_the_tokenizer_lacks_is_refused_and_auto_records_what_it_used(tiny, tmp_path, capsys):
+    """issue 59: `on` (and --templates chat) without a chat template is one line, before anything is decoded;
+    `auto` records and prints the flag the prompts were built with; protocol_task never falls back silently."""
+    from daca_bench.errors import ConfigError
+    from daca_bench.eval.prompts import protocol_task
+    from daca_bench.registry import get_task
+
+    base = ["eval", "--task", "sudoku_tiny", "--gen-length", "16", "--n", "2", "--no-progress"]
+    assert main([*base, "--chat-template", "on", "--output-dir", str(tmp_path / "on")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tokenizer has no chat template" in err[0] and not (tmp_path / "on").exists()
+    axes = tmp_path / "axes"
+    assert main([*base, "--decode", "protocol", "--templates", "plain,chat", "--output-dir", str(axes)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--templates chat" in err[0] and not (axes / "plain").exists()  # chat cells first
+    assert main([*base, "--output-dir", str(tmp_path / "auto")]) == 0
+    printed = capsys.readouterr().out
+    record = json.loads((tmp_path / "auto" / "record.json").read_text())
+    assert (record["chat_template"], record["chat_template_requested"]) == (False, "auto")
+    assert record["ids"]["d1"] == [json.loads(x)["id"] for x in (tmp_path / "auto" / "samples.jsonl").open()]
+    said = "chat template off (auto: the tokenizer has none)"
+    assert said in printed and said in (tmp_path / "auto" / "summary.md").read_text()
+    with pytest.raises(ConfigError, match="no chat template"):
+        protocol_task("d1", get_task("sudoku_tiny", split="test", n=1), tiny, chat=True)
