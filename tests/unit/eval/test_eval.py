@@ -136,6 +136,10 @@ def test_decode_and_template_axes_write_a_grid_with_paired_intervals(tmp_path, c
     assert all(r["lo"] <= r["accuracy"] <= r["hi"] and r["temperature"] == 0.0 and r["n"] == 4 for r in grid)
     assert grid[0]["diff"] == 0 and (out / "plain" / "reference" / "d1" / "18" / "record.json").exists()
     assert "| decode |" in (out / "grid.md").read_text()
+    summary = (out / "plain" / "reference" / "d1" / "18" / "summary.csv").read_text().splitlines()[1].split(",")
+    assert float(summary[3]) == grid[1]["accuracy"]  # the grid's accuracy is the cell's summary's
+    assert main(["table", str(out)]) == 0 and main(["plot", str(out)]) == 0  # the grid as table and figure
+    assert "| plain | reference | 0.0 | 18 |" in (out / "decodes.md").read_text() and (out / "decodes.png").exists()
     assert axes.bootstrap([1, 0, 1, 1], [1, 0, 1, 1]) == (0.0, 0.0)
     lo, hi = axes.bootstrap([1.0] * 10 + [0.0] * 10)
     assert lo < 0.5 < hi
