@@ -3,7 +3,8 @@ statuses, an RL config's fixed test set, the per-prompt records), the protocols 
 (`protocols`: the decoding table; `prompts`: what a model reads, and how a protocol poses a task, each task as it declares the
 protocol; `readers`: the sources' answer readings), the runner behind `daca-bench eval` (`runner`, with
 what it writes in `records`), decoding and template as reported axes (`axes`: `eval --decode --templates`,
-a grid with bootstrap intervals), lm-evaluation-harness's model `daca` (`lmeval`) and lm_eval tasks over
+a grid with bootstrap intervals; `compare`: several checkpoints' grids side by side, paired on prompts),
+lm-evaluation-harness's model `daca` (`lmeval`) and lm_eval tasks over
 generated data that run offline (`localtasks`). Grids and studies
 use protocols from here; the commands only parse arguments.
 

@@ -19,6 +19,7 @@ import random
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..types import record_correct
 from . import protocols
 
 DECODES = ("protocol", "reference", "cached", "dual", "threshold", "rollout")
@@ -101,9 +102,24 @@ def overrides(decode: str, model: str, length: int) -> dict:
     }
 
 
-def _rewards(folder: Path) -> dict[str, float]:
-    rows = [json.loads(x) for x in (folder / "samples.jsonl").read_text().splitlines() if x.strip()]
-    return {str(r["id"]): float(r["reward"]) for r in rows if r.get("reward") is not None}
+def cell_rewards(folder: Path, protocol: str, length: int) -> dict[str, float]:
+    """id -> 1.0 / 0.0 (types.record_correct: the status decides, as summary.md's accuracy) of one cell's
+    rows of the prompts and settings its record.json names (rows an earlier run of the folder kept in
+    samples.jsonl, of other settings or other prompts, stay out); unscorable rows out."""
+    record = json.loads((folder / "record.json").read_text())
+    key = record["protocols"][protocol][str(length)]
+    ids = set(record["ids"][protocol]) if "ids" in record else None
+    out = {}
+    for number, line in enumerate((folder / "samples.jsonl").read_text().splitlines(), 1):
+        row = json.loads(line) if line.strip() else None
+        if not row or row.get("protocol", "d1") != protocol or int(row["gen_length"]) != int(length):
+            continue
+        if json.loads(row.get("decoding") or "{}") != key or (ids is not None and str(row["id"]) not in ids):
+            continue
+        value = record_correct(row, f"{folder / 'samples.jsonl'}:{number}")
+        if value is not None:
+            out[str(row["id"])] = value
+    return out
 
 
 def run_axes(
@@ -118,34 +134,37 @@ def run_axes(
     **kw,
 ) -> list[dict]:
     """Evaluate MODEL under every protocol x decode x template (runner.run_eval per cell, in
-    OUTPUT/<template>/<decode>/) and write OUTPUT/grid.{md,csv,json}; return the grid rows."""
+    OUTPUT/<template>/<decode>/<protocol>/<length>/) and write OUTPUT/grid.{md,csv,json}; return the grid rows.
+    The chat cells run first, so a tokenizer without a chat template is refused before any cell is decoded;
+    the grid keeps the order asked for."""
     from .runner import run_eval
 
     out = Path(output_dir)
-    cells = []
-    for name in names:
-        lengths = gen_lengths or [protocols.canvas(name, task, None, None, None)[0]]
-        for template in templates:
-            for decode in decodes:
-                for L in lengths:
-                    args = {"gen_lengths": [L], **kw, **overrides(decode, model, L)}
-                    folder = out / template / decode / name / str(args["gen_lengths"][0])
-                    table = run_eval(
-                        model, task, [name], output_dir=str(folder), chat_template=TEMPLATES[template], **args
-                    )
-                    record = json.loads((folder / "record.json").read_text())
-                    cells.append(
-                        {
-                            "protocol": name,
-                            "gen_length": table[0]["gen_length"],
-                            "template": template,
-                            "decode": decode,
-                            "temperature": record.get("temperature", 0.0),
-                            "block_length": table[0]["block_length"],
-                            "steps": table[0]["steps"],
-                            "rewards": _rewards(folder),
-                        }
-                    )
+    plan = [
+        (name, template, decode, L)
+        for name in names
+        for template in templates
+        for decode in decodes
+        for L in gen_lengths or [protocols.canvas(name, task, None, None, None)[0]]
+    ]
+    done = {}
+    for name, template, decode, L in sorted(plan, key=lambda c: c[1] != "chat"):
+        args = {"gen_lengths": [L], **kw, **overrides(decode, model, L)}
+        length = args["gen_lengths"][0]
+        folder = out / template / decode / name / str(length)
+        table = run_eval(model, task, [name], output_dir=str(folder), chat_template=TEMPLATES[template], **args)
+        record = json.loads((folder / "record.json").read_text())
+        done[name, template, decode, L] = {
+            "protocol": name,
+            "gen_length": table[0]["gen_length"],
+            "template": template,
+            "decode": decode,
+            "temperature": record.get("temperature", 0.0),
+            "block_length": table[0]["block_length"],
+            "steps": table[0]["steps"],
+            "rewards": cell_rewards(folder, name, table[0]["gen_length"]),
+        }
+    cells = [done[c] for c in plan]
     grid = []
     first = cells[0]["rewards"] if cells else {}
     for c in cells:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..adapter import ModelAdapter
 from ..config import RLConfig, SamplerConfig
-from ..rl.sampler import sample
+from ..rl.sampler import row_seed, sample
 from ..types import Task, correct_share, mean_reward, record_correct
 from .prompts import task_prompts
 
@@ -81,10 +81,11 @@ def evaluate(
     rule=None,
     decode=None,
 ) -> dict:
-    """Greedy (temperature 0 unless cfg says otherwise) decoding of the first n samples. With `par`
+    """Greedy (temperature 0 unless cfg says otherwise) decoding of the first n samples. Each sample draws
+    its noise from its own generator, seeded by (`seed`, its id: sampler.row_seed, as lm-eval's requests), so
+    a sampled row does not depend on the batch size, the rows beside it or the rank. With `par`
     (engine/parallel.py) of several processes, rank r decodes and scores samples r, r + W, ... inside
-    par.rollout and every rank gets all rows back in the samples' order (the same rows as one process
-    for greedy decoding; sampled decoding draws its noise per batch, so it is not split-invariant).
+    par.rollout and every rank gets all rows back in the samples' order (the rows of one process).
     `rule`: the sampler's EOS rule (sampler.Suppress); `decode`: completion ids -> text (default: up to
     the first EOS). out["step_maps"]: per sample the 1-based step at which each canvas position was committed."""
     samples = list(task.samples)[:n] if n else list(task.samples)
@@ -93,7 +94,8 @@ def evaluate(
     was_training = adapter.model.training
     adapter.model.eval()
     with par.rollout(adapter.model) if par is not None else nullcontext():
-        batch = sample(adapter, [s.prompt for s in mine], cfg, seed=seed, record=False, rule=rule) if mine else None
+        seeds = [row_seed(seed, str(s.id)) for s in mine]
+        batch = sample(adapter, [s.prompt for s in mine], cfg, seed=seeds, record=False, rule=rule) if mine else None
     adapter.model.train(was_training)
     texts = ([decode(row) for row in batch.completion_ids] if decode else batch.texts) if batch is not None else []
     steps = batch.commit_step.tolist() if batch is not None else []

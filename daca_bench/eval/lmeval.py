@@ -49,7 +49,7 @@ from ..engine.policy import load_trained
 from ..errors import ConfigError
 from ..models import default_device
 from ..rl.likelihood import elbo_logprobs
-from ..rl.sampler import pad_prompts, sample
+from ..rl.sampler import pad_prompts, row_seed, sample
 
 TRUE = ("1", "true", "yes", "on")
 
@@ -85,12 +85,6 @@ class Guided:
 def request_key(*parts: str) -> str:
     """A request's own seed key: its masks do not depend on the batch, the order or the rank it lands on."""
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
-
-
-def request_seed(seed: int, *parts: str) -> int:
-    """A generation request's own seed: from the run's seed and the request (its text, its settings and
-    which repeat of it this is), never from its batch or rank."""
-    return int(request_key(str(seed), "generate", *parts), 16) % (2**63)
 
 
 def batch_size_arg(value, where: str) -> int:
@@ -221,7 +215,7 @@ class DacaLM(LM):
             cfg, until = self.request_sampler(r.args[1])
             key = (r.args[0], repr(replace(cfg, batch_size=1)))  # the batch size changes no row
             seen[key] = seen.get(key, -1) + 1
-            groups.setdefault(cfg, []).append((i, until, request_seed(self.seed, *key, str(seen[key]))))
+            groups.setdefault(cfg, []).append((i, until, row_seed(self.seed, *key, str(seen[key]))))
         bar = tqdm(total=len(requests), desc="daca generate_until", disable=disable_tqdm or self.rank)
         for cfg, items in groups.items():
             room = (self.max_length - cfg.gen_length) if self.max_length else None

@@ -170,10 +170,12 @@ def load_shots(name: str, task: str, k: int, seed: int) -> list[Sample]:
 
 def protocol_task(name: str, task: Task, adapter, chat: bool, seed: int = 0) -> Task:
     """The task as the protocol poses and scores it: prompts rebuilt, answers read by the protocol's reader
-    before the task's verifier (the reading goes to the reward's details["read"])."""
+    before the task's verifier (the reading goes to the reward's details["read"]). `chat` with a tokenizer that
+    has no chat template is one ConfigError line (runner.chat_used decides the flag)."""
     r = row(name, task.name)
     shots = load_shots(name, task.name, r.shots, seed)
-    chat = chat and bool(getattr(adapter.tokenizer, "chat_template", None))
+    if chat and not getattr(adapter.tokenizer, "chat_template", None):  # never a plain prompt recorded as chat
+        raise ConfigError(f"{adapter.source}: the tokenizer has no chat template; pose the task with chat=False")
     samples = [replace(s, prompt=prompt_text(name, task.name, adapter, s, shots, chat)) for s in task.samples]
     read, verify = READERS[r.reader], task.verify
     if r.reader == "ours":

@@ -181,11 +181,21 @@ def write_summary(out: Path, table: list[dict], record: dict | None = None) -> N
         (out / "record.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
+def chat_words(record: dict) -> str:
+    """`chat template on` / `off`, and under --chat-template auto which it came to ("off (auto: the tokenizer
+    has none)"): the flag the prompts were built with, never only the one asked for."""
+    used = "on" if record.get("chat_template") else "off"
+    if record.get("chat_template_requested", "auto") != "auto":
+        return f"chat template {used}"
+    return f"chat template {used} (auto: the tokenizer {'has one' if used == 'on' else 'has none'})"
+
+
 def describe(record: dict) -> str:
     """One line under the table: where and how the numbers were made."""
     v = record["versions"]
     return (
-        f"protocols {', '.join(record['protocols'])}; device {record['device']}, dtype {record['dtype']}, "
+        f"protocols {', '.join(record['protocols'])}; {chat_words(record)}; device {record['device']}, "
+        f"dtype {record['dtype']}, "
         f"batch {record['batch_size']} x {record['processes']} process(es), cache "
         f"{', '.join(n + ' ' + '/'.join(c) for n, c in record['cache'].items())}, threshold "
         f"{record['threshold']}, seed {record['seed']}; " + ", ".join(f"{k} {x}" for k, x in v.items())

@@ -23,11 +23,13 @@ from tqdm.auto import tqdm
 from ..canvas import check, check_fits, gold_lengths
 from ..config import SamplerConfig
 from ..engine.policy import load_trained
+from ..errors import ConfigError
 from ..models import run_canvas
 from . import protocols
 from .evaluate import evaluate
 from .prompts import load_task, protocol_task
 from .records import (
+    chat_words,
     claim,
     default_output,
     describe,
@@ -67,13 +69,15 @@ def protocol(
     return cfg
 
 
-def decoding(cfg: SamplerConfig, rule=None) -> str:
-    """The settings a cached row was decoded with (batch size aside, which changes no completion)."""
+def decoding(cfg: SamplerConfig, rule=None, seed: int = 0) -> str:
+    """The settings a cached row was decoded with (batch size aside, which changes no completion: each row
+    draws its own noise, evaluate.py); the seed where the decoding draws any (temperature > 0, random remasking)."""
     keys = ("gen_length", "block_length", "steps", "temperature", "remasking", "threshold") + (
         ("cache",) if cfg.cache != "none" else ()
     )  # uncached rows keep the key they were stored under
     extra = {"never": list(rule.never), "late": list(rule.late)} if rule else {}
-    return json.dumps({**{k: getattr(cfg, k) for k in keys}, **extra}, sort_keys=True)
+    drawn = {"seed": seed} if cfg.temperature > 0 or cfg.remasking == "random" else {}  # greedy keys as before
+    return json.dumps({**{k: getattr(cfg, k) for k in keys}, **extra, **drawn}, sort_keys=True)
 
 
 def _decoder(adapter, how: str):
@@ -112,14 +116,20 @@ def evaluate_lengths(
     adapter.model.eval()
     for L, cfg in cfgs.items():
         rule = protocols.suppress(name, task.name, adapter, cfg.cache)
-        key = decoding(cfg, rule)
+        key = decoding(cfg, rule, seed)
         todo = [posed[str(s.id)] for s in samples if (name, L, key, str(s.id)) not in done]
         bar = tqdm(total=len(todo), desc=f"eval {task.name} {name} L={L}", disable=not progress or rank)
         step = cfg.batch_size * world
         for i in range(0, len(todo), step):
             part = todo[i : i + step]
             res = evaluate(
-                adapter, replace(ptask, samples=part), cfg, par=par, rule=rule, decode=_decoder(adapter, row_of.decode)
+                adapter,
+                replace(ptask, samples=part),
+                cfg,
+                seed=seed,
+                par=par,
+                rule=rule,
+                decode=_decoder(adapter, row_of.decode),
             )
             rows = []
             for s, text, r, steps in zip(part, res["completions"], res["rewards"], res["step_maps"]):
@@ -144,7 +154,7 @@ def evaluate_lengths(
             bar.update(len(part))
         bar.close()
     ids = {str(s.id) for s in samples}
-    keys = {L: decoding(cfg, protocols.suppress(name, task.name, adapter, cfg.cache)) for L, cfg in cfgs.items()}
+    keys = {L: decoding(cfg, protocols.suppress(name, task.name, adapter, cfg.cache), seed) for L, cfg in cfgs.items()}
     table = summarise(
         [r for (p, L, key, sid), r in done.items() if p == name and sid in ids and L in cfgs and key == keys[L]],
         cfgs,
@@ -182,6 +192,19 @@ def canvases(
         protocol(L, block, steps, threshold, batch_size, chosen, name, task, temperature) for L in lengths or [None]
     ]
     return {cfg.gen_length: cfg for cfg in cfgs}
+
+
+def chat_used(adapter, model: str, requested: str) -> bool:
+    """Whether the prompts go through the chat template: `on` needs one (else one ConfigError line, as the
+    trainer's train.chat_template=true), `off` never, `auto` where the tokenizer has one (record.json and the
+    summary say which it was)."""
+    has = bool(getattr(adapter.tokenizer, "chat_template", None))
+    if requested == "on" and not has:
+        raise ConfigError(
+            f"--chat-template on (--templates chat): {model}'s tokenizer has no chat template; "
+            "use --chat-template off or auto (--templates plain)"
+        )
+    return requested == "on" or (requested == "auto" and has)
 
 
 def run_eval(
@@ -224,8 +247,7 @@ def run_eval(
     chosen = {name: list(t.samples)[:n] if n else list(t.samples) for name, t in tasks.items()}
     adapter = load_trained(model, trust_remote_code, dtype, base)
     adapter.model.to(default_device())
-    has_template = bool(getattr(adapter.tokenizer, "chat_template", None))
-    chat = chat_template == "on" or (chat_template == "auto" and has_template)
+    chat = chat_used(adapter, model, chat_template)
     posed = {
         name: protocol_task(name, replace(t, samples=chosen[name]), adapter, chat, seed) for name, t in tasks.items()
     }
@@ -261,11 +283,12 @@ def run_eval(
     }
     record = {
         "protocols": {
-            m: {L: json.loads(decoding(c, rules[m][L])) for L, c in cfgs.items()} for m, cfgs in plans.items()
+            m: {L: json.loads(decoding(c, rules[m][L], seed)) for L, c in cfgs.items()} for m, cfgs in plans.items()
         },
         "task": task,
         "split": split,
         "n": len(next(iter(chosen.values()))),
+        "ids": {m: [str(s.id) for s in chosen[m]] for m in plans},  # the prompts the summary counts
         "model": model,
         "device": str(adapter.device),
         "dtype": dtype,
@@ -275,12 +298,13 @@ def run_eval(
         "threshold": threshold,
         "temperature": temperature,
         "seed": seed,
-        "chat_template": chat,
+        "chat_template": chat,  # what the prompts were built with
+        "chat_template_requested": chat_template,
         "versions": versions(),
     }
     if rank == 0:
         write_summary(out, table, record)
-        print(f"{task} ({split}, {record['n']} samples), model {model}, chat template {'on' if chat else 'off'}")
+        print(f"{task} ({split}, {record['n']} samples), model {model}, {chat_words(record)}")
         print(markdown(table))
         print(describe(record))
         print(f"wrote {out / 'samples.jsonl'}, {out / 'summary.md'}, {out / 'summary.csv'}, {out / 'record.json'}")

@@ -23,6 +23,7 @@ of the whole (N, L, V) logits.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -273,6 +274,14 @@ def _sample_chunk(
                 break
     conf = conf_rec[:, :t] if record else None
     return x[:, p:], commit_step, commit_logp, conf, t, commit_ent
+
+
+def row_seed(seed: int, *key: str) -> int:
+    """A sampled row's own seed, from the run's seed and what names the row (an evaluation sample's id; an
+    lm-eval request's text, settings and repeat), never from its batch, its place in it or its rank: `sample`
+    given one per row draws each row's noise from its own generator (what `eval` and `lm-eval` pass)."""
+    digest = hashlib.sha256("\x00".join([str(seed), "generate", *key]).encode()).hexdigest()[:16]
+    return int(digest, 16) % (2**63)
 
 
 def sample(

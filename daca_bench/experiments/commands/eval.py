@@ -70,7 +70,13 @@ def configure(parser) -> None:
     )
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    parser.add_argument("--seed", type=int, default=0, help="seed of the task's sample selection")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the task's sample selection and of sampled decoding (each prompt's noise from (seed, its id): "
+        "the same rows at any --batch-size and under torchrun)",
+    )
     parser.add_argument("--output-dir", default=None, help="default: runs/eval-<task>-<model>")
     parser.add_argument("--fresh", action="store_true", help="drop the rows already in the output folder")
     parser.add_argument("--no-progress", action="store_true")

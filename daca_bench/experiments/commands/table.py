@@ -5,6 +5,7 @@
     daca-bench table RUN --against results/tiny   # and the replication report (experiments/analysis/replication.py)
     daca-bench table RUN --against A --against B  # against two independent runs: pooled, with heterogeneity
     daca-bench table RUN --plan 6     # and plan.md: the seeds / prompts for an MDE of 6 pp (experiments/analysis/plan.py)
+    daca-bench table AXES_A AXES_B    # `eval --decode/--templates` folders: checkpoint x decoding x template (decodes.md)
 
 Everything it is asked for is checked before any file is written: a missing or empty reference
 fails in one line with the run's tables untouched.
@@ -12,6 +13,7 @@ fails in one line with the run's tables untouched.
 
 from __future__ import annotations
 
+from ...errors import ConfigError
 from ..analysis.plan import write_plan
 from ..analysis.render import write_tables
 from ..analysis.replicate import check_reference
@@ -21,8 +23,17 @@ from ..analysis.replication import write_report
 def configure(parser) -> None:
     parser.add_argument(
         "results",
+        nargs="+",
         help="a grid's output folder (one sub-folder per cell), or a preset's (it holds "
-        "cells/; the tables go beside cells/)",
+        "cells/; the tables go beside cells/); or one or more folders `eval --decode ... --templates ...` "
+        "wrote (grid.csv), one per checkpoint, the first the reference: decodes.md and decodes.csv, each "
+        "accuracy and each paired difference with its 95%% interval (daca_bench/eval/compare.py)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        default=None,
+        help="eval --decode folders only: where decodes.md / .csv go (default: the folder; several: their "
+        "common parent)",
     )
     parser.add_argument(
         "--against",
@@ -57,6 +68,24 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
+    from ...eval.compare import is_axes, write_compare
+
+    if any(is_axes(f) for f in args.results):
+        if not all(is_axes(f) for f in args.results) or args.against or args.plan is not None:
+            raise ConfigError(
+                "daca-bench table: several folders are eval --decode folders (grid.csv) only, without "
+                "--against or --plan; give a grid's folder alone for its tables"
+            )
+        text, paths = write_compare(args.results, args.output_dir)
+        print(text)
+        print("wrote " + ", ".join(map(str, paths)))
+        return 0
+    if len(args.results) > 1 or args.output_dir:
+        raise ConfigError(
+            "daca-bench table: one results folder (compare runs with --against); several folders and "
+            "--output-dir are for eval --decode folders (grid.csv)"
+        )
+    args.results = args.results[0]
     if args.against:
         check_reference(args.against)  # before any table is rewritten
     table, paths = write_tables(args.results)

@@ -5,6 +5,7 @@ PDF, byte-identical on a rerun):
 
     daca-bench plot results/grid                      # gains, curves, training, dps beside the cells
     daca-bench plot results/tiny --output-dir figs    # a preset's folder, the figures into figs/
+    daca-bench plot runs/axes/baseline runs/axes/daca # eval --decode folders: decodes.png (decodes.py)
     figs = figures("results/tiny-full")               # in a notebook: name -> Figure, shown inline
 
 Every figure colours a variant the same way (layout.PALETTE), wraps its facets (one per base
@@ -401,7 +402,10 @@ def plot_all(folder: str | Path, output_dir: str | Path | None = None) -> list[P
 # ---- CLI: `daca-bench plot` ---------------------------------------------------------------
 def configure(parser) -> None:
     parser.add_argument(
-        "results", help="a grid's output folder, or a preset's (it holds cells/; the plots go beside it)"
+        "results",
+        nargs="+",
+        help="a grid's output folder, or a preset's (it holds cells/; the plots go beside it); or folders "
+        "`eval --decode ... --templates ...` wrote, one per checkpoint: decodes.png (figures/decodes.py)",
     )
     parser.add_argument(
         "--output-dir", default=None, help="write the figures here instead (created if missing; its parent must exist)"
@@ -409,5 +413,13 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    print("wrote " + ", ".join(map(str, plot_all(args.results, args.output_dir))))
+    from ...eval.compare import is_axes
+    from .decodes import plot_axes
+
+    if all(is_axes(f) for f in args.results):
+        print("wrote " + ", ".join(map(str, plot_axes(args.results, args.output_dir))))
+        return 0
+    if len(args.results) > 1:
+        raise ConfigError("daca-bench plot: several folders are eval --decode folders (grid.csv) only")
+    print("wrote " + ", ".join(map(str, plot_all(args.results[0], args.output_dir))))
     return 0

@@ -136,6 +136,10 @@ def test_decode_and_template_axes_write_a_grid_with_paired_intervals(tmp_path, c
     assert all(r["lo"] <= r["accuracy"] <= r["hi"] and r["temperature"] == 0.0 and r["n"] == 4 for r in grid)
     assert grid[0]["diff"] == 0 and (out / "plain" / "reference" / "d1" / "18" / "record.json").exists()
     assert "| decode |" in (out / "grid.md").read_text()
+    summary = (out / "plain" / "reference" / "d1" / "18" / "summary.csv").read_text().splitlines()[1].split(",")
+    assert float(summary[3]) == grid[1]["accuracy"]  # the grid's accuracy is the cell's summary's
+    assert main(["table", str(out)]) == 0 and main(["plot", str(out)]) == 0  # the grid as table and figure
+    assert "| plain | reference | 0.0 | 18 |" in (out / "decodes.md").read_text() and (out / "decodes.png").exists()
     assert axes.bootstrap([1, 0, 1, 1], [1, 0, 1, 1]) == (0.0, 0.0)
     lo, hi = axes.bootstrap([1.0] * 10 + [0.0] * 10)
     assert lo < 0.5 < hi
@@ -143,3 +147,70 @@ def test_decode_and_template_axes_write_a_grid_with_paired_intervals(tmp_path, c
         axes.parse("protocol,beam", axes.DECODES, "--decode")
     with pytest.raises(Exception, match="names no run"):
         axes.overrides("rollout", "tiny", 18)
+
+
+def test_sampled_eval_rows_do_not_depend_on_the_batch_or_the_rank(tiny, tmp_path):
+    """issue 59: at temperature 1 each sample draws its noise from (seed, its id), so batch 1 and batch 4
+    give the same rows, and a rank's share (samples 1::2) the rows of one process; greedy is untouched."""
+    from dataclasses import replace
+
+    from daca_bench.config import SamplerConfig
+    from daca_bench.eval.evaluate import evaluate
+    from daca_bench.eval.runner import run_eval
+    from daca_bench.registry import get_task
+
+    task = get_task("sudoku_tiny", split="test", n=4)
+    cfg = SamplerConfig(gen_length=16, block_length=16, steps=8, temperature=1.0)
+    one = evaluate(tiny, task, replace(cfg, batch_size=1))["completions"]
+    four = evaluate(tiny, task, replace(cfg, batch_size=4))["completions"]
+    assert one == four
+    share = replace(task, samples=list(task.samples)[1::2])
+    assert evaluate(tiny, share, replace(cfg, batch_size=4))["completions"] == one[1::2]
+    assert evaluate(tiny, task, replace(cfg, batch_size=4), seed=1)["completions"] != one  # the seed is in effect
+    greedy = evaluate(tiny, task, replace(cfg, temperature=0.0))["completions"]
+    assert greedy != one and evaluate(tiny, task, replace(cfg, temperature=0.0), seed=5)["completions"] == greedy
+
+    def rows(batch):  # the command's path: samples.jsonl rows at temperature 1
+        out = tmp_path / f"b{batch}"
+        run_eval(
+            "tiny",
+            "sudoku_tiny",
+            ["d1"],
+            n=4,
+            gen_lengths=[16],
+            batch_size=batch,
+            temperature=1.0,
+            output_dir=str(out),
+            progress=False,
+        )
+        return [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+
+    b1, b4 = rows(1), rows(4)
+    assert [(r["id"], r["completion"]) for r in b1] == [(r["id"], r["completion"]) for r in b4]
+    assert json.loads(b1[0]["decoding"])["seed"] == 0  # a sampled row's key names its seed
+
+
+def test_a_chat_template_the_tokenizer_lacks_is_refused_and_auto_records_what_it_used(tiny, tmp_path, capsys):
+    """issue 59: `on` (and --templates chat) without a chat template is one line, before anything is decoded;
+    `auto` records and prints the flag the prompts were built with; protocol_task never falls back silently."""
+    from daca_bench.errors import ConfigError
+    from daca_bench.eval.prompts import protocol_task
+    from daca_bench.registry import get_task
+
+    base = ["eval", "--task", "sudoku_tiny", "--gen-length", "16", "--n", "2", "--no-progress"]
+    assert main([*base, "--chat-template", "on", "--output-dir", str(tmp_path / "on")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tokenizer has no chat template" in err[0] and not (tmp_path / "on").exists()
+    axes = tmp_path / "axes"
+    assert main([*base, "--decode", "protocol", "--templates", "plain,chat", "--output-dir", str(axes)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--templates chat" in err[0] and not (axes / "plain").exists()  # chat cells first
+    assert main([*base, "--output-dir", str(tmp_path / "auto")]) == 0
+    printed = capsys.readouterr().out
+    record = json.loads((tmp_path / "auto" / "record.json").read_text())
+    assert (record["chat_template"], record["chat_template_requested"]) == (False, "auto")
+    assert record["ids"]["d1"] == [json.loads(x)["id"] for x in (tmp_path / "auto" / "samples.jsonl").open()]
+    said = "chat template off (auto: the tokenizer has none)"
+    assert said in printed and said in (tmp_path / "auto" / "summary.md").read_text()
+    with pytest.raises(ConfigError, match="no chat template"):
+        protocol_task("d1", get_task("sudoku_tiny", split="test", n=1), tiny, chat=True)
