@@ -33,7 +33,7 @@ class DPSConfig:
 
 @dataclass(frozen=True)
 class LossConfig:
-    base: str = "grpo"  # grpo | gspo | reinforce_pp | the field's: wd1 | spg | espo | coupled_grpo | map
+    base: str = "grpo"  # grpo | gspo | reinforce_pp | the field's: wd1 | spg | espo | coupled_grpo | map | tracerl (block models)
     epsilon: float = 0.5  # token clip (d1: 0.5)
     epsilon_seq: float = 4e-4  # sequence clip for gspo
     beta: float = 0.0  # KL coefficient (d1: 0.04)
@@ -51,6 +51,8 @@ class LossConfig:
     espo_mc: int = 2  # espo: Monte Carlo mask draws, each a pass and its complement (ESPO's num_mc)
     map_blocks: int = 4  # map: the sampler's steps merged into this many causal blocks (MAP's StepMerge)
     map_lambda: float = 1.0  # map: weight of the unmasking-position term
+    trace_shrink: int = 1  # tracerl: distinct commit steps of a block merged into one round (TraceRL's shrink)
+    trace_kl: float = 0.01  # tracerl: k3 penalty to the OLD policy (TraceRL's training.beta; loss.beta stays 0)
 
 
 @dataclass(frozen=True)

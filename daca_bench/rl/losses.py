@@ -9,7 +9,7 @@ estimator plug into all of them (docs/method.md, section 8 and "The field's meth
 - gspo: sequence ratio exp(sum_k w_k (l_k - l_old_k) / sum_k w_k), clipped per sequence.
 - reinforce_pp (REINFORCE++): group-mean baseline, advantage normalised over the whole
   batch, token clipping, KL as a per-token penalty on the advantage; no critic.
-- the field's methods (wd1, spg, espo, coupled_grpo, map) live one per module in rl/bases/
+- the field's methods (wd1, spg, espo, coupled_grpo, map, tracerl) live one per module in rl/bases/
   and are registered here, so every reader of LOSSES and ADVANTAGES sees them.
 `cfg.loss_type` picks how token losses become one number (AGGREGATIONS, rl/lossparts.py).
 Rewards that are infrastructure failures (NaN) are left out of every statistic and get

@@ -239,6 +239,27 @@ def planned_comparisons(label: str, task: str, bases) -> dict:
     return {"primary": primary, "secondary": secondary}
 
 
+# tiny-block's field arm, TraceRL as its code runs: its KL is to the old policy (loss.trace_kl), not a reference,
+# and its trace canvases mask no prompt token
+BLOCK_FIELD_KEYS = {"tracerl": {"loss.beta": 0.0, "sml.p_mask_prompt": 0.0}}
+
+
+def field_rows(primary: list, secondary: list, preset) -> dict:
+    """A preset of one method's base and comparator bases (TinyPreset.base_variants): PRIMARY and SECONDARY are
+    the first base's rows; each other base adds, per family, its baseline vs start, each of its variants vs its
+    baseline and its baseline vs the first base's +DACA (the comparator against the method), all secondary."""
+    first = preset.bases[0]
+    primary, secondary = [{**r, "base": first} for r in primary], [{**r, "base": first} for r in secondary]
+    for b in preset.bases[1:]:
+        mine = preset.base_variants.get(b, preset.variants)
+        for label, fam in preset.families.items():
+            row = lambda a, vs: {"family": label, "task": fam.task, "base": b, "variant": a, "vs": vs}  # noqa: E731
+            secondary += [row("baseline", "start")] + [row(v, "baseline") for v in mine if v != "baseline"]
+            if "+DACA" in preset.variants:
+                secondary.append(row("baseline", f"{first} +DACA"))
+    return {"primary": primary, "secondary": secondary}
+
+
 TINY_BASES_DESIGN = {
     "preset": "tiny-bases",
     "question": "does DACA help on every base; where does each field method's baseline stand against grpo's and "

@@ -180,7 +180,10 @@ def tiny_cells(
         }
         for cell in expand(grid, ROOT):
             for name, variant, keys, extra in arms:
+                if variant not in preset.base_variants.get(cell.axes["loss.base"], (variant,)):
+                    continue  # a variant this base does not admit is absent, never faked
                 cfg = apply(apply(cell.config, VARIANTS[variant]), keys)
+                cfg = apply(cfg, preset.base_keys.get(cell.axes["loss.base"], {}))
                 axes = {
                     "loss.base": cell.axes["loss.base"],
                     "train.task": fam.task,

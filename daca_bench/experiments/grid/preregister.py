@@ -106,6 +106,8 @@ def design_of(name: str, preset: TinyPreset, cells: list, commit: str, tree: str
         "comparisons": planned,
         "bases": list(preset.bases),
         "variants": list(preset.variants),
+        **({"base_variants": {b: list(v) for b, v in preset.base_variants.items()}} if preset.base_variants else {}),
+        **({"base_keys": preset.base_keys} if preset.base_keys else {}),
         **({"code_tree": tree} if tree else {}),
         **({"notes": preset.notes} if preset.notes else {}),
     }

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from ...errors import UnavailableError
 from ...resources import data_dir
 from . import compute_grid
-from .bases_grid import FIELD_BASES, PAPER_BASES, TINY_BASES_DESIGN, planned_comparisons
+from .bases_grid import BLOCK_FIELD_KEYS, FIELD_BASES, PAPER_BASES, TINY_BASES_DESIGN, field_rows, planned_comparisons
 from .readings import READINGS
 
 FOUR = ("baseline", "+DPS", "+SML", "+DACA")
@@ -79,6 +79,8 @@ class TinyPreset:
     sft_seeds: tuple = (0,)  # SFT starts (sft.seed): every arm runs from each (axis "sft_start": a random effect)
     exploratory: str = ""  # why a registered design is exploratory all the same (design.json "exploratory"): its
     # table's first line says so and never "Confirmatory"
+    base_variants: dict = field(default_factory=dict)  # base -> its variants where fewer than `variants` (no +SML)
+    base_keys: dict = field(default_factory=dict)  # base -> its config keys over `rl` (bases_grid.field_rows)
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,10 @@ BLOCK_NOTES = (
     "SML's strata drawn inside each block (causal, K = 4, clamped to sudoku's 3 steps per block and json's 2: "
     "the step-merged trace likelihood of each block). Question: does DACA's effect on the full-attention tiny "
     "model (results/tiny-full: sudoku +2.8 pp [+0.1, +5.6], json +0.3 [-1.8, +2.5]) survive the move to "
-    "blocks? Power, projected by experiments/analysis/stats.projected_mde from tiny-full's variance "
+    "blocks? Beside it, the field's block method TraceRL (loss.base=tracerl, docs/method.md 12.8: baseline, +DPS; "
+    "no +SML, it defines its likelihood) as its code runs (loss.beta 0, loss.trace_kl 0.01 to the old policy, no "
+    "prompt mask); secondary: its baseline vs start and vs grpo +DACA, its +DPS vs its baseline. Power, projected "
+    "by experiments/analysis/stats.projected_mde from tiny-full's variance "
     "components for +DACA vs baseline (the nearest estimate; a block model's may differ): sudoku 32 seeds x "
     "512 puzzles (69 grid clusters): MDE 2.8 pp (80 % power at the full-attention effect; 16 seeds: 3.9); "
     "json 16 seeds x 1,024 prompts: MDE 2.1 pp. Fresh: seeds 120-151 (sudoku) and 120-135 (json) ran in no "
@@ -374,12 +379,15 @@ PRESETS = {
         notes=compute_grid.NOTES,
     ),
     "tiny-block": TinyPreset(
-        "DACA on the tiny block-diffusion model: grpo x 4 variants x {sudoku in blocks of 6 x 32 "
-        "seeds, json in blocks of 4 x 16 seeds}, fresh seeds and test prompts, its design "
-        "committed first (about 2.5 h on 2 cores)",
+        "DACA on the tiny block-diffusion model: grpo x 4 variants and the field's block method (TraceRL: "
+        "baseline, +DPS) x {sudoku in blocks of 6 x 32 seeds, json in blocks of 4 x 16 seeds}, fresh seeds and "
+        "test prompts, its design committed first (about 3.8 h on 2 cores)",
         BLOCK_FAMILIES,
         rl_steps=32,
         seeds=tuple(range(48, 64)),
+        bases=("grpo", "tracerl"),
+        base_variants={"tracerl": ("baseline", "+DPS")},
+        base_keys=BLOCK_FIELD_KEYS,
         rl=TINY_RL,
         picks=PICKS,
         confirmatory=True,
@@ -438,4 +446,5 @@ def comparisons(preset: TinyPreset) -> dict:
             if "+DACA" in preset.variants:
                 primary.append(row("+DACA", "baseline"))
             secondary += [row(v, "baseline") for v in preset.variants if v not in ("baseline", "+DACA")]
-    return {"primary": primary, "secondary": secondary}
+    rows = {"primary": primary, "secondary": secondary}
+    return field_rows(primary, secondary, preset) if preset.base_variants else rows  # + comparator bases

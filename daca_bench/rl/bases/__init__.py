@@ -1,6 +1,6 @@
 """The field's dLLM RL methods as bases, one module each, registered in FIELD (docs/method.md,
-"The field's methods as bases"): wd1, spg, espo, coupled_grpo, map; each module holds its advantage, loss and
-own likelihood estimator (on `likelihood.masked_passes`).
+"The field's methods as bases"): wd1, spg, espo, coupled_grpo, map, and tracerl for block models;
+each module holds its advantage, loss and own likelihood estimator (on `likelihood.masked_passes`).
 
     base = FIELD["spg"]                   # advantage, loss, likelihood, what it admits
     lik = estimator_for(cfg) or sml_logprobs   # the base's own likelihood, or SML
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...errors import ConfigError
-from . import coupled, espo, spg, wd1
+from . import coupled, espo, spg, tracerl, wd1
 from . import map as map_
 
 
@@ -40,6 +40,7 @@ FIELD = {
     "espo": Base(espo.advantages_rloo, espo.loss_espo, espo.estimator, sml=False, fresh_masks=True),
     "coupled_grpo": Base(coupled.advantages_rloo, coupled.loss_coupled, coupled.estimator, sml=False, fresh_masks=True),
     "map": Base(map_.advantages_rloo, map_.loss_map, map_.estimator, sml=False, kl=False),
+    "tracerl": Base(tracerl.advantages_tracerl, tracerl.loss_tracerl, tracerl.estimator, sml=False, kl=False),
 }
 
 
@@ -80,3 +81,8 @@ def check(cfg) -> None:
         raise ConfigError("loss.espo_mc must be at least 1")
     if name == "map" and cfg.loss.map_blocks < 1:
         raise ConfigError("loss.map_blocks must be at least 1")
+    if name == "tracerl" and not cfg.model.block_size and cfg.model.name == "tiny" and not cfg.train.init:
+        # a loaded folder brings its own block size; one without blocks stops at the first pass, in one line
+        raise ConfigError("loss.base=tracerl scores a block model's trace: set model.block_size (docs/method.md 12)")
+    if name == "tracerl" and cfg.loss.trace_shrink < 1:
+        raise ConfigError("loss.trace_shrink must be at least 1")

@@ -19,7 +19,7 @@ from daca_bench.rl.lossparts import advantages_rloo
 from repo_paths import ROOT
 
 RATIO_BASED = ("espo", "coupled_grpo", "map")
-CHANNELS = {"spg": 3, "map": 2}
+CHANNELS = {"spg": 3, "map": 2, "tracerl": 2}
 
 
 class Fixed:
@@ -250,6 +250,8 @@ def test_gradient_raises_the_rewarded_completion_and_lowers_the_other(base):
     logp = -torch.rand(2, L, C) - 0.5 if C else -torch.rand(2, L) - 0.5
     if base == "spg":
         logp[..., 2] = 1.0  # every token masked in some draw
+    if base == "tracerl":
+        logp[..., 1] = torch.arange(L).float()  # each token its own round (a constant, no gradient)
     logp.requires_grad_(True)
     loss, _ = LOSSES[base](logp, logp.detach(), None, adv, torch.ones(2, L, dtype=torch.bool), torch.ones(2, L), cfg)
     loss.backward()

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from daca_bench.archs.block import block_allowed, block_index
 from daca_bench.config import ConfigError, DPSConfig, ModelConfig, SamplerConfig
 from daca_bench.models import load_model
+from daca_bench.rl.bases import check
 from daca_bench.rl.credit import dps_weights
 from daca_bench.rl.likelihood import sml_logprobs
 from daca_bench.rl.sampler import pad_prompts, sample
@@ -272,7 +273,18 @@ def test_the_tiny_block_preset_is_fresh_and_its_committed_design_is_what_it_make
 
     preset = PRESETS["tiny-block"]
     cells = tiny_cells(preset, {f: {"folder": "a"} for f in preset.families})
-    assert {c.axes["variant"] for c in cells} == {"baseline", "+DPS", "+SML", "+DACA"} and len(cells) == 4 * (32 + 16)
+    arms = {(c.axes["loss.base"], c.axes["variant"]) for c in cells}
+    assert arms == {("grpo", v) for v in ("baseline", "+DPS", "+SML", "+DACA")} | {
+        ("tracerl", "baseline"),
+        ("tracerl", "+DPS"),
+    }
+    assert len(cells) == 6 * (32 + 16)
+    for c in cells:  # every cell runs: the field's block method at loss.beta 0 (its KL is to the old policy)
+        check(c.config)
+        if c.axes["loss.base"] == "tracerl":
+            assert (c.config.loss.beta, c.config.sml.p_mask_prompt, c.config.loss.trace_kl) == (0.0, 0.0, 0.01)
+        else:
+            assert c.config.loss.beta == 0.04
     seeds = {c.config.train.seed for c in cells}
     assert seeds == set(range(120, 152)) and not seeds & committed_seeds(skip="tiny-block")
     for fam in preset.families.values():
