@@ -139,7 +139,13 @@ class KVCache:
         return K, V
 
     def rows(self, mask: torch.Tensor | None) -> torch.Tensor | None:
-        """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks unchanged."""
-        if mask is None or self.window is None or mask.dim() != 4 or mask.shape[-2] == 1:
+        """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks (one already
+        cut to those rows, as archs/block.py's `block_step` hands it) unchanged."""
+        if (
+            mask is None
+            or self.window is None
+            or mask.dim() != 4
+            or mask.shape[-2] in (1, self.window[1] - self.window[0])
+        ):
             return mask
         return mask[:, :, self.window[0] : self.window[1]]

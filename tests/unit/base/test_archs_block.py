@@ -180,3 +180,24 @@ def test_published_config_loads_natively_with_its_block_size(tmp_path):
         assert torch.allclose(adapter.model(input_ids=GOLD["ids"]).logits, GOLD["logits"], atol=1e-5)
     with pytest.raises(ValueError, match="rope_scaling"):
         SDARConfig(**{**GOLD["config"], "rope_scaling": {"type": "yarn", "factor": 4.0}})
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_the_harness_sampler_decodes_sdar_with_the_exact_block_cache(temperature):
+    """rl/sampler.py on the native class (block_step's windows, KVCache): the cached decode is the uncached one."""
+    from dataclasses import replace
+
+    from daca_bench.config import SamplerConfig
+    from daca_bench.rl.sampler import sample
+    from daca_bench.testing.paper import paper_adapter
+
+    adapter = paper_adapter("sdar", seed=1, compact=True)
+    adapter.model.eval()
+    assert adapter.block_size == B
+    cfg = SamplerConfig(gen_length=12, block_length=B, steps=12, temperature=temperature)
+    prompts = ["12+5=", "3+4=", "100+23="]  # unequal lengths: left padding
+    plain = sample(adapter, prompts, cfg, seed=[5, 6, 7])
+    cached = sample(adapter, prompts, replace(cfg, cache="block"), seed=[5, 6, 7])
+    assert torch.equal(plain.completion_ids, cached.completion_ids)
+    assert torch.allclose(plain.trajectory.commit_logp, cached.trajectory.commit_logp, atol=1e-5)
+    assert plain.forward_passes == cached.forward_passes
