@@ -142,7 +142,7 @@ def load_pretrained(
     from transformers import AutoConfig, AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
-    from .archs import SHIFTED, native_class
+    from .archs import SHIFTED, block_size_of, native_class
 
     hf_logging.disable_progress_bar()
     torch_dtype = pick(DTYPES, dtype, "model.dtype")
@@ -208,7 +208,7 @@ def load_pretrained(
         shift_logits=shift,
         source=name,
         square_mask=bool(auto_map) and family == "dream" and not native,
-        block_size=int(stored.get("block_size", 0)),
+        block_size=int(stored.get("block_size", block_size_of(config))),
     )
 
 

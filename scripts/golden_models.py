@@ -1,7 +1,8 @@
-"""Golden numbers from the ORIGINAL LLaDA and Dream code, for tests/unit/base/test_archs.py.
+"""Golden numbers from the ORIGINAL LLaDA, Dream and SDAR code, for tests/unit/base/test_archs*.py.
 
     python scripts/golden_models.py --llada DIR --dream DIR            # writes tests/fixtures/golden/*.pt
     python scripts/golden_models.py --llada DIR --dream DIR --check    # recomputes, compares, writes nothing
+    python scripts/golden_models.py --sdar DIR                         # SDAR: scripts/golden_sdar.py says what
 
 DIR holds the published modeling files, fetched into a temporary folder and never committed:
 LLaDA: configuration_llada.py, modeling_llada.py (GSAI-ML/LLaDA-8B-Instruct); Dream:
@@ -179,6 +180,11 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--dream", type=Path, help="folder with Dream's configuration_dream.py, modeling_dream.py, generation_utils.py"
     )
+    ap.add_argument(
+        "--sdar",
+        type=Path,
+        help="folder with SDAR's configuration_sdar.py, modeling_sdar.py, generate.py (golden_sdar.py)",
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--check", action="store_true", help="compare with the committed fixtures instead of writing")
     args = ap.parse_args(argv)
@@ -201,7 +207,31 @@ def main(argv=None) -> int:
                 args.out.mkdir(parents=True, exist_ok=True)
                 torch.save(got, path)
                 print(f"wrote {path} ({path.stat().st_size // 1024} KiB)")
+        if args.sdar is not None:
+            bad += sdar(args.sdar, Path(tmp), args.out / "sdar.pt", args.check)
     return int(bad > 0)
+
+
+def sdar(folder: Path, tmp: Path, path: Path, check: bool) -> int:
+    """SDAR's golden file (scripts/golden_sdar.py); with check, the number of outputs that moved."""
+    import golden_sdar
+
+    got = golden_sdar.run(folder, tmp)
+    if not check:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(got, path)
+        print(f"wrote {path} ({path.stat().st_size // 1024} KiB)")
+        return 0
+    ref, bad = torch.load(path), 0
+    for key in ("logits", "padded_logits", "loss", "rows"):
+        diff = (got[key] - ref[key]).abs().max().item()
+        print(f"sdar {key}: max |diff| {diff:.2e}")
+        bad += diff > 1e-6
+    for run, old in zip(got["decodes"], ref["decodes"]):
+        same = torch.equal(run["tokens"], old["tokens"])
+        print(f"sdar decode {run['strategy']}: {'same tokens' if same else 'TOKENS DIFFER'}")
+        bad += not same
+    return bad
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Pieces shared by the native LLaDA and Dream classes: RMSNorm, rotary embeddings computed from
+"""Pieces shared by the native LLaDA, Dream and SDAR classes: RMSNorm, rotary embeddings computed from
 position ids (no buffers to initialise), the attention-mask forms SDPA takes, and GQA.
 
     cos, sin = rope(position_ids, head_dim, theta)            # (B, T, D) float32
@@ -18,16 +18,20 @@ from torch import nn
 
 
 class RMSNorm(nn.Module):
-    """Normalise in float32, cast back, then scale by the weight (LLaDA's and Dream's order)."""
+    """Normalise in float32, cast back, then scale by the weight (LLaDA's and Dream's order); with
+    scale_in_float, scale in float32 too and cast last (SDAR's fused kernel: equal in fp32)."""
 
-    def __init__(self, size: int, eps: float):
+    def __init__(self, size: int, eps: float, scale_in_float: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
+        self.scale_in_float = scale_in_float
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.scale_in_float:
+            return (h * self.weight.float()).to(x.dtype)
         return self.weight * h.to(x.dtype)
 
 
@@ -135,7 +139,13 @@ class KVCache:
         return K, V
 
     def rows(self, mask: torch.Tensor | None) -> torch.Tensor | None:
-        """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks unchanged."""
-        if mask is None or self.window is None or mask.dim() != 4 or mask.shape[-2] == 1:
+        """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks (one already
+        cut to those rows, as archs/block.py's `block_step` hands it) unchanged."""
+        if (
+            mask is None
+            or self.window is None
+            or mask.dim() != 4
+            or mask.shape[-2] in (1, self.window[1] - self.window[0])
+        ):
             return mask
         return mask[:, :, self.window[0] : self.window[1]]

@@ -8,7 +8,8 @@ The row estimate (`rows_that_fit`) keeps, per canvas token, the 16-bit logits ro
 chunked log-softmax holds for the backward pass, plus per layer either the layer input
 (checkpointing) or ~34 h bytes of intermediates (Korthikanti et al., 2022, without the
 attention-score term that fused attention avoids), and uses half the free memory. `memory_table()` is
-docs/trainer.md's table of memory per GPU at LLaDA-8B, term by term (tests/test_scale_docs.py checks it).
+docs/trainer.md's table of memory per GPU at LLaDA-8B, term by term (tests/test_scale_docs.py checks it), and
+at SDAR-8B (`memory_table(m=SDAR_8B)`, docs/paper-presets.md).
 """
 
 from __future__ import annotations
@@ -75,6 +76,15 @@ def out_of_memory(step: int, exc: BaseException) -> ConfigError:
 # LLaDA-8B-Instruct (docs/trainer.md, "Memory per GPU"): its parameters, the root's (input embedding and output
 # layer, 126,464 x 4,096 each), d1's LoRA at r = 128, and the measured activations of a 6-row pass (GB)
 LLADA_8B = {"params": 8_015_581_184, "root": 2 * 126_464 * 4_096, "lora": 167_772_160, "activations": 15.7}
+# SDAR-8B-Chat (docs/paper-presets.md, "Block diffusion: SDAR"): 36 Qwen3 blocks of 192,946,432 (q/k norms included),
+# untied input embedding and output layer of 151,936 x 4,096 each, LoRA at r = 128 on all seven projections, and
+# activations NOT measured: LLaDA-8B's 15.7 GB scaled by the two-stream canvas (708 / 456 tokens) and depth (36 / 32)
+SDAR_8B = {
+    "params": 36 * 192_946_432 + 2 * 151_936 * 4_096 + 4_096,
+    "root": 2 * 151_936 * 4_096,
+    "lora": 36 * 128 * (2 * 8_192 + 2 * 5_120 + 3 * 16_384),
+    "activations": round(15.7 * 708 / 456 * 36 / 32, 1),
+}
 ROWS = ("lora-none", "lora-replicate", "full-shard", "full-shard-offload")
 
 
@@ -106,8 +116,9 @@ def memory_bound(terms: dict[str, float]) -> float:
     return max(sum(v for k, v in terms.items() if not k.startswith("host") and k != "startup"), terms.get("startup", 0))
 
 
-def memory_table(gpu_gb: float = 80.0) -> list[str]:
-    """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100)."""
+def memory_table(gpu_gb: float = 80.0, m: dict = LLADA_8B) -> list[str]:
+    """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100);
+    m = SDAR_8B: docs/paper-presets.md's table for SDAR-8B."""
     label = {
         "lora-none": "LoRA, `none` (one GPU)",
         "lora-replicate": "LoRA, `replicate`",
@@ -121,7 +132,7 @@ def memory_table(gpu_gb: float = 80.0) -> list[str]:
             if row == "lora-none" and n > 1:
                 cells.append("-")
                 continue
-            terms = memory_terms(row, n)
+            terms = memory_terms(row, n, m)
             bound = memory_bound(terms)
             host = sum(v for k, v in terms.items() if k.startswith("host"))
             cells.append(

@@ -1,9 +1,10 @@
-"""Tiny folders in the published LLaDA-8B-Instruct and Dream-v0-Instruct-7B formats: the
+"""Tiny folders in the published LLaDA-8B-Instruct, Dream-v0-Instruct-7B and SDAR-8B-Chat formats: the
 published config fields, model_type and auto_map, the checkpoints' key names and vocabulary
 sizes, the real special-token ids, random weights at a tiny width.
 
     folder = write_paper_folder("llada", tmp_path / "llada")   # mask 126336, eos = pad 126081
     folder = write_paper_folder("dream", tmp_path / "dream")   # mask 151666, eos = pad 151643
+    folder = write_paper_folder("sdar", tmp_path / "sdar")     # mask 151669, eos = pad 151643, block size 4
     adapter = load_pretrained(str(folder))                     # the native class, no remote code
     adapter = paper_adapter("llada", d_model=64, n_layers=2)   # in memory, no folder
     folder = write_paper_folder("llada", tmp_path / "c", compact=True)  # specials right after the characters
@@ -105,12 +106,61 @@ DREAM = {
     "vocab_size": 152064,
     "auto_map": {"AutoConfig": "configuration_dream.DreamConfig", "AutoModel": "modeling_dream.DreamModel"},
 }
+SDAR = {  # SDAR-8B-Chat's config.json (JetAstra/SDAR, training/model/SDAR-8B-Chat)
+    "model_type": "sdar",
+    "architectures": ["SDARForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "attn_implementation": "flex_attention",
+    "block_size": 4,
+    "bos_token_id": 151643,
+    "debug": False,
+    "eos_token_id": 151643,
+    "ep_size": 1,
+    "fuse_cross_entropy": True,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 12288,
+    "mask_token_id": 151669,
+    "max_position_embeddings": 32768,
+    "max_window_layers": 36,
+    "micro_forward": False,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 36,
+    "num_key_value_heads": 8,
+    "pad_token_id": 151643,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000,
+    "skip_checkpoint": False,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "use_cache": False,
+    "use_deepep": False,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+    "auto_map": {
+        "AutoConfig": "configuration_sdar.SDARConfig",
+        "AutoModel": "modeling_sdar.SDARModel",
+        "AutoModelForCausalLM": "modeling_sdar.SDARForCausalLM",
+    },
+}
 TINY = {
     "llada": {"d_model": 32, "n_heads": 4, "n_kv_heads": 4, "n_layers": 2, "mlp_hidden_size": 64},
     "dream": {
         "hidden_size": 32,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "intermediate_size": 64,
+    },
+    "sdar": {
+        "hidden_size": 32,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
         "num_hidden_layers": 2,
         "intermediate_size": 64,
     },
@@ -131,6 +181,7 @@ SPECIALS = {
         "<|beginoftext|>": 151665,
         "<|mask|>": 151666,
     },
+    "sdar": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|MASK|>": 151669},
 }
 # LLaDA-8B-Instruct's chat layout: one header per turn, the content trimmed, the assistant header
 # left open by add_generation_prompt (written here; the marker strings are LLaDA's special tokens).
@@ -146,7 +197,13 @@ DREAM_CHAT_TEMPLATE = (
 )
 
 
-MASK = {"llada": "<|mdm_mask|>", "dream": "<|mask|>"}
+MASK = {"llada": "<|mdm_mask|>", "dream": "<|mask|>", "sdar": "<|MASK|>"}
+FIELDS = {"llada": LLADA, "dream": DREAM, "sdar": SDAR}
+# SDAR's chat layout (Qwen3's ChatML, no default system turn; its thinking markup left out), written here
+SDAR_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def _char_vocab() -> dict[str, int]:
@@ -173,7 +230,7 @@ def paper_tokenizer(family: str, compact: bool = False):
     core = Tokenizer(models.BPE(vocab={**vocab, **specials}, merges=[], unk_token="<unk>"))
     core.decoder = decoders.Fuse()
     eos = "<|endoftext|>"
-    kw = {"mask_token": "<|mask|>"} if family == "dream" else {}  # LLaDA's tokenizer names no mask: the config does
+    kw = {"mask_token": MASK[family]} if family != "llada" else {}  # LLaDA's tokenizer names no mask: the config does
     tok = PreTrainedTokenizerFast(
         tokenizer_object=core,
         eos_token=eos,
@@ -183,8 +240,8 @@ def paper_tokenizer(family: str, compact: bool = False):
         clean_up_tokenization_spaces=False,
         **kw,
     )
-    tok.bos_token = "<|startoftext|>" if family == "llada" else "<|beginoftext|>"
-    tok.chat_template = LLADA_CHAT_TEMPLATE if family == "llada" else DREAM_CHAT_TEMPLATE
+    tok.bos_token = {"llada": "<|startoftext|>", "dream": "<|beginoftext|>"}.get(family, eos)
+    tok.chat_template = {"llada": LLADA_CHAT_TEMPLATE, "dream": DREAM_CHAT_TEMPLATE}.get(family, SDAR_CHAT_TEMPLATE)
     tok.model_input_names = ["input_ids", "attention_mask"]
     return tok
 
@@ -192,7 +249,7 @@ def paper_tokenizer(family: str, compact: bool = False):
 def paper_config(family: str, compact: bool = False, **sizes) -> dict:
     """The published config dict at a tiny size (TINY, then `sizes`); with compact, the special-token
     ids and the vocabulary follow special_ids(compact=True)."""
-    fields = {**(LLADA if family == "llada" else DREAM), **TINY[family]}
+    fields = {**FIELDS[family], **TINY[family]}
     if compact:
         ids = special_ids(family, compact=True)
         eos, rows = ids["<|endoftext|>"], max(ids.values()) + 1
@@ -204,10 +261,11 @@ def paper_config(family: str, compact: bool = False, **sizes) -> dict:
 
 def paper_model(family: str, seed: int = 0, dtype: torch.dtype = torch.float32, compact: bool = False, **sizes):
     """The native class at the published config made tiny (TINY, then `sizes`), random weights from `seed`."""
-    from ..archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
+    from ..archs import NATIVE
 
     fields = paper_config(family, compact, **sizes)
-    config_cls, model_cls = (LLaDAConfig, LLaDAModelLM) if family == "llada" else (DreamConfig, DreamModel)
+    model_cls = NATIVE[family]
+    config_cls = model_cls.config_class
     torch.manual_seed(seed)
     return model_cls(config_cls(**{k: v for k, v in fields.items() if k != "model_type"})).to(dtype)
 
@@ -217,6 +275,8 @@ def paper_adapter(
 ) -> ModelAdapter:
     """The native model in memory (no folder) with the paper tokenizer, for sizes whose weights are
     not worth writing; the mask, eos and pad ids are the config's and must fit its output rows."""
+    from ..archs import block_size_of
+
     model = paper_model(family, seed, dtype, compact, **sizes)
     cfg, rows = model.config, model.get_output_embeddings().out_features
     ids = {k: getattr(cfg, k) for k in ("mask_token_id", "eos_token_id", "pad_token_id")}
@@ -231,6 +291,7 @@ def paper_adapter(
         ids["pad_token_id"],
         shift_logits=family == "dream",
         source=f"paper:{family}",
+        block_size=block_size_of(cfg),
     )
 
 

@@ -332,3 +332,14 @@ def test_the_memory_table_is_its_formula_term_by_term():
     lora = memory_terms("lora-replicate", 1)
     assert memory_bound(lora) == pytest.approx((2 * P + (16 + 4 + 2) * R) / 1e9 + LLADA_8B["activations"])
     assert "| full, `shard` | 210.1 GB, no | 122.0 GB, no | 77.9 GB, fits | 55.8 GB, fits |" in text
+
+
+def test_the_sdar_memory_table_is_its_formula():
+    """docs/paper-presets.md's SDAR-8B table is memory_table(m=SDAR_8B), from SDAR-8B-Chat's published shape."""
+    from daca_bench.engine.memory import SDAR_8B, memory_table
+
+    text = (ROOT / "docs" / "paper-presets.md").read_text()
+    for line in memory_table(m=SDAR_8B):
+        assert line in text, line
+    layer = 4_096 * (2 * 4_096 + 2 * 1_024) + 3 * 4_096 * 12_288 + 2 * 128 + 2 * 4_096  # q, k, v, o; MLP; norms
+    assert SDAR_8B["params"] == 36 * layer + 2 * 151_936 * 4_096 + 4_096 == 8_190_735_360

@@ -1,18 +1,20 @@
 """`daca-bench cost`: each arm's FLOPs per training step, predicted from its config before anything
 runs, counted by the same `FlopCounterMode` as the ledger (rl/ledger.py) on a copy of the model on the
-meta device (shapes only: no weights, no memory; LLaDA-8B and Dream-7B at their published sizes).
+meta device (shapes only: no weights, no memory; LLaDA-8B, Dream-7B and SDAR-8B at their published sizes).
 
     daca-bench cost --preset tiny                            # the preset's arms, per step and per cell
     daca-bench cost --config configs/paper/llada_gsm8k.yaml  # baseline vs +DACA at the paper's shape
+    daca-bench cost --config configs/paper/sdar_gsm8k.yaml   # a block model: block-cached rollout, two streams
 
 A step is modelled as the trainer runs it (train/trainer.py): the rollout's `rollout.steps` denoising
 passes over the B*G canvases of prompt + completion (cache none; a cached or threshold rollout is
-measured by the ledger, not predicted here); the old-policy passes (mu - 1 draws, or none when every
+measured by the ledger, not predicted here; a block model's exact block cache is: `block_rollout`); the old-policy passes (mu - 1 draws, or none when every
 inner iteration scores the same canvases or the base reads no ratio) and the reference passes (beta >
 0) over K' * B*G canvases (K' = min(K, L) strata), without gradient; and mu updates, forward and
 backward, over the same K' * B*G canvases. FLOPs are linear in the rows of a pass, so one canvas of
 each kind is counted and multiplied. The prompt length P is the longest of the first batch's prompts
-(tiny tasks have one prompt format) or, for the paper presets, `train.max_prompt_length`.
+(tiny tasks have one prompt format) or, for the paper presets, `train.max_prompt_length`. A block model's
+likelihood canvas is its two streams, P + 2L - B tokens (archs/block.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ...errors import UnavailableError
 from ...rl.ledger import flop_counter
 
 PHASES = ("rollout", "likelihood_old", "likelihood")
-PAPER_FAMILIES = {"llada": "llada", "dream": "dream"}
+PAPER_FAMILIES = {"llada": "llada", "dream": "dream", "sdar": "sdar", "trado": "sdar"}  # name part -> family
 
 
 def meta_model(cfg: RLConfig) -> torch.nn.Module:
@@ -41,18 +43,17 @@ def meta_model(cfg: RLConfig) -> torch.nn.Module:
         if cfg.model.name == "tiny" or (cfg.train.init and cfg.model.name == "tiny"):
             model = build_tiny_model(cfg.model, build_char_tokenizer())
         else:
-            family = next((f for f in PAPER_FAMILIES if f in name), None)
+            family = next((PAPER_FAMILIES[f] for f in PAPER_FAMILIES if f in name), None)
             if family is None:
                 raise UnavailableError(
                     f"daca-bench cost: no shape known for model {cfg.model.name!r}; it models the "
-                    "tiny model and LLaDA / Dream at their published sizes"
+                    "tiny model and LLaDA / Dream / SDAR (8B) at their published sizes"
                 )
-            from ...archs import DreamConfig, DreamModel, LLaDAConfig, LLaDAModelLM
-            from ...testing.paper import DREAM, LLADA
+            from ...archs import NATIVE
+            from ...testing.paper import FIELDS
 
-            fields = {k: v for k, v in (LLADA if family == "llada" else DREAM).items() if k != "model_type"}
-            config_cls, model_cls = (LLaDAConfig, LLaDAModelLM) if family == "llada" else (DreamConfig, DreamModel)
-            model = model_cls(config_cls(**fields))
+            model_cls = NATIVE[family]
+            model = model_cls(model_cls.config_class(**{k: v for k, v in FIELDS[family].items() if k != "model_type"}))
     if cfg.train.lora:
         from peft import LoraConfig, get_peft_model
 
@@ -73,15 +74,26 @@ def meta_model(cfg: RLConfig) -> torch.nn.Module:
     return model
 
 
-def _count(model, seq: int, grad: bool, adapter_off: bool = False) -> float:
-    """FLOPs of one canvas of `seq` tokens: a forward (grad=False), or forward and backward."""
+def _count(model, seq: int, grad: bool, adapter_off: bool = False, window: tuple[int, int] | None = None) -> float:
+    """FLOPs of one canvas of `seq` tokens: a forward (grad=False), or forward and backward; with `window`
+    (lo, hi), a block model's cached pass over positions lo..hi-1 against the keys of 0..hi-1 (its
+    filling pass over 0..lo-1 is not counted)."""
     ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
+    kw = {}
+    if window is not None:
+        from ...archs.common import KVCache
+
+        kw["past_key_values"] = cache = KVCache()
+        with torch.no_grad():
+            model(input_ids=ids[:, : window[0]], past_key_values=cache)
+        cache.window, ids = window, ids[:, window[0] : window[1]]
+        kw["position_ids"] = torch.arange(*window, device="meta")[None]
     off = model.disable_adapter() if adapter_off and hasattr(model, "disable_adapter") else None
     with flop_counter() as counter, torch.set_grad_enabled(grad):
         if off is not None:
             off.__enter__()
         try:
-            out = model(input_ids=ids)
+            out = model(input_ids=ids, **kw)
             logits = out.logits if hasattr(out, "logits") else out[0]
             if grad:
                 logits.float().sum().backward()
@@ -112,34 +124,69 @@ def step_flops(cfg: RLConfig, model=None) -> dict:
     from ...rl.bases import ratio_free
     from ...train.trainer import same_masks
 
-    if cfg.rollout.cache != "none" or cfg.rollout.threshold is not None:
-        raise UnavailableError(
-            "daca-bench cost models uncached schedule rollouts (rollout.cache=none, no threshold); "
-            "the ledger in each cell's summary measures the others"
-        )
+    refuse = UnavailableError(
+        "daca-bench cost models uncached schedule rollouts (rollout.cache=none, no threshold) and a block "
+        "model's exact block cache (rollout.cache=block); the ledger in each cell's summary measures the others"
+    )
+    if cfg.rollout.cache not in ("none", "block") or cfg.rollout.threshold is not None:
+        raise refuse
+    model = model if model is not None else meta_model(cfg)
+    block = block_of(model)
+    if cfg.rollout.cache == "block" and not block:
+        raise refuse
     if cfg.loss.base not in ("grpo", "gspo", "reinforce_pp"):
         raise UnavailableError(
             f"daca-bench cost models grpo, gspo and reinforce_pp (SML likelihood); loss.base="
             f"{cfg.loss.base} has its own estimator: read its cells' ledgers"
         )
-    model = model if model is not None else meta_model(cfg)
     t, L = cfg.train, cfg.rollout.gen_length
     S = prompt_length(cfg) + L
+    lik = S + L - block if block else S  # a block model scores every block at once: two streams (archs/block.py)
     rows = t.prompts_per_step * t.num_generations
     strata = min(cfg.sml.k, L)
     draws = 1 if same_masks(cfg) else t.mu  # as the trainer decides it
     old = 0 if ratio_free(cfg) else draws - 1
     ref = draws if cfg.loss.beta > 0 else 0
-    fwd = _count(model, S, grad=False)
-    ref_fwd = _count(model, S, grad=False, adapter_off=t.lora) if ref else 0.0
+    fwd = _count(model, lik, grad=False)
+    ref_fwd = _count(model, lik, grad=False, adapter_off=t.lora) if ref else 0.0
+    rollout = (
+        block_rollout(model, S - L, L, block, cfg.rollout.steps)
+        if cfg.rollout.cache == "block"
+        else cfg.rollout.steps * _count(model, S, grad=False)
+    )
     return {
-        "rollout": cfg.rollout.steps * rows * fwd,
+        "rollout": rows * rollout,
         "likelihood_old": strata * rows * (old * fwd + ref * ref_fwd),
-        "likelihood": t.mu * strata * rows * _count(model, S, grad=True),
+        "likelihood": t.mu * strata * rows * _count(model, lik, grad=True),
         "canvas": S,
         "rows": rows,
         "strata": strata,
     }
+
+
+def block_of(model) -> int:
+    """The block length of a block model (its config's key, archs.BLOCK_KEYS), 0 for full attention."""
+    from ...archs import block_size_of
+
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return block_size_of(core.config)
+
+
+def block_rollout(model, P: int, L: int, B: int, steps: int) -> float:
+    """FLOPs of one row's rollout with the exact block cache (archs/block.py's `block_step`): block 0 opens
+    with a pass over the prompt and itself, every later block with a pass over the finished block before it
+    and itself; each block's other steps / (L / B) - 1 passes run the block alone against the cache. A
+    window pass's FLOPs are affine in its end (the keys it reads), so two ends give every block's."""
+    n, per = L // B, steps // (L // B)
+    first = _count(model, P + B, grad=False)
+    if n == 1:
+        return first + (per - 1) * _count(model, P + B, grad=False, window=(P, P + B))
+    ends = (P + 2 * B, P + L)  # the second block's end and the last's
+    two = [_count(model, e, grad=False, window=(e - 2 * B, e)) for e in ends]
+    one = [_count(model, e, grad=False, window=(e - B, e)) for e in ends]
+    solo0 = _count(model, P + B, grad=False, window=(P, P + B))
+    later = (n - 1) * ((two[0] + two[1]) / 2 + (per - 1) * (one[0] + one[1]) / 2)  # blocks 1..n-1: the mean end
+    return first + (per - 1) * solo0 + later
 
 
 MEASURES = ("flops", "samples", "seconds")  # what a compute-matched design matches arms by (it says which)
