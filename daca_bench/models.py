@@ -183,7 +183,7 @@ def load_pretrained(
         shift_logits=shift,
         source=name,
         square_mask=bool(auto_map) and family == "dream" and not native,
-        block_size=int(stored.get("block_size", 0)),
+        block_size=int(stored.get("block_size", getattr(config, "block_size", 0) if native else 0)),
     )
 
 

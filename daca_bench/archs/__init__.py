@@ -1,7 +1,7 @@
 """Native transformers classes for the paper's masked diffusion LMs, chosen by a folder's
 `model_type` without trust_remote_code.
 
-    cls = native_class("llada")        # LLaDAModelLM; "dream"/"Dream" -> DreamModel; else None
+    cls = native_class("llada")        # LLaDAModelLM; "dream"/"Dream" -> DreamModel; "llada2_moe" -> LLaDA2MoeModelLM
     SHIFTED = {"dream"}                # families whose raw logits predict the next position
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from .dream import DreamConfig, DreamModel
 from .llada import LLaDAConfig, LLaDAModelLM
+from .llada2 import LLaDA2MoeConfig, LLaDA2MoeModelLM
 
-NATIVE = {"llada": LLaDAModelLM, "dream": DreamModel}  # lower-cased model_type -> class
+NATIVE = {"llada": LLaDAModelLM, "dream": DreamModel, "llada2_moe": LLaDA2MoeModelLM}  # lower-cased model_type -> class
 SHIFTED = {"dream"}
 
 
@@ -19,4 +20,14 @@ def native_class(model_type: str):
     return NATIVE.get(str(model_type or "").lower())
 
 
-__all__ = ["DreamConfig", "DreamModel", "LLaDAConfig", "LLaDAModelLM", "NATIVE", "SHIFTED", "native_class"]
+__all__ = [
+    "DreamConfig",
+    "DreamModel",
+    "LLaDA2MoeConfig",
+    "LLaDA2MoeModelLM",
+    "LLaDAConfig",
+    "LLaDAModelLM",
+    "NATIVE",
+    "SHIFTED",
+    "native_class",
+]
