@@ -135,7 +135,13 @@ class KVCache:
         return K, V
 
     def rows(self, mask: torch.Tensor | None) -> torch.Tensor | None:
-        """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks unchanged."""
-        if mask is None or self.window is None or mask.dim() != 4 or mask.shape[-2] == 1:
+        """A (B, 1, S, S) mask cut to this pass's query rows (B, 1, hi - lo, S); other masks unchanged (one
+        already cut to them too: a block model's pass, archs/block.py's `block_step`, hands its rows only)."""
+        if (
+            mask is None
+            or self.window is None
+            or mask.dim() != 4
+            or mask.shape[-2] in (1, self.window[1] - self.window[0])
+        ):
             return mask
         return mask[:, :, self.window[0] : self.window[1]]

@@ -206,8 +206,12 @@ class LLaDA2MoeExperts(nn.ModuleList):
         """x (N, hidden), idx / w (N, k) -> sum over each token's k experts of weight * expert(x)."""
         out = torch.zeros_like(x, dtype=torch.float32)
         flat = idx.reshape(-1)
+        rows, n = divmod(flat.numel(), len(self))
         for e, expert in enumerate(self):
-            hit = (flat == e).nonzero().squeeze(-1)  # (M,) positions in the (N * k) routing table
+            if x.is_meta:  # shapes only (daca-bench cost): the N * k routed rows split evenly; FLOPs are exact
+                hit = torch.zeros(rows + (e < n), dtype=torch.long, device=x.device)
+            else:
+                hit = (flat == e).nonzero().squeeze(-1)  # (M,) positions in the (N * k) routing table
             tokens = torch.div(hit, idx.shape[1], rounding_mode="floor")
             y = expert(x.index_select(0, tokens)).float() * w.reshape(-1).index_select(0, hit)[:, None]
             out = out.index_add(0, tokens, y)

@@ -75,6 +75,11 @@ def out_of_memory(step: int, exc: BaseException) -> ConfigError:
 # LLaDA-8B-Instruct (docs/trainer.md, "Memory per GPU"): its parameters, the root's (input embedding and output
 # layer, 126,464 x 4,096 each), d1's LoRA at r = 128, and the measured activations of a 6-row pass (GB)
 LLADA_8B = {"params": 8_015_581_184, "root": 2 * 126_464 * 4_096, "lora": 167_772_160, "activations": 15.7}
+# LLaDA2.0-mini (docs/paper-presets.md, "LLaDA2.0"): 16,255,638,528 parameters counted on the native class at the
+# published config (15.30 B of them in the routed experts, 1.43 B active per token), the root (input embedding and
+# output layer, 157,184 x 2,048 each), LoRA r = 128 on query_key_value and dense of its 20 layers; activations: not
+# measured, LLaDA-8B's 6-row figure stands in (LLaDA2 has the smaller hidden size, fewer layers, a 24% larger vocabulary)
+LLADA2_MINI = {"params": 16_255_638_528, "root": 2 * 157_184 * 2_048, "lora": 23_592_960, "activations": 15.7}
 ROWS = ("lora-none", "lora-replicate", "full-shard", "full-shard-offload")
 
 
@@ -103,8 +108,9 @@ def memory_bound(terms: dict[str, float]) -> float:
     return max(sum(v for k, v in terms.items() if not k.startswith("host") and k != "startup"), terms.get("startup", 0))
 
 
-def memory_table(gpu_gb: float = 80.0) -> list[str]:
-    """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100)."""
+def memory_table(gpu_gb: float = 80.0, m: dict = LLADA_8B) -> list[str]:
+    """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100), for the
+    model `m` (LLaDA-8B; LLADA2_MINI gives docs/paper-presets.md's)."""
     label = {
         "lora-none": "LoRA, `none` (one GPU)",
         "lora-replicate": "LoRA, `replicate`",
@@ -118,7 +124,7 @@ def memory_table(gpu_gb: float = 80.0) -> list[str]:
             if row == "lora-none" and n > 1:
                 cells.append("-")
                 continue
-            terms = memory_terms(row, n)
+            terms = memory_terms(row, n, m)
             bound = memory_bound(terms)
             host = sum(v for k, v in terms.items() if k.startswith("host"))
             cells.append(

@@ -306,8 +306,11 @@ def sample(
             f"{adapter.block_size}) decodes its own blocks (block_length = block_size) with cache none "
             "or block (exact); a full-attention model has no block cache"
         )
-    if cfg.cache == "block" and adapter.cache_kind() != "bert":
-        raise ConfigError("sampler.cache=block runs the tiny BERT model's cached pass only; use sampler.cache=none")
+    if cfg.cache == "block" and adapter.cache_kind() not in ("bert", "native"):
+        raise ConfigError(
+            "sampler.cache=block runs the tiny BERT model's and the native block models' cached pass only; "
+            "use sampler.cache=none"
+        )
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)
     if isinstance(seed, int):
         gen = torch.Generator(device=adapter.device).manual_seed(seed)
