@@ -85,6 +85,11 @@ SDAR_8B = {
     "lora": 36 * 128 * (2 * 8_192 + 2 * 5_120 + 3 * 16_384),
     "activations": round(15.7 * 708 / 456 * 36 / 32, 1),
 }
+# LLaDA2.0-mini (docs/paper-presets.md, "LLaDA2.0"): 16,255,638,528 parameters counted on the native class at the
+# published config (15.30 B of them in the routed experts, 1.43 B active per token), the root (input embedding and
+# output layer, 157,184 x 2,048 each), LoRA r = 128 on query_key_value and dense of its 20 layers; activations: not
+# measured, LLaDA-8B's 6-row figure stands in (LLaDA2 has the smaller hidden size, fewer layers, a 24% larger vocabulary)
+LLADA2_MINI = {"params": 16_255_638_528, "root": 2 * 157_184 * 2_048, "lora": 23_592_960, "activations": 15.7}
 ROWS = ("lora-none", "lora-replicate", "full-shard", "full-shard-offload")
 
 
@@ -117,8 +122,8 @@ def memory_bound(terms: dict[str, float]) -> float:
 
 
 def memory_table(gpu_gb: float = 80.0, m: dict = LLADA_8B) -> list[str]:
-    """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100);
-    m = SDAR_8B: docs/paper-presets.md's table for SDAR-8B."""
+    """The rows of docs/trainer.md's table, N = 1, 2, 4, 8 ("fits": the bound is under `gpu_gb`, one H100), for the
+    model `m` (LLaDA-8B; SDAR_8B and LLADA2_MINI give docs/paper-presets.md's)."""
     label = {
         "lora-none": "LoRA, `none` (one GPU)",
         "lora-replicate": "LoRA, `replicate`",

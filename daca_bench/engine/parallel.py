@@ -105,9 +105,10 @@ def resolve(mode: str, lora: bool, world: int, nodes: int = 1) -> str:
 
 def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated blocks FSDP2 shards one by one: the classes the model names in `_no_split_modules`
-    (LLaDABlock, DreamDecoderLayer), else the members of its longest ModuleList (BertLayer); never a
-    module holding a weight tied to one outside it (BERT's embeddings and its output layer: they stay
-    with the root, in one group)."""
+    (LLaDABlock, DreamDecoderLayer; LLaDA2's decoder layers and, inside them, each MoE layer's expert set),
+    else the members of its longest ModuleList (BertLayer); never a module holding a weight tied to one
+    outside it (BERT's embeddings and its output layer: they stay with the root, in one group). A unit
+    nested in another comes before it (fully_shard goes from the inside out); otherwise the model's order."""
     from collections import Counter
 
     names: set[str] = set()
@@ -123,7 +124,8 @@ def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
         inside = Counter(id(p) for _, p in unit.named_parameters(remove_duplicate=False))
         return all(uses[k] == n for k, n in inside.items())
 
-    return [u for u in units if self_contained(u)]
+    depth = {id(m): name.count(".") + bool(name) for name, m in model.named_modules()}
+    return sorted((u for u in units if self_contained(u)), key=lambda u: -depth[id(u)])
 
 
 @dataclass

@@ -317,7 +317,7 @@ def sample(
         )
     if cfg.cache == "block" and adapter.cache_kind() not in ("bert", "native"):
         raise ConfigError(
-            "sampler.cache=block runs the tiny model's and the native block classes' (SDAR) cached pass only; "
+            "sampler.cache=block runs the tiny BERT model's and the native block models' cached pass only; "
             "use sampler.cache=none"
         )
     prompt_ids, prompt_mask = pad_prompts(adapter, prompts)

@@ -1,6 +1,7 @@
 """`daca-bench cost`: each arm's FLOPs per training step, predicted from its config before anything
 runs, counted by the same `FlopCounterMode` as the ledger (rl/ledger.py) on a copy of the model on the
-meta device (shapes only: no weights, no memory; LLaDA-8B, Dream-7B and SDAR-8B at their published sizes).
+meta device (shapes only: no weights, no memory; LLaDA-8B, Dream-7B, SDAR-8B and LLaDA2.0-mini at their published
+sizes; a MoE layer's routed experts counted as each token through its k experts).
 
     daca-bench cost --preset tiny                            # the preset's arms, per step and per cell
     daca-bench cost --config configs/paper/llada_gsm8k.yaml  # baseline vs +DACA at the paper's shape
@@ -29,7 +30,13 @@ from ...errors import UnavailableError
 from ...rl.ledger import flop_counter
 
 PHASES = ("rollout", "likelihood_old", "likelihood")
-PAPER_FAMILIES = {"llada": "llada", "dream": "dream", "sdar": "sdar", "trado": "sdar"}  # name part -> family
+PAPER_FAMILIES = {
+    "llada2": "llada2",
+    "llada": "llada",
+    "dream": "dream",
+    "sdar": "sdar",
+    "trado": "sdar",
+}  # name part -> family, the longest first: llada2 before llada
 
 
 def meta_model(cfg: RLConfig) -> torch.nn.Module:
@@ -47,13 +54,17 @@ def meta_model(cfg: RLConfig) -> torch.nn.Module:
             if family is None:
                 raise UnavailableError(
                     f"daca-bench cost: no shape known for model {cfg.model.name!r}; it models the "
-                    "tiny model and LLaDA / Dream / SDAR (8B) at their published sizes"
+                    "tiny model and LLaDA / Dream / SDAR (8B) / LLaDA2.0-mini at their published sizes"
                 )
-            from ...archs import NATIVE
+            from ...archs import NATIVE, LLaDA2MoeConfig, LLaDA2MoeModelLM
             from ...testing.paper import FIELDS
 
-            model_cls = NATIVE[family]
-            model = model_cls(model_cls.config_class(**{k: v for k, v in FIELDS[family].items() if k != "model_type"}))
+            if family == "llada2":  # LLaDA2.0-mini: the native config's defaults are its published fields
+                model = LLaDA2MoeModelLM(LLaDA2MoeConfig())
+            else:
+                model_cls = NATIVE[family]
+                fields = {k: v for k, v in FIELDS[family].items() if k != "model_type"}
+                model = model_cls(model_cls.config_class(**fields))
     if cfg.train.lora:
         from peft import LoraConfig, get_peft_model
 
