@@ -34,7 +34,7 @@ EXCLUDED = [
     (r"^pip (wheel|install) ", "builds and installs the wheel: scripts/check_wheel.sh does it in CI, in a fresh venv"),
     (r"^torchrun ", "two training processes: tests/unit/train/test_trainer.py runs data-parallel training"),
     (
-        r"LLaDA|--trust-remote-code|DACA_BENCH_D1_DATA",
+        r"LLaDA|--trust-remote-code|DACA_BENCH_D1_DATA|configs/paper/(sdar|llada2)_",
         "an 8B hub model on a CUDA GPU (or d1's data files): benchmarks/gpu/gpu_check.sh on a GPU machine",
     ),
     (
