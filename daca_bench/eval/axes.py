@@ -67,15 +67,17 @@ def bootstrap(
 
 
 def rollout_sampler(model: str) -> dict:
-    """The sampler of the run that trained MODEL (its folder's parent config.json, `sampler` section)."""
+    """The sampler of the run that trained MODEL (its folder's parent config.json: an RL run's `rollout`
+    section, an SFT run's `sampler`)."""
     stored = Path(model).parent / "config.json"
     try:
-        section = json.loads(stored.read_text()).get("sampler")
+        data = json.loads(stored.read_text())
+        section = data.get("rollout") or data.get("sampler")
     except (OSError, ValueError, AttributeError):
         section = None
     if not isinstance(section, dict) or not isinstance(section.get("gen_length"), int):
         raise ConfigError(
-            f"--decode rollout: {model} names no run whose config.json holds a sampler section; "
+            f"--decode rollout: {model} names no run whose config.json holds a rollout or sampler section; "
             "choose the other decodes, or evaluate a run's final/ or checkpoint-STEP/ folder"
         )
     return section

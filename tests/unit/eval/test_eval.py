@@ -214,3 +214,23 @@ def test_a_chat_template_the_tokenizer_lacks_is_refused_and_auto_records_what_it
     assert said in printed and said in (tmp_path / "auto" / "summary.md").read_text()
     with pytest.raises(ConfigError, match="no chat template"):
         protocol_task("d1", get_task("sudoku_tiny", split="test", n=1), tiny, chat=True)
+
+
+def test_the_rollout_decode_reads_an_rl_runs_rollout_section_and_an_sft_runs_sampler(tmp_path):
+    """`--decode rollout` on an RL run's final/ reads its config.json's `rollout` (RLConfig), on an SFT run's its
+    `sampler`; a folder with neither is refused in one line."""
+    import json
+
+    from daca_bench.errors import ConfigError
+    from daca_bench.eval.axes import rollout_sampler
+
+    rl, sft, bare = (tmp_path / n for n in ("rl", "sft", "bare"))
+    for folder in (rl, sft, bare):
+        (folder / "final").mkdir(parents=True)
+    (rl / "config.json").write_text(json.dumps({"rollout": {"gen_length": 18, "temperature": 0.9}}))
+    (sft / "config.json").write_text(json.dumps({"sampler": {"gen_length": 32, "temperature": 0.0}}))
+    (bare / "config.json").write_text(json.dumps({"train": {}}))
+    assert rollout_sampler(str(rl / "final")) == {"gen_length": 18, "temperature": 0.9}
+    assert rollout_sampler(str(sft / "final"))["gen_length"] == 32
+    with pytest.raises(ConfigError, match="rollout or sampler section"):
+        rollout_sampler(str(bare / "final"))
