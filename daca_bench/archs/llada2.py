@@ -270,6 +270,7 @@ class LLaDA2MoeModelLM(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["LLaDA2MoeDecoderLayer", "LLaDA2MoeExperts"]
     _supports_sdpa = True
+    _input_embed_layer = "word_embeddings"  # transformers' accessors: self.model.word_embeddings, self.lm_head
 
     def __init__(self, config: LLaDA2MoeConfig):
         super().__init__(config)
@@ -288,18 +289,6 @@ class LLaDA2MoeModelLM(PreTrainedModel):
             nn.init.zeros_(module.expert_bias)
         elif isinstance(module, RMSNorm):
             nn.init.ones_(module.weight)
-
-    def get_input_embeddings(self):
-        return self.model.word_embeddings
-
-    def set_input_embeddings(self, value):
-        self.model.word_embeddings = value
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def set_output_embeddings(self, value):
-        self.lm_head = value
 
     def forward(
         self,

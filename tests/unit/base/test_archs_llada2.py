@@ -129,3 +129,24 @@ def test_fsdp_units_put_each_expert_set_before_its_layer():
     assert names.count("LLaDA2MoeExperts") == 2 and names.count("LLaDA2MoeDecoderLayer") == 3
     assert names.index("LLaDA2MoeDecoderLayer") > names.index("LLaDA2MoeExperts")  # inside out
     assert all(n == "LLaDA2MoeExperts" for n in names[:2])
+
+
+def test_transformers_embedding_accessors_find_the_native_layers():
+    """The native classes keep transformers' own get/set_input/output_embeddings (no copies of them): they
+    must find each family's embedding and head, as PEFT and resize_token_embeddings use them."""
+    from daca_bench.archs import NATIVE
+    from daca_bench.testing.paper import FIELDS
+
+    small = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4)
+    small.update(num_key_value_heads=2, vocab_size=64, pad_token_id=0, bos_token_id=0, eos_token_id=0, mask_token_id=1)
+    models = [_native()]
+    for family in ("dream", "sdar"):
+        cls = NATIVE[family]
+        fields = {k: v for k, v in FIELDS[family].items() if k != "model_type"} | small
+        models.append(cls(cls.config_class(**fields)))
+    for model in models:
+        embed = model.model.word_embeddings if hasattr(model.model, "word_embeddings") else model.model.embed_tokens
+        assert model.get_input_embeddings() is embed and model.get_output_embeddings() is model.lm_head
+        new = torch.nn.Embedding(*embed.weight.shape)
+        model.set_input_embeddings(new)
+        assert model.get_input_embeddings() is new
