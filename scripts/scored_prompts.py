@@ -31,7 +31,7 @@ RESCORED = {"sudoku_tiny": 1024, "python_tiny": 1536}
 # confirmatory runs that drew their test sets against these lists (test seed 1, 2, 3): their ids are not
 # in the seed-0 draw; tiny-full's draw is added to the *.after-full.txt lists, which tiny-compute skipped, and
 # tiny-compute's to the *.after-compute.txt lists, which tiny-block skips
-DRAWN_AGAINST = ("tiny-full", "tiny-compute", "tiny-block")
+DRAWN_AGAINST = ("tiny-full", "tiny-compute", "tiny-block", "tiny-compute-starts")
 POOL = 4096  # the seed-0 draw that holds every scored prompt (the largest draw scored was 1,536)
 
 
