@@ -1,5 +1,5 @@
-"""Pieces shared by the native LLaDA, Dream and SDAR classes: RMSNorm, rotary embeddings computed from
-position ids (no buffers to initialise), the attention-mask forms SDPA takes, and GQA.
+"""Pieces shared by the native LLaDA, Dream, SDAR and LLaDA2 classes: RMSNorm, the SwiGLU MLP, rotary embeddings
+computed from position ids (no buffers to initialise), the attention-mask forms SDPA takes, and GQA.
 
     cos, sin = rope(position_ids, head_dim, theta)            # (B, T, D) float32
     q = apply_rope(q, cos, sin)                               # q: (B, H, T, D)
@@ -14,6 +14,7 @@ Written for this project from the architectures' published descriptions (Llama-s
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -33,6 +34,19 @@ class RMSNorm(nn.Module):
         if self.scale_in_float:
             return (h * self.weight.float()).to(x.dtype)
         return self.weight * h.to(x.dtype)
+
+
+class SwiGLU(nn.Module):
+    """down_proj(silu(gate_proj(x)) * up_proj(x)), no biases: the MLP of Dream, SDAR and LLaDA2 (a dense layer,
+    one routed expert, the shared experts), under the published key names."""
+
+    def __init__(self, hidden: int, inner: int):
+        super().__init__()
+        self.gate_proj, self.up_proj = nn.Linear(hidden, inner, bias=False), nn.Linear(hidden, inner, bias=False)
+        self.down_proj = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 def default_positions(input_ids: torch.Tensor, cache=None) -> torch.Tensor:

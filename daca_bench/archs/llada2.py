@@ -37,7 +37,18 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope, sdpa_mask
+from .common import (
+    KVCache,
+    RMSNorm,
+    SwiGLU,
+    apply_rope,
+    default_positions,
+    keep_index,
+    query_rows,
+    repeat_kv,
+    rope,
+    sdpa_mask,
+)
 
 
 class LLaDA2MoeConfig(PretrainedConfig):
@@ -160,18 +171,6 @@ class LLaDA2MoeAttention(nn.Module):
         return self.dense(a.transpose(1, 2).reshape(b, q.shape[2], -1))
 
 
-class LLaDA2MoeMLP(nn.Module):
-    """SwiGLU: a dense layer's MLP, one routed expert, or the shared experts (one wider MLP)."""
-
-    def __init__(self, hidden: int, inner: int):
-        super().__init__()
-        self.gate_proj, self.up_proj = nn.Linear(hidden, inner, bias=False), nn.Linear(hidden, inner, bias=False)
-        self.down_proj = nn.Linear(inner, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
 class LLaDA2MoeGate(nn.Module):
     """The router: `weight` (E, hidden) and the routing-only `expert_bias` (E,), a checkpoint buffer."""
 
@@ -222,12 +221,10 @@ class LLaDA2MoeSparseMoeBlock(nn.Module):
     def __init__(self, config: LLaDA2MoeConfig):
         super().__init__()
         h = config.hidden_size
-        self.experts = LLaDA2MoeExperts(
-            LLaDA2MoeMLP(h, config.moe_intermediate_size) for _ in range(config.num_experts)
-        )
+        self.experts = LLaDA2MoeExperts(SwiGLU(h, config.moe_intermediate_size) for _ in range(config.num_experts))
         self.gate = LLaDA2MoeGate(config)
         shared = config.num_shared_experts
-        self.shared_experts = LLaDA2MoeMLP(h, config.moe_intermediate_size * shared) if shared else None
+        self.shared_experts = SwiGLU(h, config.moe_intermediate_size * shared) if shared else None
 
     def forward(self, x):
         b, t, h = x.shape
@@ -242,9 +239,7 @@ class LLaDA2MoeDecoderLayer(GradientCheckpointingLayer):
         super().__init__()
         self.attention = LLaDA2MoeAttention(config)
         moe = config.num_experts and index >= config.first_k_dense_replace
-        self.mlp = (
-            LLaDA2MoeSparseMoeBlock(config) if moe else LLaDA2MoeMLP(config.hidden_size, config.intermediate_size)
-        )
+        self.mlp = LLaDA2MoeSparseMoeBlock(config) if moe else SwiGLU(config.hidden_size, config.intermediate_size)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 

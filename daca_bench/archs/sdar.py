@@ -26,7 +26,18 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MaskedLMOutput
 
-from .common import KVCache, RMSNorm, apply_rope, default_positions, keep_index, query_rows, repeat_kv, rope, sdpa_mask
+from .common import (
+    KVCache,
+    RMSNorm,
+    SwiGLU,
+    apply_rope,
+    default_positions,
+    keep_index,
+    query_rows,
+    repeat_kv,
+    rope,
+    sdpa_mask,
+)
 
 
 class SDARConfig(PretrainedConfig):
@@ -134,21 +145,10 @@ class SDARAttention(nn.Module):
         return self.o_proj(a.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
 
 
-class SDARMLP(nn.Module):
-    def __init__(self, config: SDARConfig):
-        super().__init__()
-        h, f = config.hidden_size, config.intermediate_size
-        self.gate_proj, self.up_proj = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False)
-        self.down_proj = nn.Linear(f, h, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
 class SDARDecoderLayer(GradientCheckpointingLayer):
     def __init__(self, config: SDARConfig):
         super().__init__()
-        self.self_attn, self.mlp = SDARAttention(config), SDARMLP(config)
+        self.self_attn, self.mlp = SDARAttention(config), SwiGLU(config.hidden_size, config.intermediate_size)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, scale_in_float=True)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, scale_in_float=True)
 
