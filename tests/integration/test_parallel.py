@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from ranks import run_ranks
 from safetensors.torch import load_file
 
 from daca_bench.engine.checkpoint import damage, find_checkpoint
@@ -526,24 +527,7 @@ def test_likelihood_passes_agree_across_ranks_and_equal_one_process(tmp_path, wo
     """Issue 56: with threshold decoding's unequal steps, causal K and the strata's passes come from a global
     reduction, so under `shard` no rank waits forever on an all-gather and under `replicate` the numbers are
     one process's; a hang fails within the 60 s process-group timeout (or the queue's 240 s)."""
-    import queue as queues
-
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_matrix, args=(r, world, str(tmp_path / "store"), queue)) for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        got = sorted((queue.get(timeout=240) for _ in procs), key=lambda g: g[0])
-    except queues.Empty:
-        pytest.fail("a rank neither finished nor failed within 240 s: a hang")
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
+    got = run_ranks(_matrix, world, str(tmp_path / "store"))
     assert [g[3] for g in got] == [None] * world, got
     assert len(got[0][1]) == 2 * 2 * len(MATRIX) + 6
     for _, diffs, passes, _ in got:

@@ -5,6 +5,7 @@ process's gradients of dFactory's two-stream loss, although the ranks' tokens go
 
 import pytest
 import torch
+from ranks import run_ranks
 
 from repo_paths import FIXTURES
 
@@ -74,26 +75,10 @@ def _worker(rank: int, world: int, store_path: str, queue) -> None:
 
 
 def test_shard_and_lora_replicate_on_two_processes_equal_one():
-    import queue as queues
     import tempfile
 
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
-        procs = [ctx.Process(target=_worker, args=(r, 2, f"{tmp}/store", queue)) for r in range(2)]
-        for p in procs:
-            p.start()
-        try:
-            got = sorted((queue.get(timeout=240) for _ in procs), key=lambda g: g[0])
-        except queues.Empty:
-            pytest.fail("a rank neither finished nor failed within 240 s: a hang")
-        finally:
-            for p in procs:
-                p.join(timeout=30)
-                if p.is_alive():
-                    p.kill()
+        got = run_ranks(_worker, 2, f"{tmp}/store")
     assert [g[2] for g in got] == [None, None], got
     for _, out, _ in got:
         assert out["shard"] <= 1e-5 and out["replicate"] <= 1e-5, out

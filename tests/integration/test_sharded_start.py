@@ -6,11 +6,11 @@ engine's gradient test counts elements. A whole training run started this way eq
 tests/integration/test_parallel.py::test_a_sharded_start_from_a_folder_equals_one_process."""
 
 import json
-import queue as queues
 from pathlib import Path
 
 import pytest
 import torch
+from ranks import run_ranks
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,6 @@ def _rank(rank: int, world: int, store: str, folder: str, out: str, q) -> None:
 
 
 def test_a_sharded_start_reads_and_holds_only_each_ranks_shards_and_the_save_streams(tmp_path):
-    import torch.multiprocessing as mp
     from safetensors.torch import load_file
 
     from daca_bench.config import ModelConfig
@@ -84,22 +83,7 @@ def test_a_sharded_start_reads_and_holds_only_each_ranks_shards_and_the_save_str
 
     folder, out, plain = tmp_path / "init", tmp_path / "final", tmp_path / "plain"
     load_model(ModelConfig()).save(folder)  # the tiny model as an SFT run's final/ holds it (fp32)
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [
-        ctx.Process(target=_rank, args=(r, 2, str(tmp_path / "store"), str(folder), str(out), q)) for r in range(2)
-    ]
-    for p in procs:
-        p.start()
-    try:
-        got = sorted((q.get(timeout=240) for _ in procs), key=lambda g: g[0])
-    except queues.Empty:
-        pytest.fail("a rank neither finished nor failed within 240 s: a hang")
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
+    got = run_ranks(_rank, 2, str(tmp_path / "store"), str(folder), str(out))
     assert [g[2] for g in got] == [None, None], got
     for _, res, _ in got:
         assert res["held_before"] == 0  # built on the meta device: nothing held before the shards
