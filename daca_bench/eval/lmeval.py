@@ -26,6 +26,11 @@ guidance scale in generation and likelihood, as LLaDA's eval_llada.py), greedy_c
                      (the context left-truncated so that context + continuation fit max_length)
   loglikelihood_rolling  the same ELBO of the whole string with an empty context, in lm_eval's disjoint
                      rolling windows of max_length tokens where it is longer
+A block model (SDAR, LLaDA2, the tiny block model; docs/method.md 12.9) decodes its own blocks: block_length
+is its block size, a request's canvas is max_gen_toks rounded up to whole blocks and its text read from the
+first max_gen_toks tokens; loglikelihood's canvases carry the clean stream (each block scored behind its clean
+predecessors), which makes the one whole-continuation draw the block-wise ELBO in expectation (tested by
+enumeration), a continuation short of a whole block padded with masks that are never scored; cfg is refused.
 Under torchrun, lm_eval gives rank r the documents r::world and rank 0 writes the results.
 """
 
@@ -144,7 +149,15 @@ class DacaLM(LM):
         self.adapter.model.to(default_device()).eval()
         self._device = self.adapter.device
         L = int(gen_length)
-        b = int(block_length or L)
+        self.block = int(getattr(self.adapter, "block_size", 0) or 0)  # a block model decodes its own blocks
+        b = int(block_length or self.block or L)
+        if self.block and (b != self.block or L % b):
+            raise ConfigError(
+                f"lm-eval --model daca: {model} is a block model (block size {self.block}): block_length must be "
+                f"{self.block} and gen_length a multiple of it (got {b}, {L})"
+            )
+        if self.block and float(cfg) > 0:
+            raise ConfigError(f"lm-eval --model daca: cfg={cfg} is not defined for a block model ({model}); drop it")
         self.batch_size = batch_size_arg(8 if batch_size is None else batch_size, "model_args or --batch_size")
         self.sampler = SamplerConfig(
             gen_length=L,
@@ -177,8 +190,9 @@ class DacaLM(LM):
         return cls(**args, **extra)
 
     # ---- the three request kinds --------------------------------------------------------------
-    def request_sampler(self, gen_kwargs: dict | None) -> tuple[SamplerConfig, list[str]]:
-        """The sampler of one generate_until request and its stop strings (the module's docstring)."""
+    def request_sampler(self, gen_kwargs: dict | None) -> tuple[SamplerConfig, list[str], int]:
+        """The sampler of one generate_until request, its stop strings and the tokens it keeps (the module's
+        docstring): a block model's canvas is max_gen_toks rounded up to whole blocks, cut back after decoding."""
         gen_kwargs = dict(gen_kwargs or {})
         named = "temperature" in gen_kwargs or "do_sample" in gen_kwargs
         kw = normalize_gen_kwargs(gen_kwargs, self.sampler.gen_length)
@@ -189,14 +203,14 @@ class DacaLM(LM):
         if L < 1:
             raise ConfigError(f"lm-eval --model daca: max_gen_toks={L} must be at least 1")
         cfg = self.sampler
-        b = cfg.block_length if L % cfg.block_length == 0 else L
-        blocks = L // b
+        canvas = -(-L // self.block) * self.block if self.block else L
+        b = cfg.block_length if canvas % cfg.block_length == 0 else canvas
+        blocks = canvas // b
         per_step = cfg.gen_length / cfg.steps
-        steps = blocks * max(1, math.ceil(L / per_step / blocks))
+        steps = blocks * max(1, math.ceil(canvas / per_step / blocks))
         until = kw.get("until") or []
-        return replace(cfg, gen_length=L, block_length=b, steps=steps, temperature=temperature), [until] if isinstance(
-            until, str
-        ) else list(until)
+        stops = [until] if isinstance(until, str) else list(until)
+        return replace(cfg, gen_length=canvas, block_length=b, steps=steps, temperature=temperature), stops, L
 
     def _context_ids(self, context: str, room: int) -> list[int]:
         """The context's ids, left-truncated to `room` tokens (lm_eval's HF model truncates the same side)."""
@@ -212,12 +226,12 @@ class DacaLM(LM):
         out: list[str | None] = [None] * len(requests)
         groups, seen = {}, {}
         for i, r in enumerate(requests):  # one sampler per setting; a request's seed names its repeat
-            cfg, until = self.request_sampler(r.args[1])
-            key = (r.args[0], repr(replace(cfg, batch_size=1)))  # the batch size changes no row
-            seen[key] = seen.get(key, -1) + 1
-            groups.setdefault(cfg, []).append((i, until, row_seed(self.seed, *key, str(seen[key]))))
+            cfg, until, keep = self.request_sampler(r.args[1])
+            key = (r.args[0], repr(replace(cfg, batch_size=1)), *([str(keep)] if keep != cfg.gen_length else []))
+            seen[key] = seen.get(key, -1) + 1  # the batch size changes no row
+            groups.setdefault((cfg, keep), []).append((i, until, row_seed(self.seed, *key, str(seen[key]))))
         bar = tqdm(total=len(requests), desc="daca generate_until", disable=disable_tqdm or self.rank)
-        for cfg, items in groups.items():
+        for (cfg, keep), items in groups.items():
             room = (self.max_length - cfg.gen_length) if self.max_length else None
             for s in range(0, len(items), self.batch_size):
                 part = items[s : s + self.batch_size]
@@ -229,7 +243,12 @@ class DacaLM(LM):
                 ]
                 model = Guided(self.adapter, max(len(x) for x in ids), self.cfg) if self.cfg > 0 else self.adapter
                 batch = sample(model, ids, cfg, seed=[sd for _, _, sd in part], record=False)
-                for (i, until, _), text in zip(part, batch.texts):
+                texts = (
+                    batch.texts
+                    if keep == cfg.gen_length
+                    else [self.adapter.decode(r[:keep]) for r in batch.completion_ids]
+                )
+                for (i, until, _), text in zip(part, texts):
                     out[i] = self._plain(cut_at_stops(text, until))
                 bar.update(len(part))
         bar.close()
@@ -310,6 +329,7 @@ class DacaLM(LM):
                     seq_ids=[keys[i] for i in part],
                     seed=self.seed,
                     chunk=self.mc_batch,
+                    pad=-len(pairs[part[0]][1]) % self.block if self.block else 0,
                 )
                 for i, v in zip(part, logp.sum(-1).tolist()):
                     out[i] = float(v)
@@ -318,11 +338,15 @@ class DacaLM(LM):
         return out
 
     def _is_greedy(self, context: list[int], target: list[int]) -> bool:
-        """Whether greedy decoding of len(target) masks after the context, one token a step, writes the target."""
+        """Whether greedy decoding of len(target) masks after the context, one token a step, writes the target
+        (a block model: whole blocks of masks, the first len(target) tokens read)."""
         L = len(target)
-        cfg = SamplerConfig(gen_length=L, block_length=L, steps=L, temperature=0.0, batch_size=1)
+        canvas = -(-L // self.block) * self.block if self.block else L  # a block model: whole blocks, cut back
+        cfg = SamplerConfig(
+            gen_length=canvas, block_length=self.block or L, steps=canvas, temperature=0.0, batch_size=1
+        )
         got = sample(self.adapter, [context], cfg, seed=self.seed, record=False).completion_ids[0].tolist()
-        return got == list(target)
+        return got[:L] == list(target)
 
     def _plain(self, text: str) -> str:
         for tok in getattr(self.adapter.tokenizer, "all_special_tokens", []):

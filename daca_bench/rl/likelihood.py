@@ -162,10 +162,12 @@ def elbo_logprobs(
     seed: int = 0,
     chunk: int | None = None,
     logit_chunk: int = LOGIT_CHUNK,
+    pad: int = 0,
 ) -> torch.Tensor:
-    """LLaDA's Monte Carlo ELBO, per token (N, L): mean over draws of (L / l) 1[k masked] log p(o_k | x_l)."""
+    """LLaDA's Monte Carlo ELBO, per token (N, L): mean over draws of (L / l) 1[k masked] log p(o_k | x_l).
+    `pad` mask tokens after the completion, masked in every draw and never scored: a block model's
+    completion cut short of a whole block (the marginal of its first tokens; docs/method.md 12.9)."""
     n, L = completion.shape
-    device = adapter.device
     seq_ids = list(range(n)) if seq_ids is None else list(seq_ids)
     masks, weights = [], []
     for d in range(draws):
@@ -179,17 +181,41 @@ def elbo_logprobs(
             w.append(L / n_masked)
         masks.append(torch.stack(rows))
         weights.append(torch.tensor(w))
-    masks = torch.stack(masks).to(device)  # (D, N, L)
-    weights = torch.stack(weights).to(device)  # (D, N)
+    terms = elbo_terms(
+        adapter, prompt_ids, prompt_mask, completion, torch.stack(masks), torch.stack(weights), chunk, logit_chunk, pad
+    )
+    return terms.mean(0)
+
+
+def elbo_terms(
+    adapter: ModelAdapter,
+    prompt_ids,
+    prompt_mask,
+    completion,
+    masks,
+    weights,
+    chunk: int | None = None,
+    logit_chunk: int = LOGIT_CHUNK,
+    pad: int = 0,
+) -> torch.Tensor:
+    """(D, N, L) masks and (D, N) weights -> (D, N, L): weight 1[k masked] log p(o_k | canvas d), one canvas
+    per draw; `pad` trailing mask tokens masked on every canvas and not scored (elbo_logprobs)."""
+    device = adapter.device
+    masks, weights = masks.to(device), weights.to(device)
+    draws, n, L = masks.shape
     completion = completion.to(device)
     prompt = prompt_ids.to(device)
+    if pad:  # the padding is a masked position of every canvas, its target never read
+        filler = torch.full((n, pad), adapter.mask_token_id, dtype=completion.dtype, device=device)
+        completion = torch.cat([completion, filler], dim=1)
+        masks = torch.cat([masks, torch.ones(draws, n, pad, dtype=torch.bool, device=device)], dim=2)
     noisy = torch.where(masks, torch.full_like(masks, adapter.mask_token_id, dtype=torch.long), completion[None])
     ids = torch.cat([prompt[None].expand(draws, -1, -1), noisy], dim=2).reshape(draws * n, -1)
     attn = torch.cat([prompt_mask.to(device), torch.ones_like(completion)], dim=1).repeat(draws, 1)
     logp = token_logprobs(adapter, ids, attn, completion.repeat(draws, 1), prompt.shape[1], chunk, logit_chunk).view(
-        draws, n, L
+        draws, n, L + pad
     )
-    return (logp * masks * weights[..., None]).mean(0)
+    return (logp * masks * weights[..., None])[..., :L]
 
 
 ESTIMATORS = {"sml": sml_logprobs, "elbo": elbo_logprobs}

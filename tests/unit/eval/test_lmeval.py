@@ -384,3 +384,57 @@ def test_lm_eval_defaults_to_daca_and_runs_the_shipped_local_tasks_offline(tmp_p
         set(results) == {"daca_gsm8k_local", "daca_mc_local"}
         and "exact_match,strict-match" in results["daca_gsm8k_local"]
     )
+
+
+# ---- issue 57: a block model through the backend ------------------------------------------------------
+def hand_block_elbo(adapter, context: str, continuation: str, draws: int, seed: int, B: int) -> float:
+    """The same draws as hand_elbo, each block of the continuation scored on a canvas of its own: the context,
+    the clean blocks before it, its noisy tokens, masks after it (the continuation padded with masks to whole
+    blocks, the padding never scored): what the clean stream computes in one pass (docs/method.md 12.9)."""
+    ctx = adapter.encode([context])[0]
+    cont = adapter.encode([context + continuation])[0][len(ctx) :]
+    L = len(cont)
+    full = torch.tensor(cont + [adapter.mask_token_id] * (-L % B))
+    total = 0.0
+    for d in range(draws):
+        gen = keyed_generator(seed, "elbo", request_key(context, continuation), d)
+        n_masked = int(torch.randint(1, L + 1, (1,), generator=gen))
+        masked = torch.zeros(len(full), dtype=torch.bool)
+        masked[torch.randperm(L, generator=gen)[:n_masked]] = True
+        for lo in range(0, len(full), B):
+            canvas = full.clone()
+            canvas[lo:][masked[lo:] | (torch.arange(len(full))[lo:] >= lo + B)] = adapter.mask_token_id
+            canvas[L:] = adapter.mask_token_id
+            ids = torch.cat([torch.tensor(ctx, dtype=torch.long), canvas])[None]
+            with torch.no_grad():
+                logits = adapter.logits(ids, torch.ones_like(ids))[0, len(ctx) :].double()
+            for k in range(lo, min(lo + B, L)):
+                if masked[k]:
+                    total += float((L / n_masked) * torch.log_softmax(logits[k], -1)[cont[k]])
+    return total / draws
+
+
+def test_a_block_model_s_requests(tmp_path):
+    from daca_bench.config import ModelConfig
+    from daca_bench.models import load_model
+
+    folder = tmp_path / "block"
+    load_model(ModelConfig(seed=0, block_size=4)).save(folder)
+    lm = DacaLM(model=str(folder), gen_length=8, mc_num=4, mc_batch=4, seed=3, batch_size=2, greedy_check=True)
+    assert (lm.sampler.block_length, lm.block) == (4, 4)
+    reqs = [("12+5=", "17"), ("Q: 2+2? A:", " four"), ("3*4=", "12.0")]  # 2, 5 and 4 tokens: padded to 4, 8, 4
+    got = lm.loglikelihood([Instance("loglikelihood", {}, r, i) for i, r in enumerate(reqs)])
+    for (context, cont), (ll, _) in zip(reqs, got):
+        assert ll == pytest.approx(hand_block_elbo(lm.adapter, context, cont, 4, 3, 4), abs=1e-4)
+    ctx = lm.adapter.encode(["12+5="])[0]
+    cfg = SamplerConfig(gen_length=4, block_length=4, steps=4, temperature=0.0)
+    ids = sample(lm.adapter, [ctx], cfg, seed=0, record=False).completion_ids[0].tolist()
+    assert lm._is_greedy(ctx, ids[:3]) is True and lm._is_greedy(ctx, ids[:2] + [(ids[2] + 1) % 90 + 4]) is False
+    cfg, _, keep = lm.request_sampler({"max_gen_toks": 6})
+    assert (cfg.gen_length, cfg.block_length, keep) == (8, 4, 6)  # whole blocks, cut back to 6 tokens
+    texts = lm.generate_until([gen("12+5=", max_gen_toks=6), gen("3*4=", max_gen_toks=8)])
+    assert len(lm.adapter.encode([texts[0]])[0]) <= 6
+    with pytest.raises(ConfigError, match="block_length must be 4"):
+        DacaLM(model=str(folder), block_length=8)
+    with pytest.raises(ConfigError, match="not defined for a block model"):
+        DacaLM(model=str(folder), cfg=1.0)

@@ -3,7 +3,9 @@ per-block reference, the two-stream likelihood against per-block canvases and th
 exact block cache against the uncached block decode, SFT's block objective, DPS's scope, the errors, and a
 short `daca-bench train` with model.block_size=4."""
 
+import itertools
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -15,7 +17,7 @@ from daca_bench.config import ConfigError, DPSConfig, ModelConfig, SamplerConfig
 from daca_bench.models import load_model
 from daca_bench.rl.bases import check
 from daca_bench.rl.credit import dps_weights
-from daca_bench.rl.likelihood import sml_logprobs
+from daca_bench.rl.likelihood import elbo_terms, sml_logprobs
 from daca_bench.rl.sampler import pad_prompts, sample
 from daca_bench.train.sft import sft_loss
 
@@ -137,6 +139,58 @@ def test_the_block_likelihood_factorises_and_the_step_merged_one_is_the_record(b
     assert torch.allclose(k1.sum(-1), total, atol=1e-4)
     assert torch.allclose(step, batch.trajectory.commit_logp, atol=1e-5)
     assert not torch.allclose(k1, step, atol=1e-3)
+
+
+def _all_masks(L: int, weight):
+    """Every mask of l ~ U{1..L} positions of L with its probability (1/L) / C(L, l) and `weight`(l)."""
+    masks, prob, w = [], [], []
+    for count in range(1, L + 1):
+        for chosen in itertools.combinations(range(L), count):
+            row = torch.zeros(L, dtype=torch.bool)
+            row[list(chosen)] = True
+            masks.append(row)
+            prob.append(1 / L / math.comb(L, count))
+            w.append(weight(count))
+    return torch.stack(masks), torch.tensor(prob, dtype=torch.float64), torch.tensor(w)
+
+
+@pytest.mark.parametrize("L,pad", [(8, 0), (6, 2)])
+def test_the_whole_continuation_elbo_is_the_block_wise_elbo_in_expectation(block, L, pad):
+    """lm-eval's loglikelihood on a block model (eval/lmeval.py): one draw of l ~ U{1..L} over the whole
+    continuation, weight L / l, every canvas with its clean stream (elbo_terms). Its exact expectation (every
+    mask enumerated) is the block-wise ELBO sum_b E_{l_b ~ U{1..B_b}} (B_b / l_b) sum_{k masked} log p(y_k | x,
+    y_<b clean, y_b noisy), each block computed on its own canvas; a continuation cut short of a block is padded
+    with masks (the marginal of its tokens). Without the clean stream (earlier blocks as noisy as the draw left
+    them) the expectation differs: the test can fail."""
+    ids, mask, y = _canvas(block, L=L, seed=L)
+    ids, mask, y = ids[:2], mask[:2], y[:2]
+    n, P = len(y), ids.shape[1]
+    masks, prob, w = _all_masks(L, lambda count: L / count)
+    D = len(masks)
+    with torch.no_grad():
+        terms = elbo_terms(block, ids, mask, y, masks[:, None].expand(D, n, L), w[:, None].expand(D, n), pad=pad)
+        whole = (terms.double().sum(-1) * prob[:, None]).sum(0)
+        one_stream = torch.zeros(n, dtype=torch.float64)
+        for d in range(D):
+            canvas = torch.where(masks[d], block.mask_token_id, y)
+            canvas = torch.cat([ids, canvas, torch.full((n, pad), block.mask_token_id)], 1)
+            logits = block.logits(canvas, torch.cat([mask, torch.ones(n, L + pad, dtype=mask.dtype)], 1))  # one stream
+            logp = logits[:, P : P + L].log_softmax(-1).gather(-1, y[..., None]).squeeze(-1).double()
+            one_stream += prob[d] * w[d] * (logp * masks[d]).sum(-1)
+        blockwise = torch.zeros(n, dtype=torch.float64)
+        full = torch.cat([y, torch.full((n, pad), block.mask_token_id)], 1)
+        for hi in range(L + pad, 0, -B):  # blocks counted back from the canvas's end
+            lo, top = hi - B, min(hi, L)  # the block's scored positions: lo .. top - 1
+            sub, sub_prob, sub_w = _all_masks(top - lo, lambda count, m=top - lo: m / count)
+            for d in range(len(sub)):
+                canvas = full.clone()
+                canvas[:, lo:top][:, sub[d]] = block.mask_token_id
+                canvas[:, top:] = block.mask_token_id  # the padding and every later block: not seen anyway
+                logits = block.logits(torch.cat([ids, canvas], 1), torch.cat([mask, torch.ones_like(canvas)], 1))
+                logp = logits[:, P + lo : P + top].log_softmax(-1).gather(-1, y[:, lo:top, None]).squeeze(-1)
+                blockwise += sub_prob[d] * sub_w[d] * (logp.double() * sub[d]).sum(-1)
+    assert torch.allclose(whole, blockwise, rtol=1e-6, atol=1e-5), (whole, blockwise)
+    assert (whole - one_stream).abs().max() > 1e-3, (whole, one_stream)
 
 
 @pytest.mark.parametrize("temperature,threshold", [(0.0, None), (0.9, None), (0.9, 0.2)])
