@@ -100,15 +100,20 @@ def load_policy(cfg: RLConfig, ckpt):
     if ckpt:
         model = PeftModel.from_pretrained(base.model, str(ckpt), is_trainable=True)
     else:
-        model = get_peft_model(
-            base.model,
-            LoraConfig(
-                r=t.lora_r,
-                lora_alpha=t.lora_alpha,
-                lora_dropout=t.lora_dropout,
-                target_modules=lora_targets(t.lora_target_modules),
-            ),
-        )
+        # LoRA's A matrices drawn from train.seed alone: the same at any process count and load path (the RNG
+        # state after loading the base depends on both), the RNG stream after it left as it was
+        cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(t.seed)
+            model = get_peft_model(
+                base.model,
+                LoraConfig(
+                    r=t.lora_r,
+                    lora_alpha=t.lora_alpha,
+                    lora_dropout=t.lora_dropout,
+                    target_modules=lora_targets(t.lora_target_modules),
+                ),
+            )
     return replace(base, model=model)
 
 

@@ -22,15 +22,7 @@ def folder(tmp_path_factory):
     return write_paper_folder("sdar", tmp_path_factory.mktemp("sdar") / "tiny", compact=True)
 
 
-LORA_OPEN = (
-    "open (issue 57): SDAR with LoRA at 2 processes ends 2e-3 from 1 process in its weights (under shard and "
-    "replicate, with dropout 0), where full fine-tuning and LLaDA2's LoRA are equal"
-)
-
-
-@pytest.mark.parametrize(
-    "lora", [pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=LORA_OPEN)), False], ids=["lora", "full"]
-)
+@pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
 def test_two_processes_equal_one_on_sdar(tmp_path, folder, lora):
     extra = [f"model.name={folder}", *SDAR, *(LORA if lora else [])]
     one, two = tmp_path / "one", tmp_path / "two"

@@ -201,3 +201,33 @@ def test_the_harness_sampler_decodes_sdar_with_the_exact_block_cache(temperature
     assert torch.equal(plain.completion_ids, cached.completion_ids)
     assert torch.allclose(plain.trajectory.commit_logp, cached.trajectory.commit_logp, atol=1e-5)
     assert plain.forward_passes == cached.forward_passes
+
+
+def test_tied_embeddings_as_sdar_1_7b_publishes_them(tmp_path):
+    """SDAR-1.7B-Chat ties its output layer to the embedding (tie_word_embeddings: true, no lm_head.weight in its
+    safetensors): the native class loads it with one shared matrix, its logits are hidden @ E^T, and a
+    gradient step moves both uses at once."""
+    from safetensors.torch import load_file, save_file
+
+    from daca_bench.models import load_pretrained
+    from daca_bench.testing.paper import write_paper_folder
+
+    folder = write_paper_folder("sdar", tmp_path / "tied", compact=True, tie_word_embeddings=True)
+    weights = load_file(folder / "model.safetensors")
+    weights.pop("lm_head.weight", None)  # the published layout: the embedding only
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    model = load_pretrained(str(folder)).model.eval()
+    assert model.config.tie_word_embeddings
+    emb = model.get_input_embeddings().weight
+    assert model.get_output_embeddings().weight is emb and torch.equal(emb, weights["model.embed_tokens.weight"])
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
+    seen = []
+    hook = model.model.norm.register_forward_hook(lambda mod, args, out: seen.append(out))
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    hook.remove()
+    assert torch.allclose(logits, seen[0] @ emb.T, atol=1e-5)
+    model.train()
+    model(input_ids=ids).logits[0, -1, 3].backward()
+    grad = emb.grad.clone()
+    assert grad[3].abs().sum() > 0 and grad[ids[0]].abs().sum() > 0  # the output row and the input rows

@@ -386,3 +386,25 @@ def test_resuming_a_full_fine_tune_keeps_remote_code_and_dtype(remote_dir, tmp_p
     assert type(resumed.model).__module__.startswith("transformers_modules")
     assert type(resumed.model).__name__ == "LLaDAModelLM"
     assert train(apply(cfg, {"train.steps": 2}), tmp_path, progress=False)["steps"] == 2
+
+
+def test_lora_s_initial_adapter_is_drawn_from_train_seed_alone():
+    """LoRA's A matrices come from train.seed whatever the RNG did before (the base's load path, the process
+    count: SDAR at 2 processes drew other ones, issue 57), and the RNG stream after is the one a full
+    fine-tune's load leaves."""
+    from daca_bench.config import RLConfig, apply
+    from daca_bench.engine.policy import load_policy
+
+    def load(seed: int, before: int, lora: bool = True):
+        torch.manual_seed(before)
+        cfg = apply(RLConfig(), {"train": {"seed": seed, "lora": lora, "lora_r": 4, "lora_alpha": 8}})
+        policy = load_policy(cfg, None)
+        after = torch.rand(3)
+        return {n: p.detach().clone() for n, p in policy.model.named_parameters() if "lora_A" in n}, after
+
+    a, after = load(0, before=1)
+    b, _ = load(0, before=2)
+    c, _ = load(1, before=1)
+    assert a and all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # another seed, another adapter
+    assert torch.equal(after, load(0, before=1, lora=False)[1])  # LoRA drew nothing from the caller's stream
