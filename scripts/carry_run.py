@@ -1,0 +1,113 @@
+"""Carry an unfinished `daca-bench reproduce` grid from one machine to the next through git: a grid longer
+than a session is run in parts, every part from the same committed design, SFT starts and code tree.
+
+    python scripts/carry_run.py save tiny-block      # runs/reproduce -> results/tiny-block/unfinished/
+    python scripts/carry_run.py restore tiny-block   # results/tiny-block/unfinished/ -> runs/reproduce
+    daca-bench reproduce --preset tiny-block --output-dir results/tiny-block   # skips what the part finished
+
+`save` packs the finished cells and the RL start's records (cellstore's Parquet: every file byte for byte)
+and copies each SFT start the cells train from (its records and final/ weights, no checkpoints), with
+the sha256 of each weights file. `restore` writes them back where `reproduce` looks (a file already there
+must be the same) and checks the weights' hashes: the next part trains from the very weights the first did,
+whatever the new machine's SFT would give. An unfinished cell is not carried: it runs again from its seed.
+Run the next part from a checkout with the design's code tree (`git worktree add DIR <commit>`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from daca_bench.experiments.analysis import cellstore  # noqa: E402
+from daca_bench.experiments.grid.pipeline import sft_config, sft_folder  # noqa: E402
+from daca_bench.experiments.grid.presets import PRESETS  # noqa: E402
+
+SFT_FILES = ("summary.json", "config.json", "metrics.jsonl")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def sft_starts(preset: str, work: Path) -> list[Path]:
+    """The SFT folders the preset's cells train from (run_sft's, under WORK), finished or not."""
+    p = PRESETS[preset]
+    return [sft_folder(work, sft_config(p, fam, seed)) for fam in p.families.values() for seed in p.sft_seeds]
+
+
+def save(preset: str, work: Path, carry: Path) -> None:
+    run = cellstore.all_cells(work / preset)
+    done = {n: c for n, c in run.items() if c.has("summary.json")}
+    carry.mkdir(parents=True, exist_ok=True)
+    cellstore.write_packed(done, carry / cellstore.PACKED)
+    back = cellstore.read_packed(carry / cellstore.PACKED)
+    assert all(back[n].text(f) == c.text(f) for n, c in done.items() for f in c.files), "packed cells read back wrong"
+    hashes = {}
+    for folder in sft_starts(preset, work):
+        if not (folder / "summary.json").exists():
+            continue  # not trained yet: the next part trains it
+        target = carry / "sft" / folder.name
+        (target / "final").mkdir(parents=True, exist_ok=True)
+        for name in SFT_FILES:
+            shutil.copy2(folder / name, target / name)
+        for f in sorted((folder / "final").iterdir()):
+            shutil.copy2(f, target / "final" / f.name)
+            hashes[f"{folder.name}/final/{f.name}"] = sha256(f)
+    (carry / "carried.json").write_text(
+        json.dumps(
+            {"preset": preset, "finished": sorted(done), "unfinished": sorted(set(run) - set(done)), "sha256": hashes},
+            indent=1,
+        )
+        + "\n"
+    )
+    cells = [n for n in done if not n.startswith(cellstore.START)]
+    print(f"{carry}: {len(cells)} finished cells (+ {len(done) - len(cells)} start records), {len(hashes)} SFT files")
+
+
+def restore(preset: str, work: Path, carry: Path) -> None:
+    meta = json.loads((carry / "carried.json").read_text())
+    if meta["preset"] != preset:
+        sys.exit(f"{carry} carries {meta['preset']}, not {preset}")
+    cells_dir = work / preset
+    for name, cell in cellstore.read_packed(carry / cellstore.PACKED).items():
+        for file in cell.files:
+            target = cells_dir / name / file
+            if target.exists():
+                if target.read_text() != cell.text(file):
+                    sys.exit(f"{target} differs from its carried copy: move it away first")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(cell.text(file).encode("utf-8"))
+    for folder in sorted((carry / "sft").iterdir()):
+        target = work / "sft" / folder.name
+        if (target / "summary.json").exists() and not all(
+            sha256(work / "sft" / k) == v for k, v in meta["sha256"].items() if k.startswith(folder.name + "/")
+        ):
+            sys.exit(f"{target} holds other weights than the carried start: move it away first")
+        shutil.copytree(folder, target, dirs_exist_ok=True)
+    bad = [k for k, v in meta["sha256"].items() if sha256(work / "sft" / k) != v]
+    if bad:
+        sys.exit(f"restored SFT files differ from their hashes: {bad}")
+    print(f"{cells_dir}: {len(meta['finished'])} finished cells restored; {len(meta['unfinished'])} were unfinished")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=("save", "restore"))
+    ap.add_argument("preset")
+    ap.add_argument("--work-dir", default="runs/reproduce")
+    ap.add_argument("--carry", default=None, help="default results/PRESET/unfinished")
+    a = ap.parse_args()
+    carry = Path(a.carry or f"results/{a.preset}/unfinished")
+    (save if a.mode == "save" else restore)(a.preset, Path(a.work_dir), carry)
+
+
+if __name__ == "__main__":
+    main()
