@@ -203,7 +203,7 @@ class DacaLM(LM):
         if L < 1:
             raise ConfigError(f"lm-eval --model daca: max_gen_toks={L} must be at least 1")
         cfg = self.sampler
-        canvas = -(-L // self.block) * self.block if self.block else L
+        canvas = L + self._pad(L)
         b = cfg.block_length if canvas % cfg.block_length == 0 else canvas
         blocks = canvas // b
         per_step = cfg.gen_length / cfg.steps
@@ -266,13 +266,17 @@ class DacaLM(LM):
         pairs, keys, owner = [], [], []
         for n, r in enumerate(requests):
             ids = self.adapter.encode([r.args[0]])[0]
-            if self.max_length is None or len(ids) <= self.max_length:
+            fit = None if self.max_length is None else self.max_length - self._pad(len(ids))  # a block model's padding
+            if fit is None or len(ids) <= fit:
                 windows = [([], ids)]
             else:
                 windows = [
                     make_disjoint_window(w)
                     for w in get_rolling_token_windows(
-                        ids, prefix_token=self.adapter.eos_token_id, max_seq_len=self.max_length, context_len=1
+                        ids,
+                        prefix_token=self.adapter.eos_token_id,
+                        max_seq_len=self.max_length - max(0, self.block - 1),  # room for a window's padding
+                        context_len=1,
                     )
                 ]
             for w, (ctx, cont) in enumerate(windows):
@@ -296,13 +300,14 @@ class DacaLM(LM):
         cont = whole[len(ctx) :]
         if not cont:
             raise ConfigError(f"lm-eval --model daca: the continuation {continuation!r} has no tokens of its own")
-        if self.max_length is not None and len(ctx) + len(cont) > self.max_length:
-            if len(cont) >= self.max_length:
+        need = len(cont) + self._pad(len(cont))  # a block model scores whole blocks
+        if self.max_length is not None and len(ctx) + need > self.max_length:
+            if need >= self.max_length:
                 raise ConfigError(
                     f"lm-eval --model daca: a continuation of {len(cont)} tokens does not fit "
                     f"max_length={self.max_length}"
                 )
-            ctx = ctx[len(ctx) + len(cont) - self.max_length :]  # the context's oldest tokens go, as lm_eval's HF model
+            ctx = ctx[len(ctx) + need - self.max_length :]  # the context's oldest tokens go, as lm_eval's HF model
         return ctx, cont
 
     @torch.no_grad()
@@ -329,7 +334,7 @@ class DacaLM(LM):
                     seq_ids=[keys[i] for i in part],
                     seed=self.seed,
                     chunk=self.mc_batch,
-                    pad=-len(pairs[part[0]][1]) % self.block if self.block else 0,
+                    pad=self._pad(len(pairs[part[0]][1])),
                 )
                 for i, v in zip(part, logp.sum(-1).tolist()):
                     out[i] = float(v)
@@ -337,11 +342,15 @@ class DacaLM(LM):
         bar.close()
         return out
 
+    def _pad(self, length: int) -> int:
+        """Mask tokens after a continuation of LENGTH tokens that fill its last block (0 without blocks)."""
+        return -length % self.block if self.block else 0
+
     def _is_greedy(self, context: list[int], target: list[int]) -> bool:
         """Whether greedy decoding of len(target) masks after the context, one token a step, writes the target
         (a block model: whole blocks of masks, the first len(target) tokens read)."""
         L = len(target)
-        canvas = -(-L // self.block) * self.block if self.block else L  # a block model: whole blocks, cut back
+        canvas = L + self._pad(L)  # a block model: whole blocks, cut back
         cfg = SamplerConfig(
             gen_length=canvas, block_length=self.block or L, steps=canvas, temperature=0.0, batch_size=1
         )

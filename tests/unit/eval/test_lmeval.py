@@ -434,6 +434,9 @@ def test_a_block_model_s_requests(tmp_path):
     assert (cfg.gen_length, cfg.block_length, keep) == (8, 4, 6)  # whole blocks, cut back to 6 tokens
     texts = lm.generate_until([gen("12+5=", max_gen_toks=6), gen("3*4=", max_gen_toks=8)])
     assert len(lm.adapter.encode([texts[0]])[0]) <= 6
+    short = DacaLM(model=str(folder), gen_length=4, max_length=10)
+    ctx, cont = short._encode_pair("12345678+9=", "17")  # 2 tokens, scored as a block of 4: 6 left for the context
+    assert (len(ctx), len(cont)) == (6, 2) and short.loglikelihood_rolling([Instance("r", {}, ("1234567890" * 3,), 0)])
     with pytest.raises(ConfigError, match="block_length must be 4"):
         DacaLM(model=str(folder), block_length=8)
     with pytest.raises(ConfigError, match="not defined for a block model"):
