@@ -9,7 +9,9 @@ than a session is run in parts, every part from the same committed design, SFT s
 and copies each SFT start the cells train from (its records and final/ weights, no checkpoints), with
 the sha256 of each weights file. `restore` writes them back where `reproduce` looks (a file already there
 must be the same) and checks the weights' hashes: the next part trains from the very weights the first did,
-whatever the new machine's SFT would give. An unfinished cell is not carried: it runs again from its seed.
+whatever the new machine's SFT would give. Only whole seeds are carried (every arm of a task and seed finished):
+cells differ across CPUs from step 1, so a seed's arms, which the table pairs, run on one machine; an unfinished
+cell and the finished cells of its seed run again on the next machine.
 Run the next part from a checkout with the design's code tree (`git worktree add DIR <commit>`).
 """
 
@@ -26,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from daca_bench.experiments.analysis import cellstore  # noqa: E402
-from daca_bench.experiments.grid.pipeline import sft_config, sft_folder  # noqa: E402
+from daca_bench.experiments.grid.pipeline import sft_config, sft_folder, tiny_cells  # noqa: E402
 from daca_bench.experiments.grid.presets import PRESETS  # noqa: E402
 
 SFT_FILES = ("summary.json", "config.json", "metrics.jsonl")
@@ -42,9 +44,23 @@ def sft_starts(preset: str, work: Path) -> list[Path]:
     return [sft_folder(work, sft_config(p, fam, seed)) for fam in p.families.values() for seed in p.sft_seeds]
 
 
+def whole_seeds(preset: str, finished: set[str]) -> set[str]:
+    """The finished cells whose seed (task, seed, SFT start) has every planned arm finished: a seed's arms share
+    its rollout noise and masks, and cells differ across CPUs from step 1 (BENCHMARKS.md, "Reproducibility"),
+    so a seed is carried whole or left to run whole on the next machine."""
+    p = PRESETS[preset]
+    seeds = {}
+    for c in tiny_cells(p, {label: {"folder": ""} for label in p.families}):
+        key = (c.axes["train.task"], c.axes["train.seed"], c.axes.get("sft_start"))
+        seeds.setdefault(key, set()).add(c.name)
+    return {n for names in seeds.values() if names <= finished for n in names}
+
+
 def save(preset: str, work: Path, carry: Path) -> None:
     run = cellstore.all_cells(work / preset)
-    done = {n: c for n, c in run.items() if c.has("summary.json")}
+    finished = {n for n, c in run.items() if c.has("summary.json")}
+    keep = whole_seeds(preset, finished) | {n for n in finished if n.startswith(cellstore.START + "/")}
+    done = {n: run[n] for n in sorted(keep)}
     carry.mkdir(parents=True, exist_ok=True)
     cellstore.write_packed(done, carry / cellstore.PACKED)
     back = cellstore.read_packed(carry / cellstore.PACKED)
@@ -62,13 +78,22 @@ def save(preset: str, work: Path, carry: Path) -> None:
             hashes[f"{folder.name}/final/{f.name}"] = sha256(f)
     (carry / "carried.json").write_text(
         json.dumps(
-            {"preset": preset, "finished": sorted(done), "unfinished": sorted(set(run) - set(done)), "sha256": hashes},
+            {
+                "preset": preset,
+                "finished": sorted(done),
+                "held_back": sorted(finished - keep),  # finished, but their seed is not: it reruns whole
+                "unfinished": sorted(set(run) - finished),
+                "sha256": hashes,
+            },
             indent=1,
         )
         + "\n"
     )
     cells = [n for n in done if not n.startswith(cellstore.START)]
-    print(f"{carry}: {len(cells)} finished cells (+ {len(done) - len(cells)} start records), {len(hashes)} SFT files")
+    print(
+        f"{carry}: {len(cells)} finished cells of whole seeds (+ {len(done) - len(cells)} start records; "
+        f"{len(finished - keep)} finished cells of unfinished seeds held back), {len(hashes)} SFT files"
+    )
 
 
 def restore(preset: str, work: Path, carry: Path) -> None:
