@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from daca_bench.errors import ConfigError  # noqa: E402
 from daca_bench.experiments.analysis import cellstore  # noqa: E402
 from daca_bench.experiments.grid.pipeline import sft_config, sft_folder, tiny_cells  # noqa: E402
 from daca_bench.experiments.grid.presets import PRESETS  # noqa: E402
@@ -62,9 +63,7 @@ def save(preset: str, work: Path, carry: Path) -> None:
     keep = whole_seeds(preset, finished) | {n for n in finished if n.startswith(cellstore.START + "/")}
     done = {n: run[n] for n in sorted(keep)}
     carry.mkdir(parents=True, exist_ok=True)
-    cellstore.write_packed(done, carry / cellstore.PACKED)
-    back = cellstore.read_packed(carry / cellstore.PACKED)
-    assert all(back[n].text(f) == c.text(f) for n, c in done.items() for f in c.files), "packed cells read back wrong"
+    cellstore.write_checked(done, carry / cellstore.PACKED)
     hashes = {}
     for folder in sft_starts(preset, work):
         if not (folder / "summary.json").exists():
@@ -101,22 +100,19 @@ def restore(preset: str, work: Path, carry: Path) -> None:
     if meta["preset"] != preset:
         sys.exit(f"{carry} carries {meta['preset']}, not {preset}")
     cells_dir = work / preset
-    for name, cell in cellstore.read_packed(carry / cellstore.PACKED).items():
-        for file in cell.files:
-            target = cells_dir / name / file
-            if target.exists():
-                if target.read_text() != cell.text(file):
-                    sys.exit(f"{target} differs from its carried copy: move it away first")
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(cell.text(file).encode("utf-8"))
-    for folder in sorted((carry / "sft").iterdir()):
+    starts = sorted((carry / "sft").iterdir())
+    for folder in starts:  # every check before anything is written
         target = work / "sft" / folder.name
         if (target / "summary.json").exists() and not all(
             sha256(work / "sft" / k) == v for k, v in meta["sha256"].items() if k.startswith(folder.name + "/")
         ):
             sys.exit(f"{target} holds other weights than the carried start: move it away first")
-        shutil.copytree(folder, target, dirs_exist_ok=True)
+    try:
+        cellstore.write_cells(cellstore.read_packed(carry / cellstore.PACKED), cells_dir)
+    except ConfigError as exc:
+        sys.exit(str(exc))
+    for folder in starts:
+        shutil.copytree(folder, work / "sft" / folder.name, dirs_exist_ok=True)
     bad = [k for k, v in meta["sha256"].items() if sha256(work / "sft" / k) != v]
     if bad:
         sys.exit(f"restored SFT files differ from their hashes: {bad}")

@@ -208,6 +208,39 @@ def write_packed(run: dict[str, Cell], path: Path) -> None:
     )
 
 
+def write_checked(run: dict[str, Cell], path: Path) -> None:
+    """write_packed(RUN) to PATH through a temporary file that is read back and compared, file by file, before
+    it replaces PATH: a cell that does not read back as it was raises and leaves PATH as it was."""
+    tmp = path.with_name(path.name + ".tmp")
+    write_packed(run, tmp)
+    back = read_packed(tmp)
+    for name, cell in run.items():
+        if (
+            name not in back
+            or set(back[name].files) != set(cell.files)
+            or any(back[name].text(f) != cell.text(f) for f in cell.files)
+        ):
+            tmp.unlink()
+            raise RuntimeError(f"{path}: cell {name} does not read back as it was; nothing removed")
+    tmp.replace(path)
+
+
+def write_cells(run: dict[str, Cell], cells_dir: str | Path) -> int:
+    """Write RUN's cells as cell folders under CELLS_DIR. A file already there must be the same: every file is
+    checked before any is written, so a differing one raises and nothing is written. Returns files written."""
+    targets = [(Path(cells_dir) / name / file, cell.text(file)) for name, cell in run.items() for file in cell.files]
+    for target, text in targets:
+        if target.exists() and target.read_bytes().decode("utf-8") != text:
+            raise ConfigError(f"{target} differs from its packed copy: move it away first")
+    n = 0
+    for target, text in targets:
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(text.encode("utf-8"))
+            n += 1
+    return n
+
+
 def pack(folder: str | Path, remove: bool = False) -> tuple[Path, int, int]:
     """Pack FOLDER's cells (a preset's output folder, its cells/, or a grid's folder) into one Parquet
     file, merged with what it already packed; read it back and compare every file before anything is
@@ -224,21 +257,10 @@ def pack(folder: str | Path, remove: bool = False) -> tuple[Path, int, int]:
             "all): finish or remove it before packing"
         )
     path = packed_path(cells_dir)
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        write_packed(run, tmp)
+        write_checked(run, path)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{folder}: a record file is not UTF-8 text ({exc.reason}); nothing packed") from None
-    back = read_packed(tmp)
-    for name, cell in run.items():
-        if (
-            name not in back
-            or set(back[name].files) != set(cell.files)
-            or any(back[name].text(f) != cell.text(f) for f in cell.files)
-        ):
-            tmp.unlink()
-            raise RuntimeError(f"{path}: cell {name} does not read back as it was; nothing removed")
-    tmp.replace(path)
     if remove:
         for cell in folder_cells(cells_dir).values():
             for p in cell.files.values():
@@ -263,19 +285,7 @@ def unpack(folder: str | Path, remove: bool = False) -> tuple[Path, int]:
     path = packed_path(cells_dir)
     if not path.is_file():
         raise ConfigError(f"{folder}: no {PACKED} to unpack")
-    run, n = read_packed(path), 0
-    for name, cell in run.items():
-        for file in cell.files:
-            target = Path(cells_dir) / name / file
-            if target.exists() and target.read_bytes().decode("utf-8") != cell.text(file):
-                raise ConfigError(f"{target} differs from its packed copy; move it away before unpacking")
-    for name, cell in run.items():
-        for file in cell.files:
-            target = Path(cells_dir) / name / file
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(cell.text(file).encode("utf-8"))
-                n += 1
+    n = write_cells(read_packed(path), cells_dir)
     if remove:
         path.unlink()
     return Path(cells_dir), n

@@ -83,5 +83,9 @@ def test_restoring_over_other_files_is_refused(tmp_path, where):
         next(other.glob("sft/*/final/model.safetensors")).write_bytes(b"retrained")
     else:
         (other / "tiny-block" / WHOLE[0] / "eval.jsonl").write_text('{"reward": 0.0}\n')
+    missing = [other / "tiny-block" / name / "eval.jsonl" for name in WHOLE[1:]]
+    for f in missing:
+        f.unlink()
     done = _carry("restore", second, "--carry", str(tmp_path / "carry"))
     assert done.returncode != 0 and "move it away first" in done.stderr
+    assert not any(f.exists() for f in missing)  # every file checked before any is written: nothing restored
