@@ -93,3 +93,45 @@ def test_the_stale_sentences_are_gone():
     if table.is_file():
         assert "16 seeds per cell" not in table.read_text() and "2 SFT starts x 8 seeds" in table.read_text()
     assert "replicates (" not in FOUND  # no "replicates" without an equivalence test
+
+
+def test_readme_and_results_quote_tiny_block_as_its_table_and_the_comparison_have_them():
+    """Issue 57: README's tiny-block paragraph quotes the committed table's grpo baseline and +DACA rows and
+    TraceRL's json row against grpo +DACA; the comparison with the full-attention model is what
+    `daca-bench table results/tiny-block --against results/tiny-full` computes from both folders' cells."""
+    from daca_bench.experiments.analysis.replicate import compare_tables
+    from daca_bench.experiments.analysis.results import load_table
+
+    t = _rows("tiny-block")
+    _rows("tiny-full")
+    para = FOUND[FOUND.index("`--preset tiny-block`") :]
+    para = para[: para.index("\n\n")]
+    for base, task, variant, vs in (
+        ("grpo", "sudoku_tiny", "baseline", "start"),
+        ("grpo", "json_tiny", "baseline", "start"),
+        ("grpo", "sudoku_tiny", "+DACA", "baseline"),
+        ("grpo", "json_tiny", "+DACA", "baseline"),
+        ("tracerl", "json_tiny", "baseline", "grpo +DACA"),
+    ):
+        row = t[(t["base"] == base) & (t["task"] == task) & (t["variant"] == variant) & (t["vs"] == vs)].iloc[0]
+        quoted = _fmt(row)
+        if row["sig"] in (True, "True"):
+            quoted = quoted.replace(" *", "** *").replace(f"{row['delta_pp']:+.1f}", f"**{row['delta_pp']:+.1f}", 1)
+        assert quoted in para, (base, task, variant, quoted)
+        if variant == "+DACA":
+            assert f"{quoted} (MDE {row['MDE']:.1f})" in para
+    report = compare_tables(load_table(ROOT / "results" / "tiny-block"), load_table(ROOT / "results" / "tiny-full"))
+    report = report[report["base"] == "grpo"].set_index(["task", "variant"])
+    section = (ROOT / "results" / "README.md").read_text()
+    section = section[section.index("## `results/tiny-block/`") :]
+    for key in (
+        ("sudoku_tiny", "+DACA"),
+        ("json_tiny", "+DACA"),
+        ("sudoku_tiny", "baseline"),
+        ("json_tiny", "baseline"),
+    ):
+        r = report.loc[key]
+        diff = f"{r['diff_pp']:+.1f} [{r['diff_lo']:+.1f}, {r['diff_hi']:+.1f}]"
+        assert diff in section, (key, diff)
+        if key == ("sudoku_tiny", "+DACA"):
+            assert diff in para and f"(difference MDE {r['diff_mde']:.1f})" in section

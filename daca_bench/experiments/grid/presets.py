@@ -381,7 +381,7 @@ PRESETS = {
     "tiny-block": TinyPreset(
         "DACA on the tiny block-diffusion model: grpo x 4 variants and the field's block method (TraceRL: "
         "baseline, +DPS) x {sudoku in blocks of 6 x 32 seeds, json in blocks of 4 x 16 seeds}, fresh seeds and "
-        "test prompts, its design committed first (about 3.8 h on 2 cores)",
+        "test prompts, its design committed first (about 2.8 h on 2 cores)",
         BLOCK_FAMILIES,
         rl_steps=32,
         seeds=tuple(range(48, 64)),

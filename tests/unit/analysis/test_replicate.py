@@ -314,6 +314,7 @@ def test_plan_names_the_seeds_and_prompts_each_comparison_needs(grids, capsys):
         "tiny-bases",
         "tiny-compute",
         "tiny-compute-starts",
+        "tiny-block",
         "tiny-readings",
     ],
 )  # tiny-full: with its report
