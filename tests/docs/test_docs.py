@@ -297,10 +297,10 @@ def test_every_readme_interval_matches_its_table_csv(phrase, folder, family, var
 REPLICATION_NUMBERS = [
     ("README.md", "; +1.5 [-0.3, +3.3]", "arithmetic_tiny", "+DACA", "diff"),
     ("README.md", "; -2.3 [-6.0, +1.4]", "sudoku_tiny", "+DACA", "diff"),
-    ("README.md", "estimate is +4.0 [-10.6, +18.6]", "sudoku_tiny", "+DACA", "pooled"),
+    ("README.md", "(one df) to +4.0 [-10.6, +18.6]", "sudoku_tiny", "+DACA", "pooled"),
     ("README.md", "; -0.9 [-4.0, +2.1]", "json_tiny", "+DACA", "diff"),
     ("README.md", "; +0.4 [-1.7, +2.5]", "python_tiny", "+DACA", "diff"),
-    ("README.md", "+SML, is -3.1 [-6.6, +0.4]", "sudoku_tiny", "+SML", "diff"),
+    ("README.md", "sudoku +SML, -3.1 [-6.6, +0.4]", "sudoku_tiny", "+SML", "diff"),
     ("results/README.md", "sudoku +SML's, -3.1 [-6.6, +0.4]", "sudoku_tiny", "+SML", "diff"),
     ("results/README.md", "differs by -2.3 [-6.0, +1.4]", "sudoku_tiny", "+DACA", "diff"),
     ("results/README.md", "sudoku's +DACA is +4.0 [-10.6, +18.6]", "sudoku_tiny", "+DACA", "pooled"),

@@ -11,7 +11,8 @@ A step is modelled as the trainer runs it (train/trainer.py): the rollout's `rol
 passes over the B*G canvases of prompt + completion (cache none; a cached or threshold rollout is
 measured by the ledger, not predicted here; a block model's exact block cache is: `block_rollout`); the old-policy passes (mu - 1 draws, or none when every
 inner iteration scores the same canvases or the base reads no ratio) and the reference passes (beta >
-0) over K' * B*G canvases (K' = min(K, L) strata), without gradient; and mu updates, forward and
+0) over K' * B*G canvases (K' = min(K, L) strata; causal strata no more than a rollout's denoising steps,
+per block on a block model, as rl/strata.py clamps them), without gradient; and mu updates, forward and
 backward, over the same K' * B*G canvases. FLOPs are linear in the rows of a pass, so one canvas of
 each kind is counted and multiplied. The prompt length P is the longest of the first batch's prompts
 (tiny tasks have one prompt format) or, for the paper presets, `train.max_prompt_length`. A block model's
@@ -96,7 +97,7 @@ def _count(model, seq: int, grad: bool, adapter_off: bool = False, window: tuple
 
         kw["past_key_values"] = cache = KVCache()
         with torch.no_grad():
-            model(input_ids=ids[:, : window[0]], past_key_values=cache)
+            _forward(model, ids[:, : window[0]], past_key_values=cache)
         cache.window, ids = window, ids[:, window[0] : window[1]]
         kw["position_ids"] = torch.arange(*window, device="meta")[None]
     off = model.disable_adapter() if adapter_off and hasattr(model, "disable_adapter") else None
@@ -104,14 +105,29 @@ def _count(model, seq: int, grad: bool, adapter_off: bool = False, window: tuple
         if off is not None:
             off.__enter__()
         try:
-            out = model(input_ids=ids, **kw)
-            logits = out.logits if hasattr(out, "logits") else out[0]
+            logits = _forward(model, ids, **kw)
             if grad:
                 logits.float().sum().backward()
         finally:
             if off is not None:
                 off.__exit__(None, None, None)
     return float(counter.get_total_flops())
+
+
+def _forward(model, ids, past_key_values=None, position_ids=None) -> torch.Tensor:
+    """Logits of one pass; a cached pass of the tiny BERT runs as the sampler runs it (archs/bert.py)."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if past_key_values is not None and getattr(core.config, "model_type", "") == "bert":
+        from ...archs.bert import bert_cached
+
+        lo = past_key_values.window[0] if past_key_values.window else 0
+        positions = (
+            position_ids if position_ids is not None else torch.arange(lo, lo + ids.shape[1], device=ids.device)[None]
+        )
+        return bert_cached(core, ids, None, positions, past_key_values)
+    kw = {} if past_key_values is None else {"past_key_values": past_key_values}
+    out = model(input_ids=ids, **kw, **({} if position_ids is None else {"position_ids": position_ids}))
+    return out.logits if hasattr(out, "logits") else out[0]
 
 
 def prompt_length(cfg: RLConfig) -> int:
@@ -133,6 +149,7 @@ def prompt_length(cfg: RLConfig) -> int:
 def step_flops(cfg: RLConfig, model=None) -> dict:
     """Predicted FLOPs per training step, per phase, and the step's canvases (B*G) and strata K'."""
     from ...rl.bases import ratio_free
+    from ...rl.strata import CAUSAL
     from ...train.trainer import same_masks
 
     refuse = UnavailableError(
@@ -142,7 +159,7 @@ def step_flops(cfg: RLConfig, model=None) -> dict:
     if cfg.rollout.cache not in ("none", "block") or cfg.rollout.threshold is not None:
         raise refuse
     model = model if model is not None else meta_model(cfg)
-    block = block_of(model)
+    block = block_of(model) or (cfg.model.block_size if cfg.model.name == "tiny" else 0)  # the tiny: its adapter's
     if cfg.rollout.cache == "block" and not block:
         raise refuse
     if cfg.loss.base not in ("grpo", "gspo", "reinforce_pp"):
@@ -155,6 +172,8 @@ def step_flops(cfg: RLConfig, model=None) -> dict:
     lik = S + L - block if block else S  # a block model scores every block at once: two streams (archs/block.py)
     rows = t.prompts_per_step * t.num_generations
     strata = min(cfg.sml.k, L)
+    if cfg.sml.partition in CAUSAL:  # causal strata are clamped to the fewest denoising steps (rl/strata.py)
+        strata = min(strata, cfg.rollout.steps // (L // block) if block else cfg.rollout.steps)
     draws = 1 if same_masks(cfg) else t.mu  # as the trainer decides it
     old = 0 if ratio_free(cfg) else draws - 1
     ref = draws if cfg.loss.beta > 0 else 0
@@ -244,12 +263,15 @@ def arms(preset_name: str | None, config: str | None) -> list[tuple[str, str, RL
             f"config; tiny presets: {', '.join(k for k, v in PRESETS.items() if isinstance(v, TinyPreset))}"
         )
     sft = {label: {"folder": "sft"} for label in preset.families}
+    block = {fam.task: fam.block for fam in preset.families.values()}  # a cell loads it from its SFT folder
     seen, out = set(), []
     for cell in tiny_cells(preset, sft, seeds=[0]):
         group = " ".join(str(cell.axes[k]) for k in ("loss.base", "train.task", "setting") if k in cell.axes)
         if (group, cell.axes["variant"]) not in seen:
             seen.add((group, cell.axes["variant"]))
-            out.append((group, cell.axes["variant"], replace(cell.config, train=replace(cell.config.train, init=""))))
+            c = cell.config
+            model = replace(c.model, block_size=block.get(c.train.task, 0) or c.model.block_size)
+            out.append((group, cell.axes["variant"], replace(c, model=model, train=replace(c.train, init=""))))
     return out
 
 

@@ -45,3 +45,31 @@ def test_the_sdar_preset_is_modelled_with_its_block_cache_and_two_streams(meta):
     assert f["rollout"] == pytest.approx(4 * block_rollout(meta, 6, 8, 4, 8), rel=1e-9)
     none = step_flops(replace(small, rollout=replace(small.rollout, cache="none")), model=meta)
     assert none["rollout"] > f["rollout"] and none["likelihood"] == f["likelihood"]
+
+
+def test_the_tiny_block_preset_is_predicted_as_its_cells_counted_it():
+    """`daca-bench cost --preset tiny-block`: the RL cells take the block size from their SFT folder, so the cost
+    model gives each arm its family's `Family.block`; the tiny BERT's cached passes run as the sampler runs them
+    (archs/bert.py), and causal strata are clamped to a block's denoising steps as the trainer clamps them (3 on
+    sudoku, 2 on json). Each grpo arm's FLOPs per cell equal the committed run's ledger (results/tiny-block)
+    within 2 %; without the clamp +DACA's json prediction would be 1.9x its ledger."""
+    import pandas as pd
+
+    from daca_bench.experiments.grid.cost import PHASES, arms
+
+    table = ROOT / "results" / "tiny-block" / "table.csv"
+    if not table.is_file():
+        pytest.skip("results/tiny-block is not in this checkout")
+    ledger = pd.read_csv(table).drop_duplicates(["base", "task", "variant"]).set_index(["base", "task", "variant"])
+    checked = 0
+    for group, variant, cfg in arms("tiny-block", None):
+        base, task = group.split()
+        if base != "grpo" or variant not in ("baseline", "+DACA"):
+            continue
+        assert cfg.model.block_size == {"sudoku_tiny": 6, "json_tiny": 4}[task]
+        f = step_flops(cfg)
+        assert f["strata"] == (1 if variant == "baseline" else {"sudoku_tiny": 3, "json_tiny": 2}[task])
+        per_cell = sum(f[p] for p in PHASES) * cfg.train.steps
+        assert per_cell == pytest.approx(ledger.loc[(base, task, variant), "flops_train"], rel=0.02), (task, variant)
+        checked += 1
+    assert checked == 4
