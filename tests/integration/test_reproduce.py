@@ -209,6 +209,16 @@ def test_calibrate_prints_a_family_s_curve_per_lr(tmp_path, monkeypatch, capsys)
     assert len(configs) == 2 and {(c["reward"], c["eval_split"]) for c in configs} == {("exact", "dev")}
 
 
+def test_calibrate_names_each_base_s_rows(tmp_path, monkeypatch, capsys):
+    """A preset with several bases (tiny-block: grpo and tracerl) prints each arm under its base's name,
+    grpo's rows as before: two rows both labelled 'baseline' would not say which base collapsed."""
+    monkeypatch.setitem(PRESETS, "mini", replace(MINI, bases=("grpo", "gspo"), variants=("baseline",)))
+    args = ["reproduce", "--preset", "mini", "--work-dir", str(tmp_path), "--calibrate", "math"]
+    assert main(args + ["--lrs", "1e-4", "--steps", "1", "--no-progress"]) == 0
+    rows = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["baseline", "gspo baseline"]  # rows[0] is the header
+
+
 @pytest.mark.parametrize(
     "extra,message",
     [

@@ -69,8 +69,10 @@ def calibrate(
         final = json.loads((folder / cell.name / "summary.json").read_text())["test_accuracy"]
         curve = " ".join(f"{r['step']}:{100 * r['test_accuracy']:.1f}" for r in rows if "test_accuracy" in r)
         mean = lambda k, rs: sum(r[k] for r in rs) / max(1, len(rs))  # noqa: E731
+        base = cell.axes.get("loss.base", "grpo")
+        arm = cell.axes["variant"] if base == "grpo" else f"{base} {cell.axes['variant']}"  # a preset with bases
         lines.append(
-            f"| {cell.axes['variant']} | {cell.axes['train.lr']:g} | {cell.config.train.seed} | {curve} | "
+            f"| {arm} | {cell.axes['train.lr']:g} | {cell.config.train.seed} | {curve} | "
             f"{100 * final:.1f} | {mean('reward_mean', rows[:5]):.3f} -> {mean('reward_mean', rows[-5:]):.3f} | "
             f"{mean('loss', rows):.4f} | {mean('grad_norm', rows):.3f} |"
         )
